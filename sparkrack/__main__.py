@@ -1,0 +1,5 @@
+import sys
+
+from sparkrack.cli import main
+
+sys.exit(main())

@@ -1,0 +1,403 @@
+"""The fabric address plan: the single source of truth for every QSFP/RoCE address.
+
+Netplan (``qsfp_network``), the SR-IOV/RoCE roles, the Multus NetworkAttachmentDefinitions,
+the NCCL environment of the serving pods and K3s all read the plan computed here; none of them
+computes an address on its own.
+
+Layout inside ``fabric.subnet`` (default block of 16 addresses)::
+
+    block 0 .. P-1        PF address of port p          host offset = p * block + spark_index
+    block P .. P+V-1      VF v on the SR-IOV port        host offset = (P + v) * block + spark_index
+
+With ``10.77.0.0/24``, one port and 4 VFs: spark3's PF is ``10.77.0.3`` and its VF1 is
+``10.77.0.35`` — the last digits always tell the node. Every VF gets a fixed, locally
+administered MAC ``<mac_prefix>:<spark_index>:<port>:<vf>`` so the GID table and ARP entries
+survive VF re-creation.
+
+Device names follow the kernel's predictable naming on DGX OS: the PF ``enp1s0f0np0`` has the
+base ``enp1s0f0``; its VF v is the netdev ``enp1s0f0v<v>`` and the RDMA device
+``rocep1s0f0v<v>`` (the RDMA name is the netdev base with ``en`` replaced by ``roce``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkrack.errors import Problem, SparkrackError
+
+FABRIC_KEYS: dict[str, str] = {
+    "subnet": "IPv4 network of the QSFP fabric, e.g. 10.77.0.0/24",
+    "mtu": "MTU of the fabric ports and VFs (9000 on the ConnectX-7 fabric)",
+    "ports": "list of ConnectX-7 PF netdevs addressed on every Spark; the first carries the VFs",
+    "vf_count": "number of SR-IOV VFs created on the first port",
+    "vfs_in_use": "VF indices handed to serving pods (each gets a NAD and a host IPv4)",
+    "block": "addresses per block of the plan; every spark_index must be below it",
+    "mac_prefix": "first three octets of VF MACs; must be locally administered unicast",
+    "gid_index": "RoCE GID index override; null = discovered on the host by the roce role",
+}
+
+_DEFAULTS: dict[str, Any] = {
+    "mtu": 9000,
+    "ports": ["enp1s0f0np0"],
+    "vf_count": 4,
+    "vfs_in_use": [0],
+    "block": 16,
+    "mac_prefix": "02:53:50",
+    "gid_index": None,
+}
+
+_PORT_RE = re.compile(r"^en[A-Za-z0-9]+?(np\d+)?$")
+
+
+@dataclass(frozen=True)
+class NodeInput:
+    """What the inventory says about one Spark."""
+
+    name: str
+    node_ip: str
+    spark_index: int | None = None
+
+
+@dataclass(frozen=True)
+class PortPlan:
+    name: str
+    address: str
+    prefixlen: int
+    rdma_device: str
+
+    @property
+    def cidr(self) -> str:
+        return f"{self.address}/{self.prefixlen}"
+
+
+@dataclass(frozen=True)
+class VfPlan:
+    index: int
+    netdev: str
+    rdma_device: str
+    address: str
+    prefixlen: int
+    mac: str
+    in_use: bool
+
+    @property
+    def cidr(self) -> str:
+        return f"{self.address}/{self.prefixlen}"
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    name: str
+    spark_index: int
+    rank: int
+    node_ip: str
+    ports: tuple[PortPlan, ...]
+    vfs: tuple[VfPlan, ...]
+
+    def vf(self, index: int) -> VfPlan:
+        for vf in self.vfs:
+            if vf.index == index:
+                return vf
+        raise SparkrackError(
+            Problem(
+                "fabric",
+                "vfs_in_use",
+                f"VF index {index} does not exist on {self.name} (VFs 0..{len(self.vfs) - 1})",
+                "use an index below fabric.vf_count or raise fabric.vf_count",
+            )
+        )
+
+    @property
+    def serving_vf(self) -> VfPlan:
+        """The VF the serving pod on this node gets (first VF in use)."""
+        return next(vf for vf in self.vfs if vf.in_use)
+
+
+@dataclass(frozen=True)
+class FabricPlan:
+    subnet: str
+    prefixlen: int
+    mtu: int
+    sriov_port: str
+    vf_count: int
+    vfs_in_use: tuple[int, ...]
+    gid_index: int | None
+    nodes: tuple[NodePlan, ...] = field(default_factory=tuple)
+
+    def node(self, name: str) -> NodePlan:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise SparkrackError(
+            Problem("inventory", name, "is not a Spark in the address plan", "add it to 'sparks'")
+        )
+
+    @property
+    def head(self) -> NodePlan:
+        """Rank 0: the Spark with the lowest spark_index."""
+        return self.nodes[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for Jinja/JSON: nodes keyed by inventory name, plus ``order`` by rank."""
+        return {
+            "subnet": self.subnet,
+            "prefixlen": self.prefixlen,
+            "mtu": self.mtu,
+            "sriov_port": self.sriov_port,
+            "vf_count": self.vf_count,
+            "vfs_in_use": list(self.vfs_in_use),
+            "gid_index": self.gid_index,
+            "head": self.head.name,
+            "order": [n.name for n in self.nodes],
+            "nodes": {
+                n.name: {
+                    "name": n.name,
+                    "spark_index": n.spark_index,
+                    "rank": n.rank,
+                    "node_ip": n.node_ip,
+                    "ports": [
+                        {
+                            "name": p.name,
+                            "address": p.address,
+                            "cidr": p.cidr,
+                            "rdma_device": p.rdma_device,
+                        }
+                        for p in n.ports
+                    ],
+                    "vfs": [
+                        {
+                            "index": v.index,
+                            "netdev": v.netdev,
+                            "rdma_device": v.rdma_device,
+                            "address": v.address,
+                            "cidr": v.cidr,
+                            "mac": v.mac,
+                            "in_use": v.in_use,
+                        }
+                        for v in n.vfs
+                    ],
+                    "serving_vf": n.serving_vf.index,
+                }
+                for n in self.nodes
+            },
+        }
+
+
+def port_base(port: str) -> str:
+    """``enp1s0f0np0`` -> ``enp1s0f0`` (drop the physical-port-name suffix)."""
+    return re.sub(r"np\d+$", "", port)
+
+
+def rdma_name(port: str) -> str:
+    """RDMA device of a PF netdev: ``enp1s0f0np0`` -> ``rocep1s0f0``."""
+    return "roce" + port_base(port)[2:]
+
+
+def _problem(key: str, message: str, fix: str, source: str) -> Problem:
+    return Problem(source, f"fabric.{key}" if key else "fabric", message, fix)
+
+
+def _int(value: Any, key: str, source: str, problems: list[Problem]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.append(_problem(key, f"must be an integer, got {value!r}", "write a number", source))
+        return 0
+    return value
+
+
+def compute_plan(
+    fabric: Mapping[str, Any], nodes: Sequence[NodeInput], source: str = "group_vars"
+) -> FabricPlan:
+    """Compute the plan or raise :class:`SparkrackError` listing every problem found."""
+    problems: list[Problem] = []
+    if not isinstance(fabric, Mapping):
+        raise SparkrackError(
+            _problem("", "must be a mapping", "see inventories/example/group_vars/all.yml", source)
+        )
+    unknown = sorted(set(fabric) - set(FABRIC_KEYS))
+    for key in unknown:
+        problems.append(
+            _problem(key, "unknown key", f"remove it; known keys: {', '.join(FABRIC_KEYS)}", source)
+        )
+    spec = {**_DEFAULTS, **{k: v for k, v in fabric.items() if k in FABRIC_KEYS}}
+
+    subnet_raw = spec.get("subnet")
+    subnet: ipaddress.IPv4Network | None = None
+    if subnet_raw is None:
+        problems.append(_problem("subnet", "is required", "set e.g. subnet: 10.77.0.0/24", source))
+    else:
+        try:
+            subnet = ipaddress.IPv4Network(str(subnet_raw), strict=True)
+        except ValueError as exc:
+            problems.append(
+                _problem("subnet", f"{subnet_raw!r} is not an IPv4 network ({exc})",
+                         "use network/prefix with host bits zero, e.g. 10.77.0.0/24", source)
+            )
+
+    mtu = _int(spec["mtu"], "mtu", source, problems)
+    if mtu and not 1280 <= mtu <= 9216:
+        problems.append(_problem("mtu", f"{mtu} is out of range", "use 9000 on the fabric", source))
+    block = _int(spec["block"], "block", source, problems)
+    if block and block < 2:
+        problems.append(_problem("block", "must be at least 2", "use 16", source))
+    vf_count = _int(spec["vf_count"], "vf_count", source, problems)
+    if vf_count < 1 and not any(p.key == "fabric.vf_count" for p in problems):
+        problems.append(_problem("vf_count", "must be at least 1", "create at least one VF", source))
+
+    ports = spec["ports"]
+    if not isinstance(ports, list) or not ports or not all(isinstance(p, str) for p in ports):
+        problems.append(_problem("ports", "must be a non-empty list of interface names",
+                                 "e.g. ports: [enp1s0f0np0]", source))
+        ports = ["invalid"]
+    else:
+        for port in ports:
+            if not _PORT_RE.match(port):
+                problems.append(_problem("ports", f"{port!r} is not an Ethernet netdev name",
+                                         "use the name `ip link` shows, e.g. enp1s0f0np0", source))
+        if len(set(ports)) != len(ports):
+            problems.append(_problem("ports", "lists a port twice", "list each port once", source))
+
+    in_use_raw = spec["vfs_in_use"]
+    if not isinstance(in_use_raw, list) or not in_use_raw:
+        problems.append(_problem("vfs_in_use", "must be a non-empty list of VF indices",
+                                 "e.g. vfs_in_use: [0]", source))
+        in_use: list[int] = []
+    else:
+        in_use = [_int(v, "vfs_in_use", source, problems) for v in in_use_raw]
+        for v in in_use:
+            if vf_count and not 0 <= v < vf_count:
+                problems.append(_problem("vfs_in_use", f"VF index {v} is beyond the VF count "
+                                         f"({vf_count} VFs: 0..{vf_count - 1})",
+                                         "use a lower index or raise fabric.vf_count", source))
+        if len(set(in_use)) != len(in_use):
+            problems.append(_problem("vfs_in_use", "lists a VF twice", "list each VF once", source))
+
+    mac_prefix = str(spec["mac_prefix"]).lower()
+    octets = mac_prefix.split(":")
+    if len(octets) != 3 or not all(re.fullmatch(r"[0-9a-f]{2}", o) for o in octets):
+        problems.append(_problem("mac_prefix", f"{mac_prefix!r} is not three hex octets",
+                                 "e.g. 02:53:50", source))
+    elif int(octets[0], 16) & 0x03 != 0x02:
+        problems.append(_problem("mac_prefix", f"{mac_prefix!r} is not locally administered unicast",
+                                 "the first octet must have bit 1 set and bit 0 clear, e.g. 02", source))
+
+    gid_index = spec["gid_index"]
+    if gid_index is not None:
+        gid_index = _int(gid_index, "gid_index", source, problems)
+
+    # --- nodes -------------------------------------------------------------------------
+    if not nodes:
+        problems.append(Problem(source, "sparks", "the inventory has no Spark",
+                                "add the Spark hosts to the 'sparks' group"))
+    indexed: list[tuple[int, NodeInput]] = []
+    seen_names: set[str] = set()
+    for position, node in enumerate(nodes, start=1):
+        if node.name in seen_names:
+            problems.append(Problem(source, node.name, "appears twice", "list each Spark once"))
+        seen_names.add(node.name)
+        index = position if node.spark_index is None else node.spark_index
+        if isinstance(index, bool) or not isinstance(index, int):
+            problems.append(Problem(source, f"{node.name}.spark_index",
+                                    f"must be an integer, got {index!r}", "write a number"))
+            continue
+        if block and not 1 <= index < block:
+            problems.append(Problem(source, f"{node.name}.spark_index",
+                                    f"{index} is out of range 1..{block - 1}",
+                                    "use a smaller index or raise fabric.block"))
+        indexed.append((index, node))
+    by_index: dict[int, str] = {}
+    for index, node in indexed:
+        if index in by_index:
+            problems.append(Problem(source, f"{node.name}.spark_index",
+                                    f"{index} is already used by {by_index[index]}",
+                                    "give every Spark its own spark_index"))
+        by_index.setdefault(index, node.name)
+    node_ips: dict[str, str] = {}
+    for _, node in indexed:
+        try:
+            ip = ipaddress.IPv4Address(node.node_ip)
+        except ValueError:
+            problems.append(Problem(source, f"{node.name}.node_ip",
+                                    f"{node.node_ip!r} is not an IPv4 address",
+                                    "set ansible_host (or k3s_node_ip) to the management IPv4"))
+            continue
+        if subnet is not None and ip in subnet:
+            problems.append(Problem(source, f"{node.name}.node_ip",
+                                    f"management address {ip} lies inside the fabric subnet {subnet}",
+                                    "use separate networks for management and the QSFP fabric"))
+        if str(ip) in node_ips:
+            problems.append(Problem(source, f"{node.name}.node_ip",
+                                    f"{ip} is already the node IP of {node_ips[str(ip)]}",
+                                    "every node needs its own management address"))
+        node_ips.setdefault(str(ip), node.name)
+
+    if subnet is not None and block >= 2 and isinstance(ports, list):
+        blocks_needed = len(ports) + max(vf_count, 0)
+        last_offset = blocks_needed * block - 1
+        if last_offset >= subnet.num_addresses - 1:
+            problems.append(_problem("subnet", f"{subnet} has {subnet.num_addresses} addresses but the "
+                                     f"plan needs {blocks_needed} blocks of {block} "
+                                     f"({len(ports)} port(s) + {vf_count} VFs)",
+                                     "use a larger subnet (e.g. /24), fewer VFs or a smaller block",
+                                     source))
+    if problems:
+        raise SparkrackError(problems)
+    assert subnet is not None
+
+    def addr(block_no: int, index: int) -> str:
+        return str(subnet.network_address + block_no * block + index)
+
+    plans: list[NodePlan] = []
+    for rank, (index, node) in enumerate(sorted(indexed, key=lambda item: item[0])):
+        port_plans = tuple(
+            PortPlan(name=p, address=addr(i, index), prefixlen=subnet.prefixlen,
+                     rdma_device=rdma_name(p))
+            for i, p in enumerate(ports)
+        )
+        base = port_base(ports[0])
+        vf_plans = tuple(
+            VfPlan(
+                index=v,
+                netdev=f"{base}v{v}",
+                rdma_device=f"{rdma_name(ports[0])}v{v}",
+                address=addr(len(ports) + v, index),
+                prefixlen=subnet.prefixlen,
+                mac=f"{mac_prefix}:{index:02x}:00:{v:02x}",
+                in_use=v in in_use,
+            )
+            for v in range(vf_count)
+        )
+        plans.append(NodePlan(name=node.name, spark_index=index, rank=rank,
+                              node_ip=node.node_ip, ports=port_plans, vfs=vf_plans))
+    # Defence in depth: the layout above cannot collide, but a future change might.
+    all_addresses = [p.address for n in plans for p in n.ports] + [
+        v.address for n in plans for v in n.vfs
+    ]
+    if len(set(all_addresses)) != len(all_addresses):  # pragma: no cover - layout invariant
+        raise SparkrackError(_problem("", "the plan produced duplicate addresses",
+                                      "report this as a bug", source))
+    return FabricPlan(
+        subnet=str(subnet),
+        prefixlen=subnet.prefixlen,
+        mtu=mtu,
+        sriov_port=ports[0],
+        vf_count=vf_count,
+        vfs_in_use=tuple(in_use),
+        gid_index=gid_index,
+        nodes=tuple(plans),
+    )
+
+
+def nodes_from_hostvars(
+    hosts: Iterable[str], hostvars: Mapping[str, Mapping[str, Any]]
+) -> list[NodeInput]:
+    """Build node inputs from Ansible host variables (``spark_index``, ``k3s_node_ip``/``ansible_host``)."""
+    result = []
+    for host in hosts:
+        hv = hostvars.get(host, {})
+        node_ip = hv.get("k3s_node_ip") or hv.get("mgmt_ip") or hv.get("ansible_host") or ""
+        result.append(NodeInput(name=host, node_ip=str(node_ip), spark_index=hv.get("spark_index")))
+    return result

@@ -1,0 +1,39 @@
+"""``sparkrack addresses``: print the fabric address plan of an inventory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import yaml
+
+from sparkrack.inventory import load_inventory
+
+
+def register(sub: Any) -> None:
+    from sparkrack.cli import DEFAULT_INVENTORY
+
+    p: argparse.ArgumentParser = sub.add_parser(
+        "addresses", help="print the QSFP/RoCE address plan computed from an inventory"
+    )
+    p.add_argument("--inventory", "-i", default=DEFAULT_INVENTORY, help="inventory directory")
+    p.add_argument("--format", choices=["table", "yaml", "json"], default="table")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = load_inventory(args.inventory).plan()
+    if args.format == "json":
+        print(json.dumps(plan.to_dict(), indent=2))
+    elif args.format == "yaml":
+        print(yaml.safe_dump(plan.to_dict(), sort_keys=False), end="")
+    else:
+        print(f"fabric {plan.subnet}  mtu {plan.mtu}  VFs on {plan.sriov_port}: "
+              f"{plan.vf_count} (in use: {', '.join(map(str, plan.vfs_in_use))})")
+        print(f"{'node':<10} {'rank':>4} {'node-ip':<15} {'PF':<22} {'VF (in use)':<40}")
+        for n in plan.nodes:
+            pf = ", ".join(f"{p.name}={p.address}" for p in n.ports)
+            vfs = ", ".join(f"{v.netdev}={v.address}" for v in n.vfs if v.in_use)
+            print(f"{n.name:<10} {n.rank:>4} {n.node_ip:<15} {pf:<22} {vfs:<40}")
+    return 0
