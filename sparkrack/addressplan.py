@@ -401,3 +401,38 @@ def nodes_from_hostvars(
         node_ip = hv.get("k3s_node_ip") or hv.get("mgmt_ip") or hv.get("ansible_host") or ""
         result.append(NodeInput(name=host, node_ip=str(node_ip), spark_index=hv.get("spark_index")))
     return result
+
+
+# --- How a serving pod gets its node's VF (read by the NAD renderer and the pod renderer) -----
+#
+# One NetworkAttachmentDefinition per VF index in use (``sparkrack-vf<v>``, host-device moving the
+# VF netdev ``<base>v<v>`` into the pod, static IPAM with the ``ips`` capability). The netdev name is
+# the same on every Spark, so one NAD serves all nodes; each pod asks for *its* node's planned
+# address through the Multus annotation below, which equals the host-side netplan address of that
+# VF (seed 003: without the same IPv4 on the host the GID table holds only fe80:: entries).
+
+POD_FABRIC_IFNAME = "net1"
+"""Name of the VF inside the serving pod; NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME point here."""
+
+
+def nad_name(vf_index: int) -> str:
+    return f"sparkrack-vf{vf_index}"
+
+
+def pod_network_annotation(node: NodePlan, namespace: str, vf_index: int | None = None) -> str:
+    """Value of ``k8s.v1.cni.cncf.io/networks`` for the serving pod on ``node``."""
+    import json
+
+    vf = node.serving_vf if vf_index is None else node.vf(vf_index)
+    return json.dumps(
+        [
+            {
+                "name": nad_name(vf.index),
+                "namespace": namespace,
+                "interface": POD_FABRIC_IFNAME,
+                "ips": [vf.cidr],
+                "mac": vf.mac,
+            }
+        ],
+        separators=(",", ":"),
+    )
