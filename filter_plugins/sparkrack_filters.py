@@ -17,7 +17,9 @@ from sparkrack.addressplan import compute_plan, nodes_from_hostvars  # noqa: E40
 from sparkrack.errors import SparkrackError  # noqa: E402
 
 
-def fabric_plan(fabric: Any, hosts: list[str], hostvars: Any, source: str = "inventory") -> dict[str, Any]:
+def fabric_plan(
+    fabric: Any, hosts: list[str], hostvars: Any, source: str = "inventory"
+) -> dict[str, Any]:
     """``{{ fabric | sparkrack_fabric_plan(groups['sparks'], hostvars) }}`` -> the plan as a dict."""
     try:
         plan = compute_plan(fabric, nodes_from_hostvars(hosts, hostvars), source=source)

@@ -203,7 +203,9 @@ def _problem(key: str, message: str, fix: str, source: str) -> Problem:
 
 def _int(value: Any, key: str, source: str, problems: list[Problem]) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        problems.append(_problem(key, f"must be an integer, got {value!r}", "write a number", source))
+        problems.append(
+            _problem(key, f"must be an integer, got {value!r}", "write a number", source)
+        )
         return 0
     return value
 
@@ -233,8 +235,12 @@ def compute_plan(
             subnet = ipaddress.IPv4Network(str(subnet_raw), strict=True)
         except ValueError as exc:
             problems.append(
-                _problem("subnet", f"{subnet_raw!r} is not an IPv4 network ({exc})",
-                         "use network/prefix with host bits zero, e.g. 10.77.0.0/24", source)
+                _problem(
+                    "subnet",
+                    f"{subnet_raw!r} is not an IPv4 network ({exc})",
+                    "use network/prefix with host bits zero, e.g. 10.77.0.0/24",
+                    source,
+                )
             )
 
     mtu = _int(spec["mtu"], "mtu", source, problems)
@@ -245,44 +251,78 @@ def compute_plan(
         problems.append(_problem("block", "must be at least 2", "use 16", source))
     vf_count = _int(spec["vf_count"], "vf_count", source, problems)
     if vf_count < 1 and not any(p.key == "fabric.vf_count" for p in problems):
-        problems.append(_problem("vf_count", "must be at least 1", "create at least one VF", source))
+        problems.append(
+            _problem("vf_count", "must be at least 1", "create at least one VF", source)
+        )
 
     ports = spec["ports"]
     if not isinstance(ports, list) or not ports or not all(isinstance(p, str) for p in ports):
-        problems.append(_problem("ports", "must be a non-empty list of interface names",
-                                 "e.g. ports: [enp1s0f0np0]", source))
+        problems.append(
+            _problem(
+                "ports",
+                "must be a non-empty list of interface names",
+                "e.g. ports: [enp1s0f0np0]",
+                source,
+            )
+        )
         ports = ["invalid"]
     else:
         for port in ports:
             if not _PORT_RE.match(port):
-                problems.append(_problem("ports", f"{port!r} is not an Ethernet netdev name",
-                                         "use the name `ip link` shows, e.g. enp1s0f0np0", source))
+                problems.append(
+                    _problem(
+                        "ports",
+                        f"{port!r} is not an Ethernet netdev name",
+                        "use the name `ip link` shows, e.g. enp1s0f0np0",
+                        source,
+                    )
+                )
         if len(set(ports)) != len(ports):
             problems.append(_problem("ports", "lists a port twice", "list each port once", source))
 
     in_use_raw = spec["vfs_in_use"]
     if not isinstance(in_use_raw, list) or not in_use_raw:
-        problems.append(_problem("vfs_in_use", "must be a non-empty list of VF indices",
-                                 "e.g. vfs_in_use: [0]", source))
+        problems.append(
+            _problem(
+                "vfs_in_use",
+                "must be a non-empty list of VF indices",
+                "e.g. vfs_in_use: [0]",
+                source,
+            )
+        )
         in_use: list[int] = []
     else:
         in_use = [_int(v, "vfs_in_use", source, problems) for v in in_use_raw]
         for v in in_use:
             if vf_count and not 0 <= v < vf_count:
-                problems.append(_problem("vfs_in_use", f"VF index {v} is beyond the VF count "
-                                         f"({vf_count} VFs: 0..{vf_count - 1})",
-                                         "use a lower index or raise fabric.vf_count", source))
+                problems.append(
+                    _problem(
+                        "vfs_in_use",
+                        f"VF index {v} is beyond the VF count ({vf_count} VFs: 0..{vf_count - 1})",
+                        "use a lower index or raise fabric.vf_count",
+                        source,
+                    )
+                )
         if len(set(in_use)) != len(in_use):
             problems.append(_problem("vfs_in_use", "lists a VF twice", "list each VF once", source))
 
     mac_prefix = str(spec["mac_prefix"]).lower()
     octets = mac_prefix.split(":")
     if len(octets) != 3 or not all(re.fullmatch(r"[0-9a-f]{2}", o) for o in octets):
-        problems.append(_problem("mac_prefix", f"{mac_prefix!r} is not three hex octets",
-                                 "e.g. 02:53:50", source))
+        problems.append(
+            _problem(
+                "mac_prefix", f"{mac_prefix!r} is not three hex octets", "e.g. 02:53:50", source
+            )
+        )
     elif int(octets[0], 16) & 0x03 != 0x02:
-        problems.append(_problem("mac_prefix", f"{mac_prefix!r} is not locally administered unicast",
-                                 "the first octet must have bit 1 set and bit 0 clear, e.g. 02", source))
+        problems.append(
+            _problem(
+                "mac_prefix",
+                f"{mac_prefix!r} is not locally administered unicast",
+                "the first octet must have bit 1 set and bit 0 clear, e.g. 02",
+                source,
+            )
+        )
 
     gid_index = spec["gid_index"]
     if gid_index is not None:
@@ -290,8 +330,14 @@ def compute_plan(
 
     # --- nodes -------------------------------------------------------------------------
     if not nodes:
-        problems.append(Problem(source, "sparks", "the inventory has no Spark",
-                                "add the Spark hosts to the 'sparks' group"))
+        problems.append(
+            Problem(
+                source,
+                "sparks",
+                "the inventory has no Spark",
+                "add the Spark hosts to the 'sparks' group",
+            )
+        )
     indexed: list[tuple[int, NodeInput]] = []
     seen_names: set[str] = set()
     for position, node in enumerate(nodes, start=1):
@@ -300,49 +346,85 @@ def compute_plan(
         seen_names.add(node.name)
         index = position if node.spark_index is None else node.spark_index
         if isinstance(index, bool) or not isinstance(index, int):
-            problems.append(Problem(source, f"{node.name}.spark_index",
-                                    f"must be an integer, got {index!r}", "write a number"))
+            problems.append(
+                Problem(
+                    source,
+                    f"{node.name}.spark_index",
+                    f"must be an integer, got {index!r}",
+                    "write a number",
+                )
+            )
             continue
         if block and not 1 <= index < block:
-            problems.append(Problem(source, f"{node.name}.spark_index",
-                                    f"{index} is out of range 1..{block - 1}",
-                                    "use a smaller index or raise fabric.block"))
+            problems.append(
+                Problem(
+                    source,
+                    f"{node.name}.spark_index",
+                    f"{index} is out of range 1..{block - 1}",
+                    "use a smaller index or raise fabric.block",
+                )
+            )
         indexed.append((index, node))
     by_index: dict[int, str] = {}
     for index, node in indexed:
         if index in by_index:
-            problems.append(Problem(source, f"{node.name}.spark_index",
-                                    f"{index} is already used by {by_index[index]}",
-                                    "give every Spark its own spark_index"))
+            problems.append(
+                Problem(
+                    source,
+                    f"{node.name}.spark_index",
+                    f"{index} is already used by {by_index[index]}",
+                    "give every Spark its own spark_index",
+                )
+            )
         by_index.setdefault(index, node.name)
     node_ips: dict[str, str] = {}
     for _, node in indexed:
         try:
             ip = ipaddress.IPv4Address(node.node_ip)
         except ValueError:
-            problems.append(Problem(source, f"{node.name}.node_ip",
-                                    f"{node.node_ip!r} is not an IPv4 address",
-                                    "set ansible_host (or k3s_node_ip) to the management IPv4"))
+            problems.append(
+                Problem(
+                    source,
+                    f"{node.name}.node_ip",
+                    f"{node.node_ip!r} is not an IPv4 address",
+                    "set ansible_host (or k3s_node_ip) to the management IPv4",
+                )
+            )
             continue
         if subnet is not None and ip in subnet:
-            problems.append(Problem(source, f"{node.name}.node_ip",
-                                    f"management address {ip} lies inside the fabric subnet {subnet}",
-                                    "use separate networks for management and the QSFP fabric"))
+            problems.append(
+                Problem(
+                    source,
+                    f"{node.name}.node_ip",
+                    f"management address {ip} lies inside the fabric subnet {subnet}",
+                    "use separate networks for management and the QSFP fabric",
+                )
+            )
         if str(ip) in node_ips:
-            problems.append(Problem(source, f"{node.name}.node_ip",
-                                    f"{ip} is already the node IP of {node_ips[str(ip)]}",
-                                    "every node needs its own management address"))
+            problems.append(
+                Problem(
+                    source,
+                    f"{node.name}.node_ip",
+                    f"{ip} is already the node IP of {node_ips[str(ip)]}",
+                    "every node needs its own management address",
+                )
+            )
         node_ips.setdefault(str(ip), node.name)
 
     if subnet is not None and block >= 2 and isinstance(ports, list):
         blocks_needed = len(ports) + max(vf_count, 0)
         last_offset = blocks_needed * block - 1
         if last_offset >= subnet.num_addresses - 1:
-            problems.append(_problem("subnet", f"{subnet} has {subnet.num_addresses} addresses but the "
-                                     f"plan needs {blocks_needed} blocks of {block} "
-                                     f"({len(ports)} port(s) + {vf_count} VFs)",
-                                     "use a larger subnet (e.g. /24), fewer VFs or a smaller block",
-                                     source))
+            problems.append(
+                _problem(
+                    "subnet",
+                    f"{subnet} has {subnet.num_addresses} addresses but the "
+                    f"plan needs {blocks_needed} blocks of {block} "
+                    f"({len(ports)} port(s) + {vf_count} VFs)",
+                    "use a larger subnet (e.g. /24), fewer VFs or a smaller block",
+                    source,
+                )
+            )
     if problems:
         raise SparkrackError(problems)
     assert subnet is not None
@@ -353,8 +435,9 @@ def compute_plan(
     plans: list[NodePlan] = []
     for rank, (index, node) in enumerate(sorted(indexed, key=lambda item: item[0])):
         port_plans = tuple(
-            PortPlan(name=p, address=addr(i, index), prefixlen=subnet.prefixlen,
-                     rdma_device=rdma_name(p))
+            PortPlan(
+                name=p, address=addr(i, index), prefixlen=subnet.prefixlen, rdma_device=rdma_name(p)
+            )
             for i, p in enumerate(ports)
         )
         base = port_base(ports[0])
@@ -370,15 +453,24 @@ def compute_plan(
             )
             for v in range(vf_count)
         )
-        plans.append(NodePlan(name=node.name, spark_index=index, rank=rank,
-                              node_ip=node.node_ip, ports=port_plans, vfs=vf_plans))
+        plans.append(
+            NodePlan(
+                name=node.name,
+                spark_index=index,
+                rank=rank,
+                node_ip=node.node_ip,
+                ports=port_plans,
+                vfs=vf_plans,
+            )
+        )
     # Defence in depth: the layout above cannot collide, but a future change might.
     all_addresses = [p.address for n in plans for p in n.ports] + [
         v.address for n in plans for v in n.vfs
     ]
     if len(set(all_addresses)) != len(all_addresses):  # pragma: no cover - layout invariant
-        raise SparkrackError(_problem("", "the plan produced duplicate addresses",
-                                      "report this as a bug", source))
+        raise SparkrackError(
+            _problem("", "the plan produced duplicate addresses", "report this as a bug", source)
+        )
     return FabricPlan(
         subnet=str(subnet),
         prefixlen=subnet.prefixlen,

@@ -29,8 +29,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "yaml":
         print(yaml.safe_dump(plan.to_dict(), sort_keys=False), end="")
     else:
-        print(f"fabric {plan.subnet}  mtu {plan.mtu}  VFs on {plan.sriov_port}: "
-              f"{plan.vf_count} (in use: {', '.join(map(str, plan.vfs_in_use))})")
+        print(
+            f"fabric {plan.subnet}  mtu {plan.mtu}  VFs on {plan.sriov_port}: "
+            f"{plan.vf_count} (in use: {', '.join(map(str, plan.vfs_in_use))})"
+        )
         print(f"{'node':<10} {'rank':>4} {'node-ip':<15} {'PF':<22} {'VF (in use)':<40}")
         for n in plan.nodes:
             pf = ", ".join(f"{p.name}={p.address}" for p in n.ports)

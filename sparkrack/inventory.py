@@ -38,10 +38,17 @@ class Inventory:
     def plan(self) -> FabricPlan:
         fabric = self.var("fabric")
         if fabric is None:
-            raise SparkrackError(Problem(str(self.path), "fabric", "is not set",
-                                         "define the fabric block in group_vars/all.yml"))
-        return compute_plan(fabric, nodes_from_hostvars(self.sparks, self.hostvars),
-                            source=str(self.path))
+            raise SparkrackError(
+                Problem(
+                    str(self.path),
+                    "fabric",
+                    "is not set",
+                    "define the fabric block in group_vars/all.yml",
+                )
+            )
+        return compute_plan(
+            fabric, nodes_from_hostvars(self.sparks, self.hostvars), source=str(self.path)
+        )
 
 
 def load_inventory(path: str | Path) -> Inventory:
@@ -51,8 +58,11 @@ def load_inventory(path: str | Path) -> Inventory:
 
     inv_path = Path(path)
     if not inv_path.exists():
-        raise SparkrackError(Problem(str(inv_path), "inventory", "does not exist",
-                                     "pass --inventory inventories/<name>"))
+        raise SparkrackError(
+            Problem(
+                str(inv_path), "inventory", "does not exist", "pass --inventory inventories/<name>"
+            )
+        )
     loader = DataLoader()
     manager = InventoryManager(loader=loader, sources=[str(inv_path)])
     variables = VariableManager(loader=loader, inventory=manager)

@@ -49,33 +49,75 @@ def validate_manifest(doc: dict[str, Any], source: str = "manifest") -> list[Pro
     if crd is not None:
         for err in jsonschema.Draft7Validator(crd).iter_errors(doc):
             path = ".".join(str(p) for p in err.absolute_path) or "(root)"
-            problems.append(Problem(source, f"{_name(doc)}:{path}", err.message,
-                                    f"fix the renderer of {kind}", "k8s-schema"))
+            problems.append(
+                Problem(
+                    source,
+                    f"{_name(doc)}:{path}",
+                    err.message,
+                    f"fix the renderer of {kind}",
+                    "k8s-schema",
+                )
+            )
         if kind == "NetworkAttachmentDefinition":
             config = (doc.get("spec") or {}).get("config", "")
             try:
                 json.loads(config)
             except (TypeError, ValueError) as exc:
-                problems.append(Problem(source, f"{_name(doc)}:spec.config",
-                                        f"is not valid JSON ({exc})", "render the CNI config with json.dumps",
-                                        "k8s-schema"))
+                problems.append(
+                    Problem(
+                        source,
+                        f"{_name(doc)}:spec.config",
+                        f"is not valid JSON ({exc})",
+                        "render the CNI config with json.dumps",
+                        "k8s-schema",
+                    )
+                )
         return problems
-    if "/" in api_version and not api_version.startswith(("apps/", "batch/", "rbac.authorization.k8s.io/",
-                                                           "policy/", "networking.k8s.io/",
-                                                           "scheduling.k8s.io/", "node.k8s.io/",
-                                                           "apiextensions.k8s.io/",
-                                                           "admissionregistration.k8s.io/")):
-        return [Problem(source, _name(doc), f"no schema for {api_version} {kind}",
-                        f"add {CRD_SCHEMA_DIR.name}/<group>_<version>_{kind}.json", "k8s-schema")]
+    if "/" in api_version and not api_version.startswith(
+        (
+            "apps/",
+            "batch/",
+            "rbac.authorization.k8s.io/",
+            "policy/",
+            "networking.k8s.io/",
+            "scheduling.k8s.io/",
+            "node.k8s.io/",
+            "apiextensions.k8s.io/",
+            "admissionregistration.k8s.io/",
+        )
+    ):
+        return [
+            Problem(
+                source,
+                _name(doc),
+                f"no schema for {api_version} {kind}",
+                f"add {CRD_SCHEMA_DIR.name}/<group>_<version>_{kind}.json",
+                "k8s-schema",
+            )
+        ]
     try:
         kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
     except kubernetes_validate.ValidationError as exc:
         path = ".".join(str(p) for p in exc.path) or "(root)"
-        problems.append(Problem(source, f"{_name(doc)}:{path}", exc.message,
-                                f"fix the renderer of {kind}", "k8s-schema"))
+        problems.append(
+            Problem(
+                source,
+                f"{_name(doc)}:{path}",
+                exc.message,
+                f"fix the renderer of {kind}",
+                "k8s-schema",
+            )
+        )
     except kubernetes_validate.SchemaNotFoundError:
-        problems.append(Problem(source, _name(doc), f"no Kubernetes schema for {api_version} {kind}",
-                                "check apiVersion/kind", "k8s-schema"))
+        problems.append(
+            Problem(
+                source,
+                _name(doc),
+                f"no Kubernetes schema for {api_version} {kind}",
+                "check apiVersion/kind",
+                "k8s-schema",
+            )
+        )
     return problems
 
 

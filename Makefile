@@ -1,0 +1,44 @@
+# sparkrack — every target runs inside .venv (created by `make setup`).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_FORCE_COLOR := 0
+
+PLAYBOOKS := site.yml $(wildcard playbooks/*.yml)
+
+.PHONY: setup lint yamllint ansible-lint syntax python-lint unit test
+
+setup: $(STAMP)
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+yamllint: setup
+	yamllint --strict .
+
+ansible-lint: setup
+	ansible-lint --offline --profile production
+
+syntax: setup
+	@for pb in $(PLAYBOOKS); do \
+	  echo "syntax-check $$pb"; \
+	  ansible-playbook --syntax-check -i inventories/lab $$pb >/dev/null; \
+	  ansible-playbook --syntax-check -i inventories/example $$pb >/dev/null; \
+	done
+
+python-lint: setup
+	ruff check sparkrack filter_plugins tests
+	ruff format --check sparkrack filter_plugins tests
+	mypy
+
+lint: yamllint ansible-lint syntax python-lint
+
+unit: setup
+	pytest -q tests
+
+test: lint unit
