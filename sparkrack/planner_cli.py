@@ -1,0 +1,132 @@
+"""``sparkrack plan [PROFILE ...]``: capacity + decode roofline of serving profiles."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from sparkrack.planner import (
+    DEFAULT_OS_HEADROOM_GB,
+    DEFAULT_RUNTIME_OVERHEAD_GB,
+    CapacityPlan,
+    Hardware,
+    plan_profile,
+)
+
+COLUMNS = (
+    ("profile", 34),
+    ("engine", 6),
+    ("tp/pp/ep", 8),
+    ("weights/GPU", 11),
+    ("KV pool", 8),
+    ("KV tokens", 10),
+    ("Mamba slots", 11),
+    ("max run", 7),
+    ("used/GPU", 8),
+    ("fits", 4),
+    ("tok/s bound", 11),
+)
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "plan",
+        help="capacity (weights, KV, Mamba slots, fit) and decode roofline of serving profiles",
+    )
+    p.add_argument(
+        "profiles", nargs="*", metavar="PROFILE", help="path, file stem or HF id (default: all)"
+    )
+    p.add_argument("--nodes", type=int, default=None, help="Sparks available (checks tp x pp)")
+    p.add_argument(
+        "--os-headroom-gb",
+        type=float,
+        default=DEFAULT_OS_HEADROOM_GB,
+        help="unified memory kept for OS/K3s per Spark",
+    )
+    p.add_argument(
+        "--overhead-gb",
+        type=float,
+        default=DEFAULT_RUNTIME_OVERHEAD_GB,
+        help="CUDA/NCCL/workspace per GPU before the KV pool is sized",
+    )
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(handler=run)
+
+
+def _profiles(refs: list[str]) -> list[Any]:
+    from sparkrack.profiles import PROFILE_DIR, load_profile
+
+    if not refs:
+        refs = sorted(str(p) for p in PROFILE_DIR.glob("*.yml"))
+    return [load_profile(ref) for ref in refs]
+
+
+def _gb(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def row(plan: CapacityPlan) -> list[str]:
+    bound = plan.roofline_tokens_per_s()
+    return [
+        plan.name,
+        plan.engine,
+        f"{plan.tp}/{plan.pp}/{plan.ep}",
+        _gb(plan.weights_per_gpu_gb),
+        _gb(plan.kv_pool_gb),
+        "-" if plan.kv_tokens is None else f"{plan.kv_tokens:,}",
+        "-" if plan.mamba_slots is None else str(plan.mamba_slots),
+        "-" if plan.max_running_requests is None else str(plan.max_running_requests),
+        f"{plan.used_per_gpu_gb:.1f}",
+        "yes" if plan.fits else "NO",
+        f"{bound:.0f}",
+    ]
+
+
+def to_dict(plan: CapacityPlan) -> dict[str, Any]:
+    return {
+        "profile": plan.name,
+        "engine": plan.engine,
+        "tp": plan.tp,
+        "pp": plan.pp,
+        "ep": plan.ep,
+        "weights_total_gb": round(plan.weights_total_gb, 2),
+        "weights_per_gpu_gb": round(plan.weights_per_gpu_gb, 2),
+        "kv_pool_gb": round(plan.kv_pool_gb or 0.0, 2),
+        "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token,
+        "kv_tokens": plan.kv_tokens,
+        "context_length": plan.context_length,
+        "mamba_slots": plan.mamba_slots,
+        "mamba_slots_per_request": plan.mamba_slots_per_request,
+        "max_running_requests": plan.max_running_requests,
+        "used_per_gpu_gb": round(plan.used_per_gpu_gb, 2),
+        "usable_per_gpu_gb": plan.hardware.usable_gb,
+        "fits": plan.fits,
+        "bandwidth_gbps": plan.bandwidth_gbps,
+        "bytes_per_token_gb": round(plan.bytes_per_token_gb(), 3),
+        "roofline_tokens_per_s": round(plan.roofline_tokens_per_s(), 1),
+        "problems": [str(p) for p in plan.problems],
+        "notes": list(plan.notes),
+        "assumptions": plan.assumptions(),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    hw = Hardware(os_headroom_gb=args.os_headroom_gb, runtime_overhead_gb=args.overhead_gb)
+    plans = [plan_profile(p, nodes=args.nodes, hardware=hw) for p in _profiles(args.profiles)]
+    if args.format == "json":
+        print(json.dumps([to_dict(p) for p in plans], indent=2))
+        return 0 if all(p.fits for p in plans) else 1
+    print(" ".join(f"{title:<{width}}" for title, width in COLUMNS).rstrip())
+    for p in plans:
+        cells = row(p)
+        print(" ".join(f"{c:<{w}}" for c, (_t, w) in zip(cells, COLUMNS, strict=True)).rstrip())
+    print("\n(GB = 10^9 bytes, per GPU; tok/s bound = single-stream decode step at empty context)")
+    for p in plans:
+        extra = list(p.notes) + [str(problem) for problem in p.problems]
+        for line in extra:
+            print(f"{p.name}: {line}")
+    print("\nassumptions:")
+    for line in plans[0].assumptions() if plans else []:
+        print(f"  - {line}")
+    return 0 if all(p.fits for p in plans) else 1
