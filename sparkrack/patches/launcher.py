@@ -1,0 +1,103 @@
+"""Serving-container entrypoint: apply the SM121 patches, then exec the server (STDLIB ONLY).
+
+    python3 -I /opt/sparkrack/launcher.py [--require ID]... [--model-arch CLASS] -- SERVER ARGV...
+
+Prints one line per catalog patch. A required patch in DRIFT stops the pod: a clear message on
+stderr, exit code 3, the server is NOT started (Kubernetes shows the container as failed and the
+message in its log). Any other outcome, including DRIFT of a patch the profile does not require
+(a warning), ends in os.execvp of the server argv, which keeps the server as the container's
+main process (signals, exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if not __package__ and _HERE not in sys.path:  # python3 -I leaves the script's dir off sys.path
+    sys.path.insert(0, _HERE)
+
+if __package__:  # imported from the sparkrack package
+    from sparkrack.patches.catalog import PATCHES
+    from sparkrack.patches.engine import DRIFT, default_roots, run_catalog
+else:  # run as a script: the flat copy in the serving container (/opt/sparkrack)
+    from catalog import PATCHES  # type: ignore[import-not-found,no-redef]
+    from engine import DRIFT, default_roots, run_catalog  # type: ignore[import-not-found,no-redef]
+
+EXIT_REQUIRED_DRIFT = 3
+EXIT_USAGE = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--" in args:
+        split = args.index("--")
+        own, server = args[:split], args[split + 1 :]
+    else:
+        own, server = args, []
+    parser = argparse.ArgumentParser(prog="sparkrack-launcher")
+    parser.add_argument("--require", action="append", default=[], metavar="ID")
+    parser.add_argument("--model-arch", default="")
+    opts = parser.parse_args(own)
+    required = [r for item in opts.require for r in item.split(",") if r]
+    known = {p.id for p in PATCHES}
+    unknown = [r for r in required if r not in known]
+    if unknown:
+        print(
+            f"[sparkrack-patch] FATAL: the profile requires unknown patch id(s) {', '.join(unknown)}"
+            f" — known: {', '.join(sorted(known))}. Fix the profile's patches list.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if not server:
+        print("[sparkrack-patch] FATAL: no server command after '--'", file=sys.stderr)
+        return EXIT_USAGE
+
+    roots = default_roots()
+    print(
+        f"[sparkrack-patch] site-packages: {', '.join(str(r) for r in roots) or '(none found)'};"
+        f" model architecture: {opts.model_arch or '(unknown)'};"
+        f" required: {', '.join(required) or '(none)'}",
+        flush=True,
+    )
+    reports = run_catalog(
+        PATCHES, roots, model_arch=opts.model_arch, server_argv=server, write=True
+    )
+    fatal: list[str] = []
+    for report in reports:
+        print(report.line(), flush=True)
+        if report.status == DRIFT:
+            if report.patch_id in required:
+                fatal.append(report.patch_id)
+            else:
+                print(
+                    f"[sparkrack-patch] WARNING: {report.patch_id} is in DRIFT but not required by"
+                    " this profile; starting the server without it.",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    if fatal:
+        print(
+            f"[sparkrack-patch] FATAL: required patch(es) {', '.join(fatal)} could not be applied"
+            " (DRIFT: the installed code no longer matches the patch). The server was NOT"
+            " started. Fix: use an image whose package versions the patch catalog covers, or"
+            " update the patch in sparkrack/patches/catalog.py (see the lines above).",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_REQUIRED_DRIFT
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvp(server[0], server)
+    except OSError as exc:
+        print(f"[sparkrack-patch] FATAL: cannot exec {server[0]}: {exc}", file=sys.stderr)
+        return 127
+    return 0  # pragma: no cover - execvp does not return
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""The serving-container launcher and the ``sparkrack patch`` CLI, on real wheels.
+
+The launcher runs as a real subprocess from a flat directory holding exactly the ConfigMap files
+(as mounted at /opt/sparkrack in the pod), with the command ``container_entrypoint`` renders, and
+execs a real server stand-in (``python3 -c`` printing its argv and pid).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sparkrack.cli import main
+from sparkrack.errors import SparkrackError
+from sparkrack.patches import (
+    CONFIGMAP_FILES,
+    MOUNT_PATH,
+    PATCH_IDS,
+    PATCHES,
+    configmap_files,
+    container_entrypoint,
+)
+
+pytest_plugins = ("patch_fixtures",)
+SitePackages = Callable[..., Path]  # the site_packages fixture (tests/patch_fixtures.py)
+
+SGLANG = ("sglang", "0.5.12")
+FLASHINFER = ("flashinfer-python", "0.6.11.post1")  # the pin of sglang 0.5.12
+FI_MMA = "flashinfer/data/cutlass/python/CuTeDSL/cutlass/cute/nvgpu/tcgen05/mma.py"
+FI_ARCH = "flashinfer/data/cutlass/python/CuTeDSL/cutlass/base_dsl/arch.py"
+MOE = "sglang/srt/layers/moe/cutlass_moe.py"
+SERVER_CODE = "import os, sys; print('SERVER', os.getpid(), sys.argv[1:])"
+ARCH = "Qwen3_5MoeForConditionalGeneration"
+
+
+@pytest.fixture
+def site(site_packages: SitePackages) -> Path:
+    sglang_files = sorted({t.path for p in PATCHES for t in p.targets if "sglang" in t.dists})
+    return site_packages((*SGLANG, sglang_files), (*FLASHINFER, [FI_MMA, FI_ARCH]))
+
+
+@pytest.fixture
+def mount(tmp_path: Path) -> Path:
+    """The ConfigMap as the pod sees it: one flat directory with the rendered files."""
+    opt = tmp_path / "opt-sparkrack"
+    opt.mkdir()
+    for name, text in configmap_files().items():
+        (opt / name).write_text(text)
+    return opt
+
+
+def _launch(mount: Path, site: Path, required: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run the rendered command; ``args`` of the result carries the launcher's pid."""
+    command = container_entrypoint(required, ARCH, mount=str(mount))
+    assert command[0] == "python3"
+    server = [sys.executable, "-c", SERVER_CODE, "--tp-size", "4", "--ep-size", "4"]
+    env = {"PATH": os.environ["PATH"], "SPARKRACK_SITE_PACKAGES": str(site)}
+    with subprocess.Popen(
+        [sys.executable, *command[1:], *server],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=mount.parent,
+    ) as proc:
+        out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.pid, proc.returncode, out, err)
+
+
+def _patch_lines(stdout: str) -> dict[str, str]:
+    out = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if line.startswith("[sparkrack-patch] ") and len(parts) > 2 and parts[2] in PATCH_IDS:
+            out[parts[2]] = parts[1]
+    return out
+
+
+def _server_line(stdout: str) -> str:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("SERVER ")]
+    assert len(lines) <= 1
+    return lines[0] if lines else ""
+
+
+def test_entrypoint_shape() -> None:
+    cmd = container_entrypoint(["sglang-jit-arch-sm120f"], "NemotronHForCausalLM")
+    assert cmd == [
+        "python3",
+        "-I",
+        f"{MOUNT_PATH}/launcher.py",
+        "--require",
+        "sglang-jit-arch-sm120f",
+        "--model-arch",
+        "NemotronHForCausalLM",
+        "--",
+    ]
+    assert set(configmap_files()) == set(CONFIGMAP_FILES)
+
+
+def test_entrypoint_refuses_unknown_patch_id() -> None:
+    with pytest.raises(SparkrackError) as err:
+        container_entrypoint(["cutlass-dsl-sm121"], "X")
+    text = str(err.value)
+    assert "unknown patch id(s) cutlass-dsl-sm121" in text and "[patch-unknown-id]" in text
+
+
+def test_configmap_files_import_only_the_standard_library() -> None:
+    """The pod has no sparkrack: outside the `if __package__:` branch only stdlib may be imported."""
+    allowed = set(sys.stdlib_module_names) | {"engine", "catalog", "__future__"}
+    for name, text in configmap_files().items():
+        tree = ast.parse(text)
+        package_only: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "__package__":
+                package_only |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in package_only:
+                continue
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                mods = [node.module or ""]
+            else:
+                continue
+            for mod in mods:
+                assert mod.split(".")[0] in allowed, f"{name} imports {mod}"
+
+
+def test_launcher_applies_then_execs_the_server(mount: Path, site: Path) -> None:
+    proc = _launch(mount, site, ["cutlass-dsl-sm121-admissible-archs", "sglang-jit-arch-sm120f"])
+    assert proc.returncode == 0, proc.stderr
+    assert _patch_lines(proc.stdout) == {
+        "cutlass-dsl-sm121-admissible-archs": "APPLIED",
+        "sglang-jit-arch-sm120f": "APPLIED",
+        "sglang-cutlass-moe-fp4-ep": "APPLIED",
+        "sglang-modelopt-ep-input-scale": "APPLIED",
+        "sglang-moe-wna16-qzeros-ep": "APPLIED",
+    }
+    # the CuTe DSL wheel itself is not installed here: said so, not claimed as patched
+    assert "nvidia-cutlass-dsl-libs-base / nvidia-cutlass-dsl not installed" in proc.stdout
+    # exec, not a child: the server runs under the launcher's pid and gets the argv unchanged
+    server = _server_line(proc.stdout)
+    _, pid, argv = server.split(" ", 2)
+    assert int(pid) == proc.args
+    assert argv == "['--tp-size', '4', '--ep-size', '4']"
+    assert proc.stdout.rstrip().endswith(server)
+    for patch in PATCHES:
+        for target in patch.targets:
+            if (site / target.path).exists():
+                assert patch.marker in (site / target.path).read_text()
+
+    again = _launch(mount, site, ["cutlass-dsl-sm121-admissible-archs"])
+    assert again.returncode == 0, again.stderr
+    assert set(_patch_lines(again.stdout).values()) == {"ALREADY"}
+    assert _server_line(again.stdout)
+
+
+def _alter_moe_anchor(site: Path) -> bytes:
+    path = site / MOE
+    text = path.read_text()
+    anchor = "    device = a.device\n    a_map = torch.empty("
+    assert text.count(anchor) == 1
+    path.write_text(
+        text.replace(anchor, "    device = a.device  # upstream edit\n    a_map = torch.empty(")
+    )
+    return path.read_bytes()
+
+
+def test_required_drift_stops_the_pod(mount: Path, site: Path) -> None:
+    altered = _alter_moe_anchor(site)
+    proc = _launch(mount, site, ["sglang-cutlass-moe-fp4-ep"])
+    assert proc.returncode == 3
+    assert _patch_lines(proc.stdout)["sglang-cutlass-moe-fp4-ep"] == "DRIFT"
+    assert "FATAL: required patch(es) sglang-cutlass-moe-fp4-ep could not be applied" in proc.stderr
+    assert "The server was NOT started" in proc.stderr
+    assert _server_line(proc.stdout) == "", "the server must not run"
+    assert (site / MOE).read_bytes() == altered
+
+
+def test_non_required_drift_warns_and_execs(mount: Path, site: Path) -> None:
+    altered = _alter_moe_anchor(site)
+    proc = _launch(mount, site, ["sglang-jit-arch-sm120f"])
+    assert proc.returncode == 0, proc.stderr
+    assert _patch_lines(proc.stdout)["sglang-cutlass-moe-fp4-ep"] == "DRIFT"
+    assert "WARNING: sglang-cutlass-moe-fp4-ep is in DRIFT but not required" in proc.stderr
+    assert _server_line(proc.stdout)
+    assert (site / MOE).read_bytes() == altered
+
+
+def test_launcher_refuses_unknown_required_id(mount: Path, site: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "SPARKRACK_SITE_PACKAGES": str(site)}
+    proc = subprocess.run(
+        [sys.executable, "-I", str(mount / "launcher.py"), "--require", "nope", "--", "true"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "unknown patch id(s) nope" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# sparkrack patch CLI
+
+
+def test_cli_check_apply_again(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["patch", "--site-packages", str(site), "--arch", ARCH]
+    ep = ["--", "--ep-size", "4"]
+    before = (site / MOE).read_bytes()
+
+    assert main([*base, "--check", *ep]) == 0
+    out = capsys.readouterr().out
+    assert set(_patch_lines(out).values()) == {"WOULD-APPLY"}
+    assert (site / MOE).read_bytes() == before, "--check wrote"
+
+    assert main([*base, "--apply", *ep]) == 0
+    assert set(_patch_lines(capsys.readouterr().out).values()) == {"APPLIED"}
+    assert (site / MOE).read_bytes() != before
+
+    assert main([*base, "--apply", *ep]) == 0
+    assert set(_patch_lines(capsys.readouterr().out).values()) == {"ALREADY"}
+
+
+def test_cli_without_ep_and_on_drift(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["patch", "--site-packages", str(site), "--arch", ARCH]
+    assert main([*base, "--check"]) == 0
+    lines = _patch_lines(capsys.readouterr().out)
+    assert lines["sglang-cutlass-moe-fp4-ep"] == "NOT-APPLICABLE"
+    assert lines["sglang-jit-arch-sm120f"] == "WOULD-APPLY"
+    _alter_moe_anchor(site)
+    assert main([*base, "--check", "--", "--ep", "2"]) == 1
+    assert _patch_lines(capsys.readouterr().out)["sglang-cutlass-moe-fp4-ep"] == "DRIFT"
+
+
+def test_cli_list_and_bad_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["patch", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(pid in out for pid in PATCH_IDS)
+    assert main(["patch", "--site-packages", str(tmp_path / "absent"), "--check"]) == 1
+    assert "--site-packages: not a directory" in capsys.readouterr().err
