@@ -8,6 +8,7 @@ carries the distribution's real name and version.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -19,7 +20,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-WHEEL_CACHE = REPO / ".cache" / "wheels"
+# SPARKRACK_WHEEL_CACHE: another cache directory (e.g. to prove a cold download works).
+WHEEL_CACHE = Path(os.environ.get("SPARKRACK_WHEEL_CACHE") or REPO / ".cache" / "wheels")
 
 
 def _norm(name: str) -> str:
