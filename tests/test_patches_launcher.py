@@ -193,6 +193,21 @@ def test_non_required_drift_warns_and_execs(mount: Path, site: Path) -> None:
     assert (site / MOE).read_bytes() == altered
 
 
+def test_required_patch_with_nothing_installed_stops_the_pod(mount: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-site-packages"
+    empty.mkdir()
+    proc = _launch(mount, empty, ["sglang-jit-arch-sm120f"])
+    assert proc.returncode == 3
+    assert "sglang not installed" in proc.stdout
+    assert "FATAL: required patch(es) sglang-jit-arch-sm120f" in proc.stderr
+    assert _server_line(proc.stdout) == ""
+    # not required: the same situation is reported and the server starts
+    proc = _launch(mount, empty, [])
+    assert proc.returncode == 0, proc.stderr
+    assert set(_patch_lines(proc.stdout).values()) == {"NOT-APPLICABLE"}
+    assert _server_line(proc.stdout)
+
+
 def test_launcher_refuses_unknown_required_id(mount: Path, site: Path) -> None:
     env = {"PATH": os.environ["PATH"], "SPARKRACK_SITE_PACKAGES": str(site)}
     proc = subprocess.run(

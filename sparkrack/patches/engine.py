@@ -205,6 +205,7 @@ class Outcome:
     status: str
     target: str  # relative path ("" when the patch was decided before looking at files)
     detail: str
+    package_missing: bool = False  # NOT-APPLICABLE because no owning distribution is installed
 
     def __str__(self) -> str:
         where = f" {self.target}" if self.target else ""
@@ -223,6 +224,11 @@ class PatchReport:
             if s in statuses:
                 return s
         return NOT_APPLICABLE
+
+    @property
+    def packages_missing(self) -> bool:
+        """True when every target was skipped because its distribution is not installed."""
+        return bool(self.outcomes) and all(o.package_missing for o in self.outcomes)
 
     def line(self) -> str:
         parts = "; ".join(
@@ -466,6 +472,7 @@ def run_patch(
                     NOT_APPLICABLE,
                     target.path,
                     f"{' / '.join(target.dists)} not installed",
+                    package_missing=True,
                 )
             )
             continue

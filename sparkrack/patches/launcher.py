@@ -2,8 +2,9 @@
 
     python3 -I /opt/sparkrack/launcher.py [--require ID]... [--model-arch CLASS] -- SERVER ARGV...
 
-Prints one line per catalog patch. A required patch in DRIFT stops the pod: a clear message on
-stderr, exit code 3, the server is NOT started (Kubernetes shows the container as failed and the
+Prints one line per catalog patch. A required patch in DRIFT, or one none of whose packages is
+installed (wrong image, site-packages not found), stops the pod: a clear message on stderr, exit
+code 3, the server is NOT started (Kubernetes shows the container as failed and the
 message in its log). Any other outcome, including DRIFT of a patch the profile does not require
 (a warning), ends in os.execvp of the server argv, which keeps the server as the container's
 main process (signals, exit code).
@@ -69,7 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     fatal: list[str] = []
     for report in reports:
         print(report.line(), flush=True)
-        if report.status == DRIFT:
+        if report.patch_id in required and report.packages_missing:
+            # nothing to patch was found at all: wrong image or site-packages not discovered
+            fatal.append(report.patch_id)
+        elif report.status == DRIFT:
             if report.patch_id in required:
                 fatal.append(report.patch_id)
             else:
@@ -82,9 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if fatal:
         print(
             f"[sparkrack-patch] FATAL: required patch(es) {', '.join(fatal)} could not be applied"
-            " (DRIFT: the installed code no longer matches the patch). The server was NOT"
-            " started. Fix: use an image whose package versions the patch catalog covers, or"
-            " update the patch in sparkrack/patches/catalog.py (see the lines above).",
+            " (DRIFT: the installed code no longer matches the patch, or none of the packages"
+            " it patches was found). The server was NOT started. Fix: use an image whose"
+            " package versions the patch catalog covers, set SPARKRACK_SITE_PACKAGES if the"
+            " packages live elsewhere, or update sparkrack/patches/catalog.py (see above).",
             file=sys.stderr,
             flush=True,
         )
