@@ -14,7 +14,7 @@ from typing import Any
 
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.patches import PATCHES, run_catalog
-from sparkrack.patches.engine import DRIFT
+from sparkrack.patches.engine import DRIFT, expand_roots
 
 
 def register(subparsers: Any) -> None:
@@ -74,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     reports = run_catalog(
         PATCHES,
-        roots,
+        expand_roots(roots),
         model_arch=args.arch,
         server_argv=list(args.server_argv),
         write=bool(args.apply),

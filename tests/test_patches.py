@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import logging
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from sparkrack.patches.engine import (
     NOT_APPLICABLE,
     WOULD_APPLY,
     Patch,
+    expand_roots,
     run_patch,
     validate_catalog,
     version_in,
@@ -526,6 +528,21 @@ def test_cutlass_fixed_upstream_is_not_applicable(site_packages: SitePackages) -
     path.write_text(path.read_text().replace(anchor, upstream))
     outcome = _only(_run(CUTLASS_DSL_SM121, site), copy.target)
     assert outcome.status == NOT_APPLICABLE and "fixed upstream" in outcome.detail
+
+
+def test_editable_install_source_checkout(site_packages: SitePackages, tmp_path: Path) -> None:
+    """pip install -e: the dist-info is in site-packages, the code in a checkout named by a .pth."""
+    site = site_packages(("sglang", "0.5.13", [SGLANG_JIT_ARCH.targets[0].path]))
+    checkout = tmp_path / "sgl-workspace" / "python"
+    checkout.mkdir(parents=True)
+    shutil.move(site / "sglang", checkout / "sglang")
+    (site / "__editable__.sglang-0.5.13.pth").write_text(f"{checkout}\n")
+    assert _run(SGLANG_JIT_ARCH, site).status == DRIFT  # the file is not under site-packages
+    report = run_patch(
+        SGLANG_JIT_ARCH, expand_roots([site]), model_arch="X", server_argv=[], write=True
+    )
+    assert report.status == APPLIED
+    assert SGLANG_JIT_ARCH.marker in (checkout / SGLANG_JIT_ARCH.targets[0].path).read_text()
 
 
 # ---------------------------------------------------------------------------------------------

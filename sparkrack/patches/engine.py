@@ -550,30 +550,37 @@ def run_catalog(
     ]
 
 
+def expand_roots(site_dirs: list[Path]) -> list[Path]:
+    """``site_dirs`` plus the source checkouts they point to: directories named in their *.pth
+    files (editable installs, e.g. ``pip install -e sglang/python``) and PYTHONPATH entries (the
+    launcher runs with -I, the server it execs will not)."""
+    extra = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for d in site_dirs:
+        if not d.is_dir():
+            continue
+        for pth in sorted(d.glob("*.pth")):
+            try:
+                lines = pth.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            extra.extend(Path(ln.strip()) for ln in lines if ln.startswith("/"))
+    roots: list[Path] = []
+    for d in [*site_dirs, *extra]:
+        if d.is_dir() and d not in roots:
+            roots.append(d)
+    return roots
+
+
 def default_roots() -> list[Path]:
-    """site-packages directories of the running interpreter (env SPARKRACK_SITE_PACKAGES wins)."""
+    """site-packages of the running interpreter, or SPARKRACK_SITE_PACKAGES (os.pathsep list),
+    expanded by ``expand_roots``."""
     env = os.environ.get("SPARKRACK_SITE_PACKAGES", "")
     if env:
-        return [Path(p) for p in env.split(os.pathsep) if p]
+        return expand_roots([Path(p) for p in env.split(os.pathsep) if p])
     import site
     import sysconfig
 
     dirs: list[str] = list(getattr(site, "getsitepackages", list)())
     paths = sysconfig.get_paths()
     dirs.extend([paths.get("purelib", ""), paths.get("platlib", "")])
-    site_dirs = [d for d in dirs if d and Path(d).is_dir()]
-    # Source checkouts: PYTHONPATH entries (the launcher runs with -I, the server will not) and
-    # directories named in *.pth files (editable installs, e.g. pip install -e sglang/python).
-    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    for d in site_dirs:
-        for pth in sorted(Path(d).glob("*.pth")):
-            try:
-                lines = pth.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                continue
-            extra.extend(ln.strip() for ln in lines if ln.startswith("/"))
-    roots: list[Path] = []
-    for d in [*site_dirs, *extra]:
-        if Path(d).is_dir() and Path(d) not in roots:
-            roots.append(Path(d))
-    return roots
+    return expand_roots([Path(d) for d in dirs if d])
