@@ -16,6 +16,7 @@ from sparkrack.errors import SparkrackError
 # Feature modules that contribute sub-commands, in help order.
 COMMAND_MODULES: list[str] = [
     "sparkrack.addressplan_cli",
+    "sparkrack.profiles_cli",
     "sparkrack.patches_cli",
     "sparkrack.planner_cli",
 ]

@@ -1,0 +1,172 @@
+"""``sparkrack validate`` and ``sparkrack render``: the serving-profile CLI (contract in issue 5).
+
+* ``sparkrack validate [PROFILE ...]`` — every profile when none is given; exit 0, or exit 1
+  with one line per problem: ``<file>: <key>: <message> — fix: <fix> [<rule-id>]``.
+* ``sparkrack render PROFILE [--inventory DIR] [--rank N] --what command|env|manifests`` — the
+  shell-quoted launch command of rank N, its ``KEY=VALUE`` environment, or every manifest as
+  multi-document YAML. PROFILE is a path, a file stem or the HF model id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sparkrack.errors import Problem, SparkrackError
+
+
+def register(sub: Any) -> None:
+    from sparkrack.cli import DEFAULT_INVENTORY
+
+    v: argparse.ArgumentParser = sub.add_parser(
+        "validate", help="check serving profiles (schema + every seed rule)"
+    )
+    v.add_argument(
+        "profiles", nargs="*", metavar="PROFILE", help="path, name or HF id (default: all)"
+    )
+    v.add_argument(
+        "--inventory",
+        "-i",
+        default=DEFAULT_INVENTORY,
+        help="inventory whose Spark count tp·pp must match (skipped if the directory is absent)",
+    )
+    v.add_argument("--nodes", type=int, help="Spark count to check tp·pp against (overrides -i)")
+    v.set_defaults(handler=run_validate)
+
+    r: argparse.ArgumentParser = sub.add_parser(
+        "render", help="render the launch command, env or manifests of a serving profile"
+    )
+    r.add_argument("profile", metavar="PROFILE")
+    r.add_argument("--inventory", "-i", default=DEFAULT_INVENTORY)
+    r.add_argument("--rank", type=int, default=0)
+    r.add_argument("--what", choices=["command", "env", "manifests", "plan"], required=True)
+    r.add_argument(
+        "--gid-index",
+        action="append",
+        default=[],
+        metavar="NODE=N",
+        help="discovered RoCE GID index of a node (the serve play passes the roce role's facts)",
+    )
+    r.set_defaults(handler=run_render)
+
+
+def _nodes(args: argparse.Namespace) -> int | None:
+    if args.nodes is not None:
+        return int(args.nodes)
+    if not Path(args.inventory).exists():
+        return None
+    from sparkrack.inventory import load_inventory
+
+    return len(load_inventory(args.inventory).sparks)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from sparkrack.profiles import list_profiles, load_profile, validate_profile
+
+    refs = args.profiles or [str(p) for p in list_profiles()]
+    nodes = _nodes(args)
+    problems: list[Problem] = []
+    for ref in refs:
+        try:
+            profile = load_profile(ref)
+        except SparkrackError as exc:
+            problems += exc.problems
+            continue
+        problems += validate_profile(profile.data, profile.source, nodes)
+    for problem in problems:
+        print(problem)
+    if problems:
+        return 1
+    print(f"{len(refs)} profile(s) valid" + (f" for {nodes} Sparks" if nodes else ""))
+    return 0
+
+
+def _gid_overrides(values: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in values:
+        node, sep, num = item.partition("=")
+        if not sep or not num.isdigit():
+            raise SparkrackError(
+                Problem("--gid-index", item, "is not NODE=N", "e.g. --gid-index spark1=3", "cli")
+            )
+        out[node] = int(num)
+    return out
+
+
+def build(profile_ref: str, inventory: str, gid: dict[str, int] | None = None) -> tuple[Any, Any]:
+    """(profile, context) for a profile and an inventory; refuses invalid profiles/manifests."""
+    from sparkrack.inventory import load_inventory
+    from sparkrack.profiles import context_from_vars, load_checked
+
+    inv = load_inventory(inventory)
+    plan = inv.plan()
+    profile = load_checked(profile_ref, nodes=len(plan.nodes))
+    names = [
+        "serving_namespace",
+        "serving_api_port",
+        "serving_dist_port",
+        "serving_hf_cache",
+        "serving_shm_size",
+        "serving_hf_token_secret",
+        "serving_startup_timeout",
+        "serving_liveness_timeout",
+        "serving_spark",
+    ]
+    discovered = {
+        host: int(inv.hostvars[host]["roce_gid_index"])
+        for host in inv.sparks
+        if inv.hostvars.get(host, {}).get("roce_gid_index") is not None
+    }
+    ctx = context_from_vars(plan, {n: inv.var(n) for n in names}, {**discovered, **(gid or {})})
+    return profile, ctx
+
+
+def serving_plan(profile: Any, ctx: Any) -> dict[str, Any]:
+    """What the serve play prints in the lab: ranks, nodes, addresses, rank 0's command."""
+    from sparkrack.profiles import render_command
+
+    return {
+        "profile": profile.name,
+        "model": profile.model,
+        "image": profile.image,
+        "transport": profile.transport,
+        "namespace": ctx.namespace,
+        "dist_init_addr": f"{ctx.head_address}:{ctx.dist_port}",
+        "ranks": [
+            {
+                "rank": n.rank,
+                "node": str(n.name),
+                "spark_index": n.spark_index,
+                "fabric_address": n.serving_vf.address,
+                "rdma_device": n.serving_vf.rdma_device,
+            }
+            for n in ctx.plan.nodes
+        ],
+        "command_rank0": render_command(profile, ctx, 0),
+    }
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from sparkrack.k8svalidate import validate_manifests
+    from sparkrack.profiles import render_command, render_env, render_manifests
+
+    profile, ctx = build(args.profile, args.inventory, _gid_overrides(args.gid_index))
+    if args.what == "command":
+        print(render_command(profile, ctx, args.rank))
+    elif args.what == "env":
+        for key, value in render_env(profile, ctx, args.rank).items():
+            print(f"{key}={value}")
+    elif args.what == "plan":
+        print(json.dumps(serving_plan(profile, ctx), indent=2))
+    else:
+        docs = render_manifests(profile, ctx)
+        problems = validate_manifests(docs, source=f"render {profile.name}")
+        if problems:
+            raise SparkrackError(problems)
+        sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, width=1000))
+    return 0
