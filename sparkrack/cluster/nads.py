@@ -1,0 +1,60 @@
+"""NetworkAttachmentDefinitions: one per VF index in use, rendered from the address plan.
+
+Choice (documented in sparkrack.addressplan): a NAD per VF *index*, not per node+VF. The VF netdev
+(``<base>v<v>``) has the same name on every Spark, so one ``host-device`` NAD moves it into the pod
+on whichever node the pod lands. The address is per node: static IPAM with the ``ips`` capability
+takes it from the pod's Multus annotation (``addressplan.pod_network_annotation``), which carries
+that node's planned VF address — the same address netplan puts on the VF host-side (seed 003: the
+GID table needs it). A pod on the wrong node would ask for another node's address, so serving pods
+always pair the annotation with a nodeSelector on the same node.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sparkrack.addressplan import FabricPlan, nad_name
+from sparkrack.cluster.common import Manifest, metadata
+from sparkrack.cluster.options import ClusterOptions
+
+COMPONENT = "fabric-nad"
+
+
+def nad_cni_config(plan: FabricPlan, vf_index: int) -> dict[str, object]:
+    """The CNI config of the NAD for VF ``vf_index`` (host-device + static IPAM, ``ips``)."""
+    netdev = plan.head.vf(vf_index).netdev  # same name on every node (addressplan)
+    return {
+        "cniVersion": "0.3.1",
+        "name": nad_name(vf_index),
+        "type": "host-device",
+        "device": netdev,
+        "capabilities": {"ips": True},
+        "ipam": {"type": "static"},
+    }
+
+
+def render_nads(plan: FabricPlan, opts: ClusterOptions) -> list[Manifest]:
+    docs: list[Manifest] = []
+    for v in plan.vfs_in_use:
+        docs.append(
+            {
+                "apiVersion": "k8s.cni.cncf.io/v1",
+                "kind": "NetworkAttachmentDefinition",
+                "metadata": metadata(
+                    nad_name(v),
+                    COMPONENT,
+                    opts.namespace,
+                    {"sparkrack.io/vf-index": str(v)},
+                ),
+                "spec": {"config": json.dumps(nad_cni_config(plan, v), separators=(",", ":"))},
+            }
+        )
+    return docs
+
+
+def render_namespace(opts: ClusterOptions) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": metadata(opts.namespace, "namespace"),
+    }
