@@ -17,6 +17,7 @@ from sparkrack.errors import SparkrackError
 COMMAND_MODULES: list[str] = [
     "sparkrack.addressplan_cli",
     "sparkrack.profiles_cli",
+    "sparkrack.cluster_cli",
     "sparkrack.patches_cli",
     "sparkrack.planner_cli",
 ]
