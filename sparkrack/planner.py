@@ -496,7 +496,9 @@ def plan(
     kv_tokens: int | None = None
     if kv_per_token is not None:
         kv_tokens = int(max(rest, 0.0) // kv_per_token)
-    if rest <= 0:
+    if problems:
+        pass  # the weights alone do not fit: a KV verdict would only repeat it
+    elif rest <= 0:
         problems.append(
             Problem(
                 source,

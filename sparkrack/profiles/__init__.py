@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkrack.errors import Problem, SparkrackError
+from sparkrack.profiles import engines as _engines  # noqa: F401  (vllm, trtllm, capacity rules)
 from sparkrack.profiles.manifests import render_manifests, serving_selector
 from sparkrack.profiles.profile import (
     PROFILE_DIR,
