@@ -16,6 +16,7 @@ from sparkrack.errors import SparkrackError
 # Feature modules that contribute sub-commands, in help order.
 COMMAND_MODULES: list[str] = [
     "sparkrack.addressplan_cli",
+    "sparkrack.bench_cli",
     "sparkrack.profiles_cli",
     "sparkrack.cluster_cli",
     "sparkrack.patches_cli",

@@ -1,0 +1,293 @@
+"""Run a benchmark: preflight the endpoint, then each concurrency level in turn."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import platform
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+import aiohttp
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sparkrack import __version__
+from sparkrack.bench.client import LiveCounters, RequestSpec, run_request
+from sparkrack.bench.fingerprint import FingerprintConfig, fingerprint_level
+from sparkrack.bench.mtp import LogFollower, parse_metrics
+from sparkrack.bench.stats import LevelResult
+from sparkrack.errors import Problem, SparkrackError
+
+SCHEMA_VERSION = 1
+PROMPT_SET = "prompts-v1.json"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    text: str
+
+
+def load_prompts(name: str = PROMPT_SET) -> tuple[str, list[Prompt]]:
+    """The versioned prompt set shipped as package data: (version, prompts)."""
+    raw = resources.files("sparkrack.bench").joinpath("data", name).read_text(encoding="utf-8")
+    data = json.loads(raw)
+    return str(data["version"]), [Prompt(p["id"], p["text"]) for p in data["prompts"]]
+
+
+@dataclass
+class BenchConfig:
+    spec: RequestSpec
+    concurrency: Sequence[int] = (1, 4, 8)
+    label: str = ""
+    metrics_url: str | None = None  # None: no metrics scraping
+    logs_from: str | None = None  # file path or "-" (stdin)
+    fingerprint: FingerprintConfig = field(default_factory=FingerprintConfig)
+    progress: bool | None = None  # None: auto (only on a terminal)
+    metrics_interval_s: float = 1.0
+
+
+@dataclass
+class RunResult:
+    meta: dict[str, Any]
+    levels: list[LevelResult]
+
+    @property
+    def label(self) -> str:
+        return str(self.meta["label"])
+
+    def level(self, n: int) -> LevelResult | None:
+        return next((lv for lv in self.levels if lv.concurrency == n), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"meta": self.meta, "levels": [lv.to_json() for lv in self.levels]}
+
+
+def normalize_url(url: str) -> str:
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+async def preflight(session: aiohttp.ClientSession, spec: RequestSpec) -> list[str]:
+    """Check the endpoint answers and serves ``spec.model``; return the served model ids."""
+    url = spec.url + "/v1/models"
+    try:
+        async with session.get(
+            url, headers=spec.headers(), timeout=aiohttp.ClientTimeout(total=15)
+        ) as resp:
+            if resp.status in (401, 403):
+                raise SparkrackError(
+                    Problem(
+                        url,
+                        "api key",
+                        f"the endpoint refused the API key (HTTP {resp.status})",
+                        "export the key in the variable named by --api-key-env",
+                        "bench-auth",
+                    )
+                )
+            if resp.status != 200:
+                body = (await resp.text())[:200]
+                raise SparkrackError(
+                    Problem(
+                        url,
+                        "--url",
+                        f"GET /v1/models answered HTTP {resp.status}: {body}",
+                        "point --url at an OpenAI-compatible server (SGLang: http://HOST:30000)",
+                        "bench-endpoint",
+                    )
+                )
+            data = await resp.json(content_type=None)
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        raise SparkrackError(
+            Problem(
+                url,
+                "--url",
+                f"endpoint not reachable ({type(exc).__name__}: {exc})",
+                "check the address/port (kubectl port-forward?) and that the serving pod is Ready",
+                "bench-endpoint-down",
+            )
+        ) from exc
+    served = [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
+    if spec.model not in served:
+        raise SparkrackError(
+            Problem(
+                url,
+                "--model",
+                f"model {spec.model!r} is not served here; served: {', '.join(served) or 'none'}",
+                "pass --model with one of the served names (SGLang: --served-model-name)",
+                "bench-model-unknown",
+            )
+        )
+    return served
+
+
+async def _sample_metrics(
+    session: aiohttp.ClientSession,
+    url: str,
+    interval: float,
+    out: list[float],
+    state: dict[str, str],
+) -> None:
+    while True:
+        try:
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                if resp.status != 200:
+                    state["error"] = f"HTTP {resp.status}"
+                    return
+                value = parse_metrics(await resp.text())
+                if value is not None:
+                    out.append(value)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            state["error"] = f"{type(exc).__name__}"
+            return
+        await asyncio.sleep(interval)
+
+
+async def run_level(
+    session: aiohttp.ClientSession,
+    config: BenchConfig,
+    n: int,
+    prompts: list[Prompt],
+    progress: Progress | None = None,
+    follower: LogFollower | None = None,
+) -> LevelResult:
+    spec = config.spec
+    counters = LiveCounters()
+    samples: list[float] = []
+    state: dict[str, str] = {}
+    sampler = None
+    if config.metrics_url:
+        sampler = asyncio.create_task(
+            _sample_metrics(session, config.metrics_url, config.metrics_interval_s, samples, state)
+        )
+    task_id = None
+    ticker = None
+    if progress is not None:
+        task_id = progress.add_task(f"n={n}", total=n * spec.max_tokens, status="")
+
+        async def tick() -> None:
+            while True:
+                progress.update(
+                    task_id,
+                    completed=counters.tokens,
+                    status=f"{counters.done}/{n} done, {counters.failed} failed",
+                )
+                await asyncio.sleep(0.25)
+
+        ticker = asyncio.create_task(tick())
+    start_mono = time.monotonic()
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    results = await asyncio.gather(
+        *(
+            run_request(
+                session,
+                spec,
+                i,
+                prompts[(spec.seed + i) % len(prompts)].id,
+                prompts[(spec.seed + i) % len(prompts)].text,
+                counters,
+            )
+            for i in range(n)
+        )
+    )
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    end_mono = time.monotonic()
+    for task in (sampler, ticker):
+        if task is not None:
+            task.cancel()
+    if progress is not None and task_id is not None:
+        progress.update(task_id, completed=n * spec.max_tokens, status=f"{counters.done}/{n} done")
+    level = LevelResult(concurrency=n, requests=list(results), wall_s=wall, client_cpu_s=cpu)
+    level.summarize()
+    if samples:
+        level.accept_len = statistics.median(samples)
+        level.accept_len_source = f"metrics ({len(samples)} samples of sglang:spec_accept_length)"
+    elif follower is not None:
+        values = follower.between(start_mono, end_mono)
+        if values:
+            level.accept_len = statistics.fmean(values)
+            level.accept_len_source = f"logs ({len(values)} 'accept len' lines during the level)"
+    if config.metrics_url and not samples and state:
+        level.notes.append(f"metrics endpoint unavailable: {state['error']}")
+    fingerprint_level(level, config.fingerprint)
+    return level
+
+
+async def run_bench_async(config: BenchConfig, console: Console | None = None) -> RunResult:
+    console = console or Console(stderr=True)
+    show = console.is_terminal if config.progress is None else config.progress
+    version, prompts = load_prompts()
+    spec = config.spec
+    follower = LogFollower(config.logs_from) if config.logs_from else None
+    meta: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": f"sparkrack {__version__}",
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "label": config.label or spec.model,
+        "url": spec.url,
+        "model": spec.model,
+        "concurrency": list(config.concurrency),
+        "max_tokens": spec.max_tokens,
+        "seed": spec.seed,
+        "thinking": spec.thinking,
+        "temperature": spec.temperature,
+        "prompt_set": {"file": PROMPT_SET, "version": version, "prompts": len(prompts)},
+        "guard": asdict(spec.guard),
+        "fingerprint": asdict(config.fingerprint),
+        "metrics_url": config.metrics_url,
+        "logs_from": config.logs_from,
+        "client_host": {"python": platform.python_version(), "machine": platform.machine()},
+        "definitions": {
+            "peak_tok_s": "sum of per-request decode tok/s over the successful requests",
+            "aggregate_tok_s": "output tokens of successful requests / level wall time",
+            "decode_tok_s": "(output tokens - first-chunk tokens) / (last - first text chunk)",
+            "ttft_s": "first text chunk arrival - request sent",
+        },
+    }
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    levels: list[LevelResult] = []
+    async with aiohttp.ClientSession(connector=connector) as session:
+        meta["served_models"] = await preflight(session, spec)
+        if follower is not None:
+            follower.start()
+        progress = None
+        if show:
+            progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("tokens  {task.fields[status]}"),
+                TimeElapsedColumn(),
+                console=console,
+            )
+            progress.start()
+        try:
+            for n in config.concurrency:
+                levels.append(await run_level(session, config, n, prompts, progress, follower))
+        finally:
+            if progress is not None:
+                progress.stop()
+            if follower is not None:
+                follower.stop()
+    if follower is not None and not any(lv.accept_len for lv in levels):
+        whole = follower.whole_file()
+        if whole:
+            meta["accept_len_whole_log"] = statistics.fmean(whole)
+            meta["accept_len_note"] = (
+                f"{config.logs_from} did not grow during the run; mean over its "
+                f"{len(whole)} 'accept len' lines (not attributable to a level)"
+            )
+    meta["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return RunResult(meta=meta, levels=levels)
+
+
+def run_bench(config: BenchConfig, console: Console | None = None) -> RunResult:
+    return asyncio.run(run_bench_async(config, console))

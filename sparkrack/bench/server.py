@@ -1,0 +1,480 @@
+"""A real OpenAI-compatible HTTP/SSE test server that emits tokens at a KNOWN rate.
+
+It exists so the harness can be held to its numbers: ``sparkrack bench`` against this server must
+measure the decode rate the server paces (±1 %), and the guard / fingerprint must catch the
+garbage it produces on request.  Plain asyncio streams (HTTP/1.1, keep-alive, chunked transfer
+encoding) on 127.0.0.1; no framework, so its own overhead is small and visible.
+
+Endpoints: ``GET /v1/models``, ``GET /metrics`` (SGLang-style ``sglang:spec_accept_length``),
+``GET /health``, ``POST /v1/chat/completions`` (streaming with ``stream_options.include_usage``
+and ``continuous_usage_stats``; non-streaming too).
+
+The served model names pick the behaviour (see :data:`MODES`):
+
+* ``sparkrack-test`` — grammatical text, reasoning first when thinking is on, ends with
+  ``finish_reason=stop`` after ``natural_tokens`` (or ``length`` at ``max_tokens``);
+* ``sparkrack-test-repetition`` — a few sentences, then one sentence looped until ``length``;
+* ``sparkrack-test-word-salad`` — content words without grammar plus self-correction markers;
+* ``sparkrack-test-uniform`` — seed 003's eager-mode collapse: only ``!`` reasoning tokens, no
+  content, ``finish_reason=length``, identical pacing for every request.
+
+Pacing is on an absolute schedule: the chunk whose cumulative completion-token count is ``C`` is
+written at ``t_first + (C - c_first) / rate`` (``loop.time()``, monotonic).  A late wake-up does not
+shift later chunks, so the decode rate a client measures between the first and the last chunk is
+``rate`` exactly, up to the lateness of those two writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+BASE_MODEL = "sparkrack-test"
+MODES: dict[str, str] = {
+    BASE_MODEL: "normal",
+    f"{BASE_MODEL}-repetition": "repetition",
+    f"{BASE_MODEL}-word-salad": "word-salad",
+    f"{BASE_MODEL}-uniform": "uniform",
+}
+
+_DET = ["the", "a", "every", "this", "our", "each"]
+_ADJ = ["quick", "stable", "remote", "careful", "bounded", "shared", "silent", "modern", "sparse"]
+_NOUN = [
+    "scheduler",
+    "packet",
+    "kernel",
+    "cluster",
+    "protocol",
+    "ledger",
+    "cache",
+    "replica",
+    "engineer",
+    "network",
+    "expert",
+    "token",
+    "request",
+    "graph",
+]
+_VERB = ["routes", "checks", "stores", "sends", "measures", "repairs", "orders", "accepts"]
+_PREP = ["to", "from", "with", "under", "over", "into", "for", "across"]
+_SALAD = [
+    "quantum",
+    "banana",
+    "lattice",
+    "purple",
+    "ledger",
+    "orbit",
+    "velvet",
+    "cipher",
+    "gravel",
+    "monsoon",
+    "turbine",
+    "sonnet",
+    "glacier",
+    "pepper",
+    "retire",
+]
+_SALAD_MARKERS = ["self-correct", "stop rambling", "retire retire", "thinking thinking"]
+_LOOP = "Therefore the answer repeats because the answer repeats because"
+
+
+def _sentence(rng: random.Random) -> list[str]:
+    words = [
+        rng.choice(_DET).capitalize(),
+        rng.choice(_ADJ),
+        rng.choice(_NOUN),
+        rng.choice(_VERB),
+        rng.choice(_DET),
+        rng.choice(_NOUN),
+        rng.choice(_PREP),
+        rng.choice(_DET),
+        rng.choice(_ADJ),
+        rng.choice(_NOUN) + ".",
+    ]
+    if rng.random() < 0.5:
+        words[-1] = words[-1][:-1]
+        words += ["and", "it", rng.choice(_VERB), "the", rng.choice(_NOUN) + "."]
+    return words
+
+
+def token_stream(mode: str, seed: int) -> Iterator[str]:
+    """Endless sequence of token texts (each one token: a word with its leading space)."""
+    rng = random.Random(seed)
+    if mode == "uniform":
+        while True:
+            yield "!"
+    if mode == "word-salad":
+        while True:
+            if rng.random() < 0.08:
+                for word in rng.choice(_SALAD_MARKERS).split():
+                    yield " " + word
+            else:
+                yield " " + rng.choice(_SALAD)
+    count = 0
+    loop = _LOOP.split()
+    while True:
+        if mode == "repetition" and count > 40:
+            for word in loop:
+                yield " " + word
+            continue
+        for word in _sentence(rng):
+            count += 1
+            yield " " + word
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 0
+    rate: float = 50.0
+    """Decode tokens per second per stream (the truth the client must measure)."""
+    tokens_per_chunk: int = 1
+    ttft: float = 0.05
+    natural_tokens: int = 1500
+    """Normal mode ends with finish_reason=stop after this many tokens (if below max_tokens)."""
+    reasoning_tokens: int = 32
+    """Tokens sent as reasoning_content first, when thinking is on (the default)."""
+    accept_len: float | None = None
+    """Value of sglang:spec_accept_length on /metrics (None: metric absent)."""
+    usage: bool = True
+    """False: never send usage (tests the client's 'usage missing' path)."""
+    api_key: str | None = None
+
+
+class TestServer:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.server: asyncio.Server | None = None
+        self.requests_served = 0
+        self.generation_tokens = 0
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._handle, self.config.host, self.config.port)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    # -- HTTP plumbing --------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        key, value = line.split(":", 1)
+                        headers[key.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", "0") or 0)
+                body = await reader.readexactly(length) if length else b""
+                keep = await self._route(method, path.split("?", 1)[0], headers, body, writer)
+                if not keep or headers.get("connection", "").lower() == "close":
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            writer.close()
+
+    @staticmethod
+    def _respond(
+        writer: asyncio.StreamWriter, status: str, body: bytes, ctype: str = "application/json"
+    ) -> None:
+        writer.write(
+            f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1")
+            + body
+        )
+
+    async def _route(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        body: bytes,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        key = self.config.api_key
+        if key and headers.get("authorization") != f"Bearer {key}" and path != "/health":
+            self._respond(writer, "401 Unauthorized", b'{"error": "invalid api key"}')
+            await writer.drain()
+            return True
+        if method == "GET" and path == "/v1/models":
+            data = {
+                "object": "list",
+                "data": [{"id": m, "object": "model", "owned_by": "sparkrack"} for m in MODES],
+            }
+            self._respond(writer, "200 OK", json.dumps(data).encode())
+        elif method == "GET" and path == "/health":
+            self._respond(writer, "200 OK", b"{}")
+        elif method == "GET" and path == "/metrics":
+            self._respond(writer, "200 OK", self._metrics().encode(), "text/plain; version=0.0.4")
+        elif method == "POST" and path == "/v1/chat/completions":
+            try:
+                request = json.loads(body)
+            except json.JSONDecodeError:
+                self._respond(writer, "400 Bad Request", b'{"error": "body is not JSON"}')
+                await writer.drain()
+                return True
+            model = request.get("model")
+            if model not in MODES:
+                msg = {"error": {"message": f"The model `{model}` does not exist.", "code": 404}}
+                self._respond(writer, "404 Not Found", json.dumps(msg).encode())
+            elif request.get("stream"):
+                await self._stream(request, MODES[model], writer)
+                return True
+            else:
+                await self._complete(request, MODES[model], writer)
+        else:
+            self._respond(writer, "404 Not Found", b'{"error": "not found"}')
+        await writer.drain()
+        return True
+
+    def _metrics(self) -> str:
+        lines = [
+            "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
+            "# TYPE sglang:generation_tokens_total counter",
+            f'sglang:generation_tokens_total{{model_name="{BASE_MODEL}"}} {self.generation_tokens}.0',
+        ]
+        if self.config.accept_len is not None:
+            lines += [
+                "# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.",
+                "# TYPE sglang:spec_accept_length gauge",
+            ]
+            for rank in range(2):
+                lines.append(
+                    f'sglang:spec_accept_length{{model_name="{BASE_MODEL}",tp_rank="{rank}"}} '
+                    f"{self.config.accept_len}"
+                )
+        return "\n".join(lines) + "\n"
+
+    # -- generation -----------------------------------------------------------------------------
+    def _plan(self, request: dict[str, Any], mode: str) -> tuple[int, int, str]:
+        """(tokens to send, reasoning tokens among them, finish_reason)."""
+        max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or 256)
+        kwargs = request.get("chat_template_kwargs") or {}
+        thinking = bool(kwargs.get("enable_thinking", True))
+        if mode == "normal" and self.config.natural_tokens < max_tokens:
+            total, finish = self.config.natural_tokens, "stop"
+        else:
+            total, finish = max_tokens, "length"
+        if mode == "uniform":
+            reasoning = total  # the collapse happens inside the thinking block
+        else:
+            reasoning = min(self.config.reasoning_tokens, total) if thinking else 0
+        return total, reasoning, finish
+
+    async def _complete(
+        self, request: dict[str, Any], mode: str, writer: asyncio.StreamWriter
+    ) -> None:
+        total, reasoning, finish = self._plan(request, mode)
+        tokens = token_stream(mode, int(request.get("seed") or 0))
+        text = [next(tokens) for _ in range(total)]
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(text[reasoning:])}
+        if reasoning:
+            message["reasoning_content"] = "".join(text[:reasoning])
+        body: dict[str, Any] = {
+            "id": "cmpl-test",
+            "object": "chat.completion",
+            "model": request.get("model"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        }
+        if self.config.usage:
+            body["usage"] = {"prompt_tokens": 16, "completion_tokens": total}
+        await asyncio.sleep(self.config.ttft + total / self.config.rate)
+        self.generation_tokens += total
+        self._respond(writer, "200 OK", json.dumps(body).encode())
+
+    async def _stream(
+        self, request: dict[str, Any], mode: str, writer: asyncio.StreamWriter
+    ) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        t_recv = loop.time()
+        self.requests_served += 1
+        total, reasoning, finish = self._plan(request, mode)
+        opts = request.get("stream_options") or {}
+        include_usage = cfg.usage and bool(opts.get("include_usage"))
+        continuous = include_usage and bool(opts.get("continuous_usage_stats"))
+        model = request.get("model")
+        tokens = token_stream(mode, int(request.get("seed") or 0))
+        created = int(time.time())
+
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+
+        def event(payload: dict[str, Any] | str) -> None:
+            data = payload if isinstance(payload, str) else json.dumps(payload)
+            raw = f"data: {data}\n\n".encode()
+            writer.write(b"%x\r\n%s\r\n" % (len(raw), raw))
+
+        def chunk(delta: dict[str, Any], done: int, finish_reason: str | None) -> dict[str, Any]:
+            body: dict[str, Any] = {
+                "id": "chatcmpl-test",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            }
+            if continuous:
+                body["usage"] = {
+                    "prompt_tokens": 16,
+                    "completion_tokens": done,
+                    "total_tokens": 16 + done,
+                }
+            return body
+
+        event(chunk({"role": "assistant", "content": ""}, 0, None))
+        await writer.drain()
+        await asyncio.sleep(max(0.0, t_recv + cfg.ttft - loop.time()))
+        t_first = loop.time()
+        done = 0
+        first = 0
+        try:
+            while done < total:
+                n = min(cfg.tokens_per_chunk, total - done)
+                if done == 0:
+                    first = n
+                else:
+                    due = t_first + (done + n - first) / cfg.rate
+                    delay = due - loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                texts = [next(tokens) for _ in range(n)]
+                r = max(0, min(n, reasoning - done))
+                delta: dict[str, Any] = {}
+                if r:
+                    delta["reasoning_content"] = "".join(texts[:r])
+                if r < n:
+                    delta["content"] = "".join(texts[r:])
+                done += n
+                self.generation_tokens += n
+                event(chunk(delta, done, None))
+                await writer.drain()
+            event(chunk({}, done, finish))
+            if include_usage:
+                usage: dict[str, Any] = {
+                    "prompt_tokens": 16,
+                    "completion_tokens": done,
+                    "total_tokens": 16 + done,
+                    "completion_tokens_details": {"reasoning_tokens": reasoning},
+                }
+                event(
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": usage,
+                    }
+                )
+            event("[DONE]")
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        except ConnectionError:
+            return  # the client aborted (e.g. its repetition guard tripped)
+
+
+async def serve(config: ServerConfig, ready_line: bool = True) -> None:
+    server = TestServer(config)
+    await server.start()
+    if ready_line:
+        print(f"sparkrack bench-server listening on http://{config.host}:{server.port}", flush=True)
+    assert server.server is not None
+    async with server.server:
+        await server.server.serve_forever()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = ServerConfig()
+    parser.add_argument("--host", default=defaults.host)
+    parser.add_argument("--port", type=int, default=8765, help="0 = pick a free port")
+    parser.add_argument("--rate", type=float, default=defaults.rate, help="tok/s per stream")
+    parser.add_argument("--tokens-per-chunk", type=int, default=defaults.tokens_per_chunk)
+    parser.add_argument("--ttft", type=float, default=defaults.ttft, help="seconds")
+    parser.add_argument("--natural-tokens", type=int, default=defaults.natural_tokens)
+    parser.add_argument("--reasoning-tokens", type=int, default=defaults.reasoning_tokens)
+    parser.add_argument("--accept-len", type=float, default=None)
+    parser.add_argument("--no-usage", action="store_true", help="never report usage")
+    parser.add_argument("--api-key", default=None)
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        raise SystemExit("bench-server is a test fixture: it only binds to the loopback address")
+    return ServerConfig(
+        host=args.host,
+        port=args.port,
+        rate=args.rate,
+        tokens_per_chunk=args.tokens_per_chunk,
+        ttft=args.ttft,
+        natural_tokens=args.natural_tokens,
+        reasoning_tokens=args.reasoning_tokens,
+        accept_len=args.accept_len,
+        usage=not args.no_usage,
+        api_key=args.api_key,
+    )
+
+
+@contextlib.contextmanager
+def spawn(args: Sequence[str] = (), timeout: float = 15.0) -> Iterator[str]:
+    """Run the test server in a child process (its own CPU, like a real server); yield its URL.
+
+    The child is terminated (by its own pid) when the block ends.
+    """
+    cmd = [sys.executable, "-m", "sparkrack.bench.server", "--port", "0", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = ""
+        while time.monotonic() < deadline and not line:
+            line = proc.stdout.readline()
+        match = re.search(r"http://\S+", line)
+        if not match:
+            raise RuntimeError(f"bench-server did not start: {line!r}")
+        yield match.group(0)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sparkrack.bench.server")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(config_from_args(args)))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

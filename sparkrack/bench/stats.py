@@ -1,0 +1,123 @@
+"""Per-request and per-level statistics of a benchmark run (the seeds' methodology).
+
+Definitions (used everywhere, written into results.json's schema descriptions):
+
+* TTFT = arrival of the first chunk that carries generated text (content or reasoning) minus the
+  moment the request was sent.
+* decode tok/s = tokens generated after the first text chunk / (last text chunk - first text
+  chunk).  TTFT is excluded, so this is the steady-state decode rate of that stream.
+* end-to-end tok/s = output tokens / (last text chunk - request sent).
+* peak = Σ decode tok/s over the *successful* requests of a level (seeds 000/002/003: "peak = Σ
+  per-request tok/s", the steady-state aggregate decode rate) -> ``peak_tok_s``.
+* aggregate = output tokens of the successful requests / wall time of the level (first request
+  sent -> last request finished) -> ``aggregate_tok_s``.  Not the same number: it includes TTFT
+  and the tail, which is why seed 002 warns about mixing them up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in 0..100); None for an empty sequence."""
+    if not values:
+        return None
+    data = sorted(values)
+    if len(data) == 1:
+        return data[0]
+    pos = (len(data) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+@dataclass
+class RequestResult:
+    index: int
+    prompt_id: str
+    status: str = "ok"  # ok | failed
+    error: str | None = None
+    guard: str = "clean"  # clean | tripped | off
+    guard_reason: str | None = None
+    ttft_s: float | None = None
+    decode_tok_s: float | None = None
+    e2e_tok_s: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p90: float | None = None
+    itl_ms_p99: float | None = None
+    output_tokens: int | None = None
+    output_tokens_source: str = "missing"  # usage | missing
+    first_chunk_tokens: int | None = None
+    first_chunk_tokens_source: str = "usage"  # usage | assumed-1
+    finish_reason: str | None = None
+    reasoning_tokens: int | None = None
+    content_tokens: int | None = None
+    token_split_source: str | None = None  # usage-details | per-chunk-usage | chunk-count
+    text_chunks: int = 0
+    content_chars: int = 0
+    reasoning_chars: int = 0
+    tail: str = ""
+    """The last 200 characters of the stream (content or reasoning), for the eye of the reader."""
+    notes: list[str] = field(default_factory=list)
+    text: str = field(default="", repr=False)
+    """Full generated text; kept in memory for the garbage fingerprint, not written out."""
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("text")
+        return data
+
+
+@dataclass
+class LevelResult:
+    concurrency: int
+    requests: list[RequestResult]
+    wall_s: float
+    client_cpu_s: float
+    peak_tok_s: float = 0.0
+    aggregate_tok_s: float = 0.0
+    ok: int = 0
+    failed: int = 0
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    decode_tok_s_p50: float | None = None
+    accept_len: float | None = None
+    accept_len_source: str | None = None
+    status: str = "ok"  # ok | GARBAGE | FAILED
+    garbage_reasons: list[str] = field(default_factory=list)
+    client_cpu_s_per_1k_tok: float | None = None
+    """Client CPU seconds per 1 000 received tokens (= cores the client keeps busy per 1 000 tok/s)."""
+    notes: list[str] = field(default_factory=list)
+
+    def summarize(self) -> None:
+        """Fill the level aggregates from ``requests`` (call after the level finished)."""
+        good = [r for r in self.requests if r.status == "ok"]
+        self.ok = len(good)
+        self.failed = len(self.requests) - self.ok
+        self.peak_tok_s = sum(r.decode_tok_s or 0.0 for r in good)
+        tokens = sum(r.output_tokens or 0 for r in good)
+        self.aggregate_tok_s = tokens / self.wall_s if self.wall_s > 0 else 0.0
+        ttfts = [r.ttft_s for r in good if r.ttft_s is not None]
+        self.ttft_p50_s = percentile(ttfts, 50)
+        self.ttft_p95_s = percentile(ttfts, 95)
+        self.decode_tok_s_p50 = percentile([r.decode_tok_s for r in good if r.decode_tok_s], 50)
+        received = sum(r.output_tokens or 0 for r in self.requests)
+        if received:
+            self.client_cpu_s_per_1k_tok = self.client_cpu_s / received * 1000.0
+        if self.ok == 0:
+            self.status = "FAILED"
+        missing = [r.index for r in self.requests if r.output_tokens_source != "usage"]
+        if missing:
+            self.notes.append(
+                f"requests {missing} reported no usage: their output tokens are unknown and "
+                "excluded from the token sums (not estimated from characters)"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["requests"] = [r.to_json() for r in self.requests]
+        return data

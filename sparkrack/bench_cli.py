@@ -1,0 +1,277 @@
+"""Sub-commands ``bench``, ``bench-server``, ``diagnose`` and ``matrix``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from sparkrack.bench import server as test_server
+from sparkrack.bench.client import RequestSpec
+from sparkrack.bench.guard import GuardConfig
+from sparkrack.bench.report import load_results, plot_runs, render_testlog, write_outputs
+from sparkrack.bench.runner import BenchConfig, RunResult, normalize_url, run_bench
+from sparkrack.diagnose import diagnose
+from sparkrack.errors import Problem, SparkrackError
+from sparkrack.matrix import (
+    AnsibleDeployer,
+    Case,
+    MatrixRunner,
+    default_validator,
+    load_matrix,
+    write_provenance,
+    write_summary,
+)
+
+EXIT_GARBAGE = 2
+
+
+def _concurrency(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("comma-separated integers, e.g. 1,4,8") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError("comma-separated integers >= 1, e.g. 1,4,8")
+    return values
+
+
+def _thinking(text: str) -> bool | None:
+    table = {"on": True, "off": False, "default": None}
+    if text not in table:
+        raise argparse.ArgumentTypeError("on, off or default")
+    return table[text]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="benchmark an OpenAI-compatible endpoint the way the seeds did (n=1/4/8)",
+        description=(
+            "Streams chat completions at each concurrency level and writes results.json, "
+            "TESTLOG.md and PNG plots. peak_tok_s = Σ per-request decode tok/s of successful "
+            "requests; aggregate_tok_s = tokens / wall time. Exit 1: endpoint down or model "
+            "unknown; exit 2: a level was GARBAGE or FAILED."
+        ),
+    )
+    p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--model", required=True, help="served model name (see GET /v1/models)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the key")
+    p.add_argument("--concurrency", type=_concurrency, default=[1, 4, 8], help="default 1,4,8")
+    p.add_argument("--max-tokens", type=int, default=3072)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--thinking",
+        type=_thinking,
+        default=None,
+        help="on/off: send chat_template_kwargs.enable_thinking; default: template default",
+    )
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--label", default="", help="config name in the TESTLOG table")
+    p.add_argument("--out", type=Path, default=None, help="default bench-results/<timestamp>/")
+    p.add_argument("--metrics-url", default=None, help="default <url>/metrics")
+    p.add_argument("--no-metrics", action="store_true", help="do not scrape /metrics")
+    p.add_argument("--logs-from", default=None, help="SGLang log file to follow, or - (stdin)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="per request, seconds")
+    p.add_argument("--no-guard", action="store_true", help="disable the repetition guard")
+    g = GuardConfig()
+    p.add_argument("--guard-ngram", type=int, default=g.ngram)
+    p.add_argument("--guard-max-count", type=int, default=g.ngram_max_count)
+    p.add_argument("--guard-ratio", type=float, default=g.ngram_ratio)
+    p.add_argument("--guard-window", type=int, default=g.suffix_window)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=cmd_bench)
+
+    s = subparsers.add_parser(
+        "bench-server",
+        help="run the local HTTP/SSE test server (known token rate, garbage on request)",
+    )
+    test_server.add_arguments(s)
+    s.set_defaults(handler=cmd_bench_server)
+
+    d = subparsers.add_parser(
+        "diagnose", help="match SGLang/NCCL logs against the known failure signatures"
+    )
+    d.add_argument("logs", nargs="+", help="log files, or - for stdin")
+    d.add_argument("--json", action="store_true", help="machine-readable output")
+    d.set_defaults(handler=cmd_diagnose)
+
+    m = subparsers.add_parser(
+        "matrix", help="validate, deploy, bench and record a list of profile variants"
+    )
+    m.add_argument("matrix", type=Path, help="MATRIX.yml")
+    m.add_argument("--out", type=Path, default=None, help="default matrix-results/<name>/")
+    m.add_argument("--inventory", default=None, help="overrides the matrix file's inventory")
+    m.add_argument(
+        "--write-provenance",
+        action="store_true",
+        help="write the winner's n=1/4/8 figures into the base profile's provenance.measured",
+    )
+    m.add_argument("--no-progress", action="store_true")
+    m.set_defaults(handler=cmd_matrix)
+
+
+def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
+    url = normalize_url(args.url)
+    guard = GuardConfig(
+        ngram=args.guard_ngram,
+        ngram_max_count=args.guard_max_count,
+        ngram_ratio=args.guard_ratio,
+        suffix_window=args.guard_window,
+        enabled=not args.no_guard,
+    )
+    spec = RequestSpec(
+        url=url,
+        model=args.model,
+        max_tokens=args.max_tokens,
+        api_key=os.environ.get(args.api_key_env) or None,
+        thinking=args.thinking,
+        temperature=args.temperature,
+        seed=args.seed,
+        timeout_s=args.timeout,
+        guard=guard,
+    )
+    if args.logs_from and args.logs_from != "-" and not Path(args.logs_from).is_file():
+        raise SparkrackError(
+            Problem(
+                args.logs_from,
+                "--logs-from",
+                "no such file",
+                "give an SGLang log file (e.g. kubectl logs -f POD > sglang.log) or - for stdin",
+                "bench-logs-from",
+            )
+        )
+    return BenchConfig(
+        spec=spec,
+        concurrency=args.concurrency,
+        label=args.label,
+        metrics_url=None if args.no_metrics else (args.metrics_url or f"{url}/metrics"),
+        logs_from=args.logs_from,
+        progress=False if args.no_progress else None,
+    )
+
+
+def _report(run: RunResult, out: Path) -> int:
+    print(render_testlog([run]))
+    print(f"results: {out}/results.json · TESTLOG: {out}/TESTLOG.md · plots: {out}/*.png")
+    bad = [lv for lv in run.levels if lv.status != "ok"]
+    for lv in bad:
+        print(f"n={lv.concurrency}: {lv.status} {'; '.join(lv.garbage_reasons)}", file=sys.stderr)
+    return EXIT_GARBAGE if bad else 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    config = bench_config_from_args(args)
+    out = args.out or Path("bench-results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    console = Console(stderr=True)
+    run = run_bench(config, console)
+    write_outputs(run, out)
+    return _report(run, out)
+
+
+def cmd_bench_server(args: argparse.Namespace) -> int:
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(test_server.serve(test_server.config_from_args(args)))
+    return 0
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    report: list[dict[str, Any]] = []
+    for name in args.logs:
+        if name == "-":
+            text = sys.stdin.read()
+        else:
+            try:
+                text = Path(name).read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise SparkrackError(
+                    Problem(name, "LOG", f"cannot read: {exc}", "give a readable log file")
+                ) from exc
+        findings = diagnose(text)
+        report.append({"log": name, "findings": [asdict(f) for f in findings]})
+        if not args.json:
+            if not findings:
+                print(f"{name}: no known failure signature")
+            for f in findings:
+                print(f"{name}: {f}")
+    if args.json:
+        print(json.dumps(report, indent=2))
+    return 0
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    matrix = load_matrix(args.matrix)
+    out = args.out or Path("matrix-results") / matrix.name
+    inventory = args.inventory or matrix.inventory
+    if not inventory:
+        raise SparkrackError(
+            Problem(
+                str(args.matrix),
+                "inventory",
+                "no inventory to deploy with",
+                "add `inventory:` to the matrix file or pass --inventory",
+                "matrix-file",
+            )
+        )
+    bench = dict(matrix.bench)
+
+    def bench_case(case: Case, case_dir: Path) -> RunResult:
+        sglang = case.profile.get("sglang") or {}
+        model = bench.get("model") or sglang.get("served_model_name") or case.profile.get("model")
+        spec = RequestSpec(
+            url=normalize_url(str(bench.get("url", "http://127.0.0.1:30000"))),
+            model=str(model),
+            max_tokens=int(bench.get("max_tokens", 3072)),
+            api_key=os.environ.get(str(bench.get("api_key_env", "OPENAI_API_KEY"))) or None,
+            thinking=bench.get("thinking"),
+            seed=int(bench.get("seed", 0)),
+        )
+        config = BenchConfig(
+            spec=spec,
+            concurrency=list(bench.get("concurrency", [1, 4, 8])),
+            label=case.name,
+            metrics_url=f"{spec.url}/metrics",
+            progress=False if args.no_progress else None,
+        )
+        run = run_bench(config)
+        write_outputs(run, case_dir)
+        return run
+
+    runner = MatrixRunner(
+        matrix=matrix,
+        out_dir=out,
+        deployer=AnsibleDeployer(inventory=str(inventory)),
+        bench=bench_case,
+        validator=default_validator(),
+    )
+    state = runner.run()
+    finish_matrix(matrix, state, out)
+    if args.write_provenance:
+        print(f"{matrix.base_profile}: provenance.measured <- {write_provenance(matrix, state)}")
+    return 0
+
+
+def finish_matrix(matrix: Any, state: dict[str, Any], out: Path) -> Path:
+    """summary.md/json + a combined TESTLOG and plots over every finished case."""
+    summary = write_summary(matrix, state, out)
+    runs = [
+        load_results(Path(entry["results"]))
+        for entry in state["cases"].values()
+        if entry.get("status") == "done" and Path(entry.get("results", "")).is_file()
+    ]
+    if runs:
+        (out / "TESTLOG.md").write_text(
+            render_testlog(runs, f"sparkrack matrix {matrix.name}"), encoding="utf-8"
+        )
+        plot_runs(runs, out)
+    print(summary.read_text(encoding="utf-8"))
+    return summary

@@ -1,0 +1,98 @@
+"""Post-hoc garbage fingerprint: what the live guard let through is still marked GARBAGE."""
+
+from __future__ import annotations
+
+import itertools
+
+from sparkrack.bench import server
+from sparkrack.bench.client import RequestSpec
+from sparkrack.bench.fingerprint import fingerprint_level, mattr, text_signals
+from sparkrack.bench.guard import GuardConfig
+from sparkrack.bench.runner import BenchConfig, RunResult, run_bench
+from sparkrack.bench.stats import LevelResult, RequestResult
+
+
+def _run(model: str, n: int, tokens: int, guard: bool) -> RunResult:
+    with server.spawn(["--rate", "3000", "--tokens-per-chunk", "6"]) as url:
+        spec = RequestSpec(
+            url=url, model=model, max_tokens=tokens, guard=GuardConfig(enabled=guard)
+        )
+        return run_bench(BenchConfig(spec=spec, concurrency=[n], progress=False))
+
+
+def test_uniform_collapse_at_n8_is_garbage_even_when_the_guard_missed_it() -> None:
+    """Seed 003: 8/8 'done' at a bogus rate, all length, no content -> GARBAGE."""
+    run = _run(f"{server.BASE_MODEL}-uniform", 8, 600, guard=False)
+    level = run.levels[0]
+    assert (level.ok, level.failed) == (8, 0)  # the live run saw nothing wrong ...
+    assert level.status == "GARBAGE"  # ... the fingerprint does
+    assert any(r.startswith("uniform-stats: all 8 requests") for r in level.garbage_reasons)
+    for req in level.requests:
+        assert req.finish_reason == "length" and req.content_tokens == 0
+        assert req.output_tokens == 600 and req.guard == "off"
+
+
+def test_word_salad_passes_the_guard_but_not_the_fingerprint() -> None:
+    run = _run(f"{server.BASE_MODEL}-word-salad", 4, 500, guard=True)
+    level = run.levels[0]
+    assert level.ok == 4  # no n-gram flood, no loop: the live guard has nothing to say
+    assert level.status == "GARBAGE"
+    assert level.garbage_reasons == ["text signals in 4/4 successful requests"]
+    notes = " ".join(n for r in level.requests for n in r.notes)
+    assert "word-salad" in notes and "loop-markers" in notes
+
+
+def test_healthy_level_is_not_garbage() -> None:
+    run = _run(server.BASE_MODEL, 8, 600, guard=True)
+    level = run.levels[0]
+    assert (level.ok, level.status, level.garbage_reasons) == (8, "ok", [])
+
+
+def _req(
+    i: int, tps: float, content: int, finish: str = "length", tokens: int = 3072
+) -> RequestResult:
+    return RequestResult(
+        index=i,
+        prompt_id="p",
+        decode_tok_s=tps,
+        output_tokens=tokens,
+        output_tokens_source="usage",
+        finish_reason=finish,
+        reasoning_tokens=tokens - content,
+        content_tokens=content,
+        content_chars=content * 4,
+    )
+
+
+def test_seed_003_rule_identical_tok_s_to_two_decimals() -> None:
+    level = LevelResult(8, [_req(i, 18.234 + i * 0.0001, 0) for i in range(8)], 170.0, 1.0)
+    level.summarize()
+    assert fingerprint_level(level) and level.status == "GARBAGE"
+    assert "identical to two decimals" in level.garbage_reasons[0]
+
+
+def test_uniform_rule_needs_every_signal() -> None:
+    cases = [
+        [_req(i, 18.23, 0) for i in range(7)] + [_req(7, 18.23, 5)],  # one has content
+        [_req(i, 18.23, 0) for i in range(7)] + [_req(7, 18.23, 0, "stop")],  # one stopped
+        [_req(i, 18.23 + i, 0) for i in range(8)],  # rates differ by far more than 1 %
+        [_req(i, 18.23, 0, tokens=3000 + i) for i in range(8)],  # token counts differ
+        [_req(0, 18.23, 0)],  # a single request is not a pattern
+    ]
+    for requests in cases:
+        level = LevelResult(len(requests), requests, 170.0, 1.0)
+        level.summarize()
+        assert fingerprint_level(level) == [] and level.status == "ok"
+
+
+def test_text_signals() -> None:
+    natural = "".join(itertools.islice(server.token_stream("normal", 3), 3000))
+    assert text_signals(natural) == []
+    assert mattr(natural.split(), 50) > 0.5
+    bang = " ".join(["!"] * 400)
+    assert text_signals(bang)[0].startswith("low-type-token-ratio")
+    salad = "".join(itertools.islice(server.token_stream("word-salad", 3), 800))
+    sig = " ".join(text_signals(salad))
+    assert "word-salad" in sig and "loop-markers" in sig
+    rambling = natural[:2000] + " wait, self-correct: stop rambling, retire retire. " * 3
+    assert any(s.startswith("loop-markers") for s in text_signals(rambling))
