@@ -467,9 +467,15 @@ def plan(
         if s.engine == "sglang":
             ratio = _mamba_ratio(s)
             if s.speculative_draft_tokens is not None:
-                reqs = max_running if max_running is not None else (s.max_mamba_cache_size or 0)
-                spec_state = mamba_per_req * (reqs // ratio if max_running is None else reqs)
-                spec_state *= s.speculative_draft_tokens
+                # SGLang reserves intermediate states for max_running_requests x draft tokens.
+                reqs = max_running
+                if reqs is None:
+                    reqs = (s.max_mamba_cache_size or 0) // ratio
+                    notes.append(
+                        "max_running_requests not set: speculative intermediate states counted "
+                        + (f"for {reqs} requests" if reqs else "as 0 (set it to plan them)")
+                    )
+                spec_state = mamba_per_req * reqs * s.speculative_draft_tokens
                 rest -= spec_state
             if s.max_mamba_cache_size is not None:
                 slots = s.max_mamba_cache_size

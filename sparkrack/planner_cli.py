@@ -15,7 +15,7 @@ from sparkrack.planner import (
 )
 
 COLUMNS = (
-    ("profile", 34),
+    ("profile", 7),
     ("engine", 6),
     ("tp/pp/ep", 8),
     ("weights/GPU", 11),
@@ -117,10 +117,11 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([to_dict(p) for p in plans], indent=2))
         return 0 if all(p.fits for p in plans) else 1
-    print(" ".join(f"{title:<{width}}" for title, width in COLUMNS).rstrip())
-    for p in plans:
-        cells = row(p)
-        print(" ".join(f"{c:<{w}}" for c, (_t, w) in zip(cells, COLUMNS, strict=True)).rstrip())
+    rows = [row(p) for p in plans]
+    widths = [max([w, *(len(r[i]) for r in rows)]) for i, (_t, w) in enumerate(COLUMNS)]
+    print(" ".join(f"{t:<{w}}" for (t, _w), w in zip(COLUMNS, widths, strict=True)).rstrip())
+    for cells in rows:
+        print(" ".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True)).rstrip())
     print("\n(GB = 10^9 bytes, per GPU; tok/s bound = single-stream decode step at empty context)")
     for p in plans:
         extra = list(p.notes) + [str(problem) for problem in p.problems]

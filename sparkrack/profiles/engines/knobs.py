@@ -14,10 +14,13 @@ profiles team treat them like any other registry entry.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkrack.errors import Problem
 from sparkrack.profiles.registry import Knob, Type
+from sparkrack.profiles.rules import Ctx
 
 
 @dataclass(frozen=True)
@@ -91,3 +94,26 @@ def runtime(flag: str, what: str) -> RuntimeKnob:
 
 def cfg(key: str, type_: Type, help_: str, properties: dict[str, Any] | None = None) -> ConfigKnob:
     return ConfigKnob(key=key, type=type_, help=help_, properties=properties or {})
+
+
+def long_context_problems(
+    c: Ctx, engine_name: str, length_key: str, env_name: str, rule_id: str
+) -> Iterator[Problem]:
+    """A context length beyond the model config's ``max_position_embeddings`` without the engine's
+    allow-long environment knob (``<engine>.allow_long_max_model_len``) — both engines refuse it."""
+    block = c.data.get(engine_name) or {}
+    length, cap = block.get(length_key), c.info("max_position_embeddings")
+    if (
+        c.data.get("engine") == engine_name
+        and isinstance(length, int)
+        and isinstance(cap, int)
+        and length > cap
+        and block.get("allow_long_max_model_len") is not True
+    ):
+        yield c.p(
+            f"{engine_name}.{length_key}",
+            f"{length} exceeds the model config's max_position_embeddings {cap}; "
+            f"{engine_name} refuses it",
+            f"set {engine_name}.allow_long_max_model_len: true ({env_name}=1)",
+            rule_id,
+        )

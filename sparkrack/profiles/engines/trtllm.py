@@ -12,7 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from sparkrack.errors import Problem
-from sparkrack.profiles.engines.knobs import PositionalKnob, cfg, env, k, runtime
+from sparkrack.profiles.engines.knobs import (
+    PositionalKnob,
+    cfg,
+    env,
+    k,
+    long_context_problems,
+    runtime,
+)
 from sparkrack.profiles.registry import Knob
 from sparkrack.profiles.rules import Ctx, rule
 
@@ -104,10 +111,6 @@ def config_file(data: dict[str, Any]) -> dict[str, Any]:
     return {key: block[key] for key in keys if key in block}
 
 
-def _t(c: Ctx, key: str) -> Any:
-    return (c.data.get("trtllm") or {}).get(key)
-
-
 def _kv(c: Ctx) -> dict[str, Any]:
     return dict((c.data.get("trtllm_config") or {}).get("kv_cache_config") or {})
 
@@ -122,20 +125,9 @@ def _is(c: Ctx) -> bool:
     "max_seq_len beyond the model config needs trtllm.allow_long_max_model_len",
 )
 def _long_len(c: Ctx) -> Iterator[Problem]:
-    length, cap = _t(c, "max_seq_len"), c.info("max_position_embeddings")
-    if (
-        _is(c)
-        and isinstance(length, int)
-        and isinstance(cap, int)
-        and length > cap
-        and _t(c, "allow_long_max_model_len") is not True
-    ):
-        yield c.p(
-            "trtllm.max_seq_len",
-            f"{length} exceeds the model config's max_position_embeddings {cap}",
-            "set trtllm.allow_long_max_model_len: true (TLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
-            "trtllm-long-context-env",
-        )
+    yield from long_context_problems(
+        c, NAME, "max_seq_len", "TLLM_ALLOW_LONG_MAX_MODEL_LEN", "trtllm-long-context-env"
+    )
 
 
 @rule(

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 
 from sparkrack.errors import Problem
-from sparkrack.profiles.engines.knobs import env, k, runtime
+from sparkrack.profiles.engines.knobs import env, k, long_context_problems, runtime
 from sparkrack.profiles.registry import Knob
 from sparkrack.profiles.rules import Ctx, rule
 
@@ -178,20 +178,9 @@ def _mtp_nightly(c: Ctx) -> Iterator[Problem]:
     "max_model_len beyond the model config needs vllm.allow_long_max_model_len",
 )
 def _long_len(c: Ctx) -> Iterator[Problem]:
-    length, cap = _v(c, "max_model_len"), c.info("max_position_embeddings")
-    if (
-        _is(c)
-        and isinstance(length, int)
-        and isinstance(cap, int)
-        and length > cap
-        and _v(c, "allow_long_max_model_len") is not True
-    ):
-        yield c.p(
-            "vllm.max_model_len",
-            f"{length} exceeds the model config's max_position_embeddings {cap}; vLLM refuses it",
-            "set vllm.allow_long_max_model_len: true (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
-            "vllm-long-context-env",
-        )
+    yield from long_context_problems(
+        c, NAME, "max_model_len", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "vllm-long-context-env"
+    )
 
 
 @rule(
