@@ -256,8 +256,9 @@ class CapacityPlan:
             f"{MAMBA_EXTRA_SLOTS_SPECULATIVE} with speculative decoding or extra_buffer "
             "(seed 000: 96 -> ~19 with MTP), 1 with the radix cache disabled",
             "roofline: bandwidth x TP ranks / (active weight bytes + KV of the context + "
-            "recurrent state) per decode step; nothing subtracted (no NCCL, no kernel "
-            "efficiency) — an upper bound; speculative decoding multiplies it by accept_len",
+            "recurrent state) per decode step of the target model (draft/MTP layers excluded); "
+            "nothing subtracted (no NCCL, no kernel efficiency) — an upper bound; speculative "
+            "decoding multiplies it by accept_len",
         ]
         return lines
 
@@ -340,7 +341,10 @@ def _weights(model: ModelInfo, notes: list[str]) -> tuple[float, float, float]:
     if model.weights:
         total = sum(w.bytes for w in model.weights)
         replicated = sum(w.bytes for w in model.weights if w.replicated)
-        return total, replicated, sum(w.bytes * w.active_fraction for w in model.weights)
+        # The bound is the target model's decode step: draft (MTP) layers are part of what
+        # speculative decoding spends to multiply it by accept_len, not of the step itself.
+        active = sum(w.bytes * w.active_fraction for w in model.weights if not w.draft_only)
+        return total, replicated, active
     if model.weights_gb is not None and model.params_total_b:
         notes.append(
             "no model_info.weight_classes: weights = weights_gb (checkpoint size), read per "
@@ -412,7 +416,9 @@ def plan(
     per_gpu = (total - replicated) / ranks + replicated
     # Replicated classes are read by every TP rank of a decode step.
     active_all_ranks = active + sum(
-        w.bytes * w.active_fraction * (s.tp - 1) for w in model.weights if w.replicated
+        w.bytes * w.active_fraction * (s.tp - 1)
+        for w in model.weights
+        if w.replicated and not w.draft_only
     )
     if nodes is not None and ranks != nodes:
         notes.append(f"tp x pp = {ranks} but the inventory has {nodes} Sparks")
@@ -627,6 +633,7 @@ def serving_from_profile(data: Mapping[str, Any]) -> Serving:
         tr = _section(data, "trtllm")
         cfg = _section(data, "trtllm_config")
         kv = _section(cfg, "kv_cache_config")
+        layers = _section(cfg, "speculative_config").get("num_nextn_predict_layers")
         return Serving(
             engine=engine,
             tp=int(tr.get("tp_size", tp)),
@@ -636,6 +643,7 @@ def serving_from_profile(data: Mapping[str, Any]) -> Serving:
             kv_cache_dtype=_ENGINE_KV_DTYPE.get(str(kv.get("dtype", "auto")), "auto"),
             context_length=_int(tr.get("max_seq_len")),
             max_running_requests=_int(tr.get("max_batch_size")),
+            speculative_draft_tokens=None if layers is None else int(layers) + 1,
             mamba_ssm_dtype=str(kv.get("mamba_ssm_cache_dtype", "float32")),
         )
     raise ValueError(f"unknown engine {engine!r}")

@@ -187,3 +187,11 @@ def test_planner_uses_trtllm_free_memory_fraction() -> None:
     expected = 0.9 * (hw.usable_gb - p.weights_per_gpu_gb - hw.runtime_overhead_gb)
     assert p.kv_pool_gb + (p.mamba_pool_gb or 0) == pytest.approx(expected)
     assert p.mamba_bytes_per_request is not None
+
+
+def test_planner_loads_the_mtp_layer_for_trtllm_mtp() -> None:
+    data = _data()
+    with_mtp = plan_profile(data)
+    data["trtllm_config"].pop("speculative_config")
+    without = plan_profile(data)
+    assert with_mtp.weights_per_gpu_gb - without.weights_per_gpu_gb == pytest.approx(2.90 * 2)

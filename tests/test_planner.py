@@ -429,3 +429,10 @@ def test_cli_plans_every_shipped_profile() -> None:
         assert path.stem in rows
     assert "assumptions:" in out.stdout
     assert "273 GB/s" in out.stdout
+
+
+def test_draft_layers_load_but_are_not_part_of_the_decode_step() -> None:
+    base = plan(model_info_from_dict(GLM), sglang(tp=4))
+    mtp = plan(model_info_from_dict(GLM), sglang(tp=4, speculative_draft_tokens=4))
+    assert mtp.weights_per_gpu_gb > base.weights_per_gpu_gb
+    assert mtp.roofline_tokens_per_s() == pytest.approx(base.roofline_tokens_per_s())
