@@ -10,7 +10,7 @@ export ANSIBLE_FORCE_COLOR := 0
 
 PLAYBOOKS := site.yml $(wildcard playbooks/*.yml)
 
-.PHONY: setup lint yamllint ansible-lint syntax python-lint unit test
+.PHONY: setup lint yamllint ansible-lint syntax python-lint unit test lab lab-down molecule
 
 setup: $(STAMP)
 $(STAMP): pyproject.toml
@@ -41,4 +41,18 @@ lint: yamllint ansible-lint syntax python-lint
 unit: setup
 	pytest -q tests
 
-test: lint unit
+# Container lab (lab/lab.py). Everything that touches Docker serializes on one lock.
+LAB_LOCK := flock /tmp/sparkrack-lab.lock
+
+lab: setup
+	$(LAB_LOCK) $(BIN)/python lab/lab.py lab
+
+lab-down: setup
+	$(LAB_LOCK) $(BIN)/python lab/lab.py down
+
+# molecule test of the default scenario: the 5-node lab (same container names as `make lab`, so a
+# running lab is replaced) converged with site.yml, idempotence, testinfra verify, destroy.
+molecule: setup
+	$(LAB_LOCK) $(BIN)/python lab/lab.py molecule
+
+test: lint unit molecule

@@ -1,0 +1,645 @@
+#!/usr/bin/env python3
+"""The sparkrack container lab: five systemd containers that stand in for a real cluster.
+
+One driver for everything that touches Docker (``make lab``, ``make lab-down`` and molecule's
+create/destroy all call this file; callers serialize on ``flock /tmp/sparkrack-lab.lock``):
+
+* ``engine``   ensure a Docker engine (install Debian's docker.io if absent, start dockerd if it
+               is not running; an engine that already runs is left alone);
+* ``image``    build the node image from scratch (mmdebstrap -> docker import), tagged with the
+               hash of its recipe (lab/image/*) so it is rebuilt only when the recipe changes;
+* ``up``       networks + nodes: ``sparkrack-<host>`` for every host of inventories/lab on the
+               management network, and on the Sparks the fabric network renamed to the real
+               ConnectX-7 port name (``fabric.ports[0]``), attached with the planned PF address;
+* ``converge`` run site.yml, run it again and fail unless the rerun reports changed=0;
+* ``lab``      all of the above plus a per-node summary and the converge/rerun wall times;
+* ``molecule`` ``molecule test`` of the default scenario, printing its converge/idempotence times;
+* ``down``     remove the containers and networks above, by name.
+
+Addresses come from the address plan (``sparkrack addresses --format json``); nothing here
+computes a fabric address. Stdlib only, typed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import ipaddress
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+LAB_DIR = ROOT / "lab"
+IMAGE_DIR = LAB_DIR / "image"
+STATE_DIR = LAB_DIR / ".state"
+INVENTORY = ROOT / "inventories" / "lab"
+VENV_BIN = ROOT / ".venv" / "bin"
+
+PREFIX = "sparkrack-"
+IMAGE_REPO = "sparkrack-node"
+SUITE = "bookworm"
+# Bump when the build procedure below changes in a way the recipe files do not show.
+RECIPE_VERSION = "1"
+MGMT_NETWORK = "sparkrack-mgmt"
+MGMT_SUBNET = ipaddress.IPv4Network("172.28.250.0/24")
+MGMT_GATEWAY = "172.28.250.1"
+FABRIC_NETWORK = "sparkrack-fabric"
+LABEL = "io.sparkrack.lab"
+DOCKERD_LOG = Path("/var/log/sparkrack-dockerd.log")
+DOCKER_SOCKET = Path("/var/run/docker.sock")
+
+# How a systemd container boots on this kind of machine (no --privileged: the engine lacks
+# CAP_SYS_RESOURCE). /sys and /proc/sys stay read-only: a container must never write a
+# kernel-global sysctl of the machine that runs the lab.
+SYSTEMD_RUN_ARGS = [
+    "--cap-add",
+    "SYS_ADMIN",
+    "--cap-add",
+    "NET_ADMIN",
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/run/lock",
+    "-v",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--cgroupns=host",
+    "--stop-signal",
+    "SIGRTMIN+3",
+    "-e",
+    "container=docker",
+]
+
+
+class LabError(Exception):
+    """A lab step failed; the message says which and what to do."""
+
+
+def log(message: str) -> None:
+    print(f"[lab] {message}", flush=True)
+
+
+def run(
+    cmd: Sequence[str],
+    *,
+    check: bool = True,
+    capture: bool = True,
+    env: dict[str, str] | None = None,
+    stdin: Any = None,
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        list(cmd),
+        check=False,
+        text=True,
+        stdin=stdin if stdin is not None else subprocess.DEVNULL,
+        capture_output=capture,
+        env=env,
+        cwd=ROOT,
+    )
+    if check and result.returncode != 0:
+        detail = (result.stderr or result.stdout or "").strip() if capture else ""
+        raise LabError(f"`{' '.join(cmd)}` failed (exit {result.returncode}): {detail}")
+    return result
+
+
+def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return run(["docker", *args], check=check)
+
+
+# --- engine -------------------------------------------------------------------------------
+
+
+def _apt_install(packages: list[str], updated: list[bool]) -> None:
+    if os.geteuid() != 0:
+        raise LabError(f"{' '.join(packages)} missing and not root: install them (apt-get install)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if not updated[0]:
+        log("apt-get update")
+        run(["apt-get", "update", "-q"], env=env)
+        updated[0] = True
+    log(f"apt-get install {' '.join(packages)}")
+    run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages], env=env)
+
+
+def _engine_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    return docker("version", "--format", "{{.Server.Version}}", check=False).returncode == 0
+
+
+_APT_UPDATED = [False]
+
+
+def ensure_engine() -> None:
+    """Use a running engine as is; else install Debian's docker.io if absent and start dockerd."""
+    if _engine_answers():
+        version = docker("version", "--format", "{{.Server.Version}}").stdout.strip()
+        log(f"docker engine {version} is running (left as is)")
+        return
+    if shutil.which("docker") is None or shutil.which("dockerd") is None:
+        _apt_install(["docker.io"], _APT_UPDATED)
+    log(f"starting dockerd (log: {DOCKERD_LOG})")
+    with DOCKERD_LOG.open("ab") as out:
+        subprocess.Popen(
+            ["dockerd"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if DOCKER_SOCKET.exists() and _engine_answers():
+            log("dockerd is up")
+            return
+        time.sleep(1)
+    raise LabError(f"dockerd did not answer within 90 s; see {DOCKERD_LOG}")
+
+
+# --- image --------------------------------------------------------------------------------
+
+
+def apt_sources() -> list[Path]:
+    """The machine's own Debian sources (deb822 or one-line), used as the image's mirror."""
+    base = Path("/etc/apt")
+    found = [p for p in [base / "sources.list"] if p.is_file() and _has_entries(p)]
+    found += sorted(
+        p
+        for p in (base / "sources.list.d").glob("*")
+        if p.suffix in {".list", ".sources"} and p.is_file() and _has_entries(p)
+    )
+    return found
+
+
+def _has_entries(path: Path) -> bool:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())
+
+
+def packages() -> list[str]:
+    lines = (IMAGE_DIR / "packages.txt").read_text(encoding="utf-8").splitlines()
+    return [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
+
+
+def recipe_hash() -> str:
+    digest = hashlib.sha256()
+    digest.update(f"{SUITE}\n{RECIPE_VERSION}\n".encode())
+    for path in [IMAGE_DIR / "packages.txt", IMAGE_DIR / "customize.sh", *apt_sources()]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def image_tag() -> str:
+    return f"{IMAGE_REPO}:{recipe_hash()}"
+
+
+def ensure_image() -> tuple[str, float | None]:
+    """Return (tag, build seconds or None when the cached image was used)."""
+    tag = image_tag()
+    if docker("image", "inspect", tag, check=False).returncode == 0:
+        log(f"image {tag} is cached (recipe unchanged)")
+        return tag, None
+    if shutil.which("mmdebstrap") is None:
+        _apt_install(["mmdebstrap"], _APT_UPDATED)
+    sources = apt_sources()
+    if not sources:
+        raise LabError("no apt sources in /etc/apt/sources.list*: configure a Debian mirror")
+    log(
+        f"building image {tag} with mmdebstrap ({SUITE}, mirror from {', '.join(map(str, sources))})"
+    )
+    start = time.monotonic()
+    mm = [
+        "mmdebstrap",
+        "--variant=minbase",
+        "--mode=root",
+        "--format=tar",
+        "--include=" + ",".join(packages()),
+        "--skip=cleanup/apt/lists",
+        f"--customize-hook=upload {IMAGE_DIR / 'customize.sh'} /tmp/sparkrack-customize.sh",
+        '--customize-hook=chroot "$1" /bin/sh /tmp/sparkrack-customize.sh',
+        '--customize-hook=rm -f "$1/tmp/sparkrack-customize.sh"',
+        SUITE,
+        "-",
+        *map(str, sources),
+    ]
+    importer = [
+        "docker",
+        "import",
+        "--change",
+        'CMD ["/sbin/init"]',
+        "--change",
+        "ENV container=docker",
+        "--change",
+        f"LABEL {LABEL}=image {LABEL}.recipe={recipe_hash()}",
+        "-",
+        tag,
+    ]
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    build_log = STATE_DIR / "image-build.log"
+    with build_log.open("w") as errlog:
+        producer = subprocess.Popen(mm, stdout=subprocess.PIPE, stderr=errlog, cwd=ROOT)
+        consumer = subprocess.run(importer, stdin=producer.stdout, capture_output=True, text=True)
+        assert producer.stdout is not None
+        producer.stdout.close()
+        producer.wait()
+    if producer.returncode != 0 or consumer.returncode != 0:
+        docker("image", "rm", "-f", tag, check=False)
+        raise LabError(
+            f"image build failed (mmdebstrap exit {producer.returncode}, docker import exit "
+            f"{consumer.returncode}: {consumer.stderr.strip()}); see {build_log}"
+        )
+    seconds = time.monotonic() - start
+    log(f"image {tag} built in {seconds:.0f} s")
+    # Older builds of the lab image are superseded; remove them unless a container uses them.
+    for line in docker(
+        "image", "ls", IMAGE_REPO, "--format", "{{.Repository}}:{{.Tag}}"
+    ).stdout.split():
+        if line != tag:
+            docker("image", "rm", line, check=False)
+    return tag, seconds
+
+
+# --- topology -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    host: str
+    mgmt_ip: str
+    spark: bool
+    fabric_port: str | None = None
+    fabric_address: str | None = None
+
+    @property
+    def container(self) -> str:
+        return PREFIX + self.host
+
+
+@dataclass(frozen=True)
+class Topology:
+    nodes: tuple[Node, ...]
+    fabric_subnet: ipaddress.IPv4Network
+    fabric_mtu: int
+    fabric_gateway: str
+
+
+def _venv_tool(name: str) -> str:
+    tool = VENV_BIN / name
+    return str(tool) if tool.exists() else name
+
+
+def load_topology() -> Topology:
+    inv = json.loads(run([_venv_tool("ansible-inventory"), "-i", str(INVENTORY), "--list"]).stdout)
+    plan = json.loads(
+        run([_venv_tool("sparkrack"), "addresses", "-i", str(INVENTORY), "--format", "json"]).stdout
+    )
+    hostvars: dict[str, dict[str, Any]] = inv.get("_meta", {}).get("hostvars", {})
+    sparks = set(inv.get("sparks", {}).get("hosts", []))
+    hosts = list(inv.get("control_plane", {}).get("hosts", [])) + [
+        h for h in plan["order"] if h in sparks
+    ]
+    subnet = ipaddress.IPv4Network(plan["subnet"])
+    planned = {
+        str(a)
+        for n in plan["nodes"].values()
+        for a in [*(p["address"] for p in n["ports"]), *(v["address"] for v in n["vfs"])]
+    }
+    # Docker's bridge needs an address on the fabric network: the last host address, which
+    # the plan never hands out (checked, not assumed).
+    gateway = str(subnet.broadcast_address - 1)
+    if gateway in planned:
+        raise LabError(f"fabric gateway {gateway} collides with the address plan")
+    nodes = []
+    for host in hosts:
+        mgmt = str(hostvars.get(host, {}).get("mgmt_ip", ""))
+        if not mgmt or ipaddress.IPv4Address(mgmt) not in MGMT_SUBNET:
+            raise LabError(
+                f"{INVENTORY}/hosts.yml: {host}.mgmt_ip {mgmt!r} must lie in {MGMT_SUBNET}"
+            )
+        if host in sparks:
+            port = plan["nodes"][host]["ports"][0]
+            nodes.append(Node(host, mgmt, True, port["name"], port["address"]))
+        else:
+            nodes.append(Node(host, mgmt, False))
+    return Topology(tuple(nodes), subnet, int(plan["mtu"]), gateway)
+
+
+def _exists(kind: str, name: str) -> bool:
+    return docker(kind, "inspect", name, check=False).returncode == 0
+
+
+def ensure_networks(topo: Topology) -> None:
+    if not _exists("network", MGMT_NETWORK):
+        log(f"network {MGMT_NETWORK} {MGMT_SUBNET}")
+        docker(
+            "network", "create", "--driver", "bridge", "--subnet", str(MGMT_SUBNET),
+            "--gateway", MGMT_GATEWAY, "--label", f"{LABEL}=mgmt", MGMT_NETWORK,
+        )  # fmt: skip
+    if not _exists("network", FABRIC_NETWORK):
+        log(f"network {FABRIC_NETWORK} {topo.fabric_subnet} MTU {topo.fabric_mtu} (internal)")
+        docker(
+            "network", "create", "--driver", "bridge", "--internal",
+            "--subnet", str(topo.fabric_subnet), "--gateway", topo.fabric_gateway,
+            "-o", f"com.docker.network.driver.mtu={topo.fabric_mtu}",
+            "--label", f"{LABEL}=fabric", FABRIC_NETWORK,
+        )  # fmt: skip
+
+
+def _inspect(name: str) -> dict[str, Any] | None:
+    result = docker("container", "inspect", name, check=False)
+    if result.returncode != 0:
+        return None
+    data: list[dict[str, Any]] = json.loads(result.stdout)
+    return data[0]
+
+
+def _create_node(node: Node, tag: str) -> None:
+    docker(
+        "create", "--name", node.container, "--hostname", node.host,
+        "--network", MGMT_NETWORK, "--ip", node.mgmt_ip,
+        "--label", f"{LABEL}=node", *SYSTEMD_RUN_ARGS, tag, "/sbin/init",
+    )  # fmt: skip
+    if node.spark:
+        assert node.fabric_address is not None
+        docker("network", "connect", "--ip", node.fabric_address, FABRIC_NETWORK, node.container)
+
+
+def _exec(node: Node, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return docker("exec", node.container, *cmd, check=check)
+
+
+def _rename_fabric_port(node: Node, info: dict[str, Any]) -> None:
+    """Give the fabric NIC the ConnectX-7 name (Docker attached it with the planned PF address)."""
+    assert node.fabric_port is not None
+    mac = info["NetworkSettings"]["Networks"][FABRIC_NETWORK]["MacAddress"].lower()
+    links = json.loads(_exec(node, "ip", "-j", "link", "show").stdout)
+    current = next((ln["ifname"] for ln in links if ln.get("address", "").lower() == mac), None)
+    if current is None:
+        raise LabError(f"{node.container}: no interface with the fabric MAC {mac}")
+    if current != node.fabric_port:
+        _exec(node, "ip", "link", "set", "dev", current, "down")
+        _exec(node, "ip", "link", "set", "dev", current, "name", node.fabric_port)
+        log(f"{node.container}: {current} -> {node.fabric_port}")
+    _exec(node, "ip", "link", "set", "dev", node.fabric_port, "up")
+
+
+def _wait_booted(node: Node, timeout: float = 120) -> str:
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = _exec(node, "systemctl", "is-system-running", check=False).stdout.strip()
+        if state in {"running", "degraded"}:
+            return state
+        time.sleep(1)
+    raise LabError(f"{node.container}: systemd did not finish booting (state {state!r})")
+
+
+def up(fresh: bool = False) -> Topology:
+    ensure_engine()
+    tag, _ = ensure_image()
+    topo = load_topology()
+    if fresh:
+        down(topo)
+    ensure_networks(topo)
+    for node in topo.nodes:
+        info = _inspect(node.container)
+        if info is not None and info["Config"]["Image"] != tag:
+            log(f"{node.container}: image changed, recreating")
+            docker("rm", "-f", node.container)
+            info = None
+        if info is None:
+            log(f"create {node.container} ({node.mgmt_ip})")
+            _create_node(node, tag)
+        if info is None or not info["State"]["Running"]:
+            docker("start", node.container)
+    for node in topo.nodes:
+        state = _wait_booted(node)
+        if state != "running":
+            failed = _exec(node, "systemctl", "--failed", "--no-legend", "--plain", check=False)
+            log(f"{node.container}: systemd {state}: {failed.stdout.strip()}")
+        if node.spark:
+            info = _inspect(node.container)
+            assert info is not None
+            _rename_fabric_port(node, info)
+    log("nodes up: " + ", ".join(f"{n.container} {n.mgmt_ip}" for n in topo.nodes))
+    return topo
+
+
+def down(topo: Topology | None = None) -> None:
+    topo = topo or load_topology()
+    names = [n.container for n in topo.nodes]
+    present = [n for n in names if _exists("container", n)]
+    if present:
+        log("removing " + ", ".join(present))
+        docker("rm", "-f", "-v", *present)
+    for net in (FABRIC_NETWORK, MGMT_NETWORK):
+        if _exists("network", net):
+            log(f"removing network {net}")
+            docker("network", "rm", net)
+
+
+# --- converge -----------------------------------------------------------------------------
+
+_RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
+
+
+def playbook(extra: Sequence[str], logfile: Path) -> tuple[float, dict[str, dict[str, int]]]:
+    """Run site.yml against the lab; return wall seconds and the recap per host."""
+    cmd = [_venv_tool("ansible-playbook"), "site.yml", "-i", str(INVENTORY), *extra]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0"}
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    start = time.monotonic()
+    recap: dict[str, dict[str, int]] = {}
+    with logfile.open("w") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            out.write(line)
+            match = _RECAP.match(line.strip())
+            if match:
+                host, ok, changed, unreachable, failed = match.groups()
+                recap[host] = {
+                    "ok": int(ok),
+                    "changed": int(changed),
+                    "unreachable": int(unreachable),
+                    "failed": int(failed),
+                }
+        proc.wait()
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        raise LabError(f"ansible-playbook site.yml failed (exit {proc.returncode}); log: {logfile}")
+    return seconds, recap
+
+
+def converge() -> dict[str, Any]:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    summary_file = STATE_DIR / "summary.json"
+    extra = ["-e", f"sparkrack_summary_file={summary_file}"]
+    log("converge: ansible-playbook site.yml -i inventories/lab")
+    first, _ = playbook(extra, STATE_DIR / "converge.log")
+    log("rerun: must report changed=0")
+    second, recap = playbook(extra, STATE_DIR / "rerun.log")
+    changed = {h: r["changed"] for h, r in recap.items() if r["changed"]}
+    result = {"converge_seconds": round(first, 1), "rerun_seconds": round(second, 1)}
+    (STATE_DIR / "timings.json").write_text(json.dumps(result, indent=2) + "\n")
+    if not recap:
+        raise LabError("rerun printed no PLAY RECAP")
+    if changed:
+        raise LabError(f"rerun is not idempotent: changed tasks per host {changed}")
+    return result
+
+
+def print_summary() -> None:
+    path = STATE_DIR / "summary.json"
+    if not path.exists():
+        log(f"no summary ({path} missing)")
+        return
+    data: dict[str, dict[str, Any]] = json.loads(path.read_text())
+    print("\n== sparkrack lab summary ==")
+    for host, info in data.items():
+        print(f"{host}  ({', '.join(info.get('groups', []))})")
+        print(f"  mgmt        {info.get('mgmt_ip', '-')}")
+        for line in info.get("addresses", []):
+            print(f"  address     {line}")
+        units = info.get("units", [])
+        print(f"  units       {', '.join(units) if units else '-'}")
+        simulated = info.get("simulated", [])
+        print(f"  simulated   {len(simulated)} item(s)")
+        for item in simulated:
+            print(f"    - {item}")
+
+
+def print_timings(result: dict[str, Any], build: float | None) -> None:
+    conv, rerun = result["converge_seconds"], result["rerun_seconds"]
+    ratio = 100 * rerun / conv if conv else 0.0
+    print("\n== timings ==")
+    print(f"image build      {'cached' if build is None else f'{build:.0f} s'}")
+    print(f"converge         {conv:.1f} s  (goal <= 240 s)")
+    print(f"idempotent rerun {rerun:.1f} s  ({ratio:.0f} % of converge; goal <= 25 %)")
+
+
+def lab() -> None:
+    ensure_engine()
+    _, build = ensure_image()
+    up()
+    result = converge()
+    print_summary()
+    print_timings(result, build)
+
+
+# --- molecule -----------------------------------------------------------------------------
+
+_STEP = re.compile(r"default\s*(?:➜|>|:)\s*(\w+)")
+
+
+def molecule_test() -> None:
+    """``molecule test`` (default scenario) with the wall time of each step printed at the end."""
+    env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0", "NO_COLOR": "1"}
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    env.pop("ANSIBLE_CONFIG", None)
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    steps: dict[str, float] = {}
+    current: str | None = None
+    mark = time.monotonic()
+    with (STATE_DIR / "molecule.log").open("w") as out:
+        proc = subprocess.Popen(
+            [_venv_tool("molecule"), "test", "--scenario-name", "default"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            out.write(line)
+            match = _STEP.search(line)
+            if match and match.group(1) != current and "Executing" in line:
+                now = time.monotonic()
+                if current is not None:
+                    steps[current] = steps.get(current, 0.0) + now - mark
+                current, mark = match.group(1), now
+        proc.wait()
+    if current is not None:
+        steps[current] = steps.get(current, 0.0) + time.monotonic() - mark
+    print("\n== molecule step wall times ==")
+    for step, seconds in steps.items():
+        print(f"{step:<12} {seconds:6.1f} s")
+    if "converge" in steps and "idempotence" in steps:
+        ratio = 100 * steps["idempotence"] / steps["converge"]
+        print(f"converge {steps['converge']:.1f} s, idempotent rerun {steps['idempotence']:.1f} s "
+              f"({ratio:.0f} % of converge)")  # fmt: skip
+    (STATE_DIR / "molecule-timings.json").write_text(json.dumps(steps, indent=2) + "\n")
+    if proc.returncode != 0:
+        raise LabError(
+            f"molecule test failed (exit {proc.returncode}); log: {STATE_DIR}/molecule.log"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lab/lab.py", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("engine", help="ensure a running Docker engine")
+    sub.add_parser("image", help="build the node image unless cached")
+    up_p = sub.add_parser("up", help="start the lab nodes (idempotent)")
+    up_p.add_argument("--fresh", action="store_true", help="remove existing lab nodes first")
+    sub.add_parser("converge", help="site.yml twice; fail unless the rerun changes nothing")
+    sub.add_parser("summary", help="print the last converge summary")
+    sub.add_parser("lab", help="engine + image + up + converge + summary + timings")
+    sub.add_parser("molecule", help="molecule test of the default scenario, with step timings")
+    down_p = sub.add_parser("down", help="remove the lab containers and networks, by name")
+    down_p.add_argument("--image", action="store_true", help="also remove the node image")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "engine":
+            ensure_engine()
+        elif args.command == "image":
+            ensure_engine()
+            ensure_image()
+        elif args.command == "up":
+            up(fresh=args.fresh)
+        elif args.command == "converge":
+            result = converge()
+            print_summary()
+            print_timings(result, None)
+        elif args.command == "summary":
+            print_summary()
+        elif args.command == "lab":
+            lab()
+        elif args.command == "molecule":
+            ensure_engine()
+            molecule_test()
+        elif args.command == "down":
+            if not _engine_answers():
+                log("no docker engine answers: nothing to remove")
+                return 0
+            down()
+            if args.image:
+                for line in docker(
+                    "image", "ls", IMAGE_REPO, "--format", "{{.Repository}}:{{.Tag}}"
+                ).stdout.split():
+                    docker("image", "rm", line, check=False)
+            else:
+                log(
+                    f"kept the node image {image_tag()} (build cache; `lab/lab.py down --image` removes it)"
+                )
+    except LabError as exc:
+        print(f"[lab] ERROR: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

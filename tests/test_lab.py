@@ -1,0 +1,81 @@
+"""The lab driver (lab/lab.py) without Docker: image cache key and topology from the plan."""
+
+from __future__ import annotations
+
+import importlib.util
+import ipaddress
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from sparkrack.inventory import load_inventory
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def lab() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sparkrack_lab_unit", ROOT / "lab" / "lab.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sparkrack_lab_unit"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_image_tag_follows_the_recipe(
+    lab: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = tmp_path / "image"
+    image.mkdir()
+    (image / "packages.txt").write_text("# comment\nsystemd\npython3  # inline\n\n")
+    (image / "customize.sh").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(lab, "IMAGE_DIR", image)
+    monkeypatch.setattr(lab, "apt_sources", lambda: [])
+    assert lab.packages() == ["systemd", "python3"]
+    first = lab.recipe_hash()
+    assert first == lab.recipe_hash() and len(first) == 12
+    assert lab.image_tag() == f"sparkrack-node:{first}"
+    (image / "packages.txt").write_text("systemd\npython3\nrdma-core\n")
+    assert lab.recipe_hash() != first
+    sources = tmp_path / "debian.sources"
+    sources.write_text("Types: deb\nURIs: http://deb.debian.org/debian\n")
+    before = lab.recipe_hash()
+    monkeypatch.setattr(lab, "apt_sources", lambda: [sources])
+    assert lab.recipe_hash() != before, "a different mirror must give a different image"
+
+
+def test_shipped_recipe_has_what_the_roles_need(lab: ModuleType) -> None:
+    wanted = {"systemd", "systemd-sysv", "dbus", "udev", "python3", "iproute2", "netplan.io"}
+    wanted |= {"iputils-ping", "procps", "sudo", "rdma-core", "ibverbs-utils"}
+    assert wanted <= set(lab.packages())
+
+
+def test_topology_reads_the_plan(lab: ModuleType) -> None:
+    topo = lab.load_topology()
+    plan = load_inventory(ROOT / "inventories" / "lab").plan()
+    assert [n.host for n in topo.nodes] == ["cp1", *(n.name for n in plan.nodes)]
+    for node in topo.nodes:
+        assert node.container == f"sparkrack-{node.host}"
+        assert ipaddress.IPv4Address(node.mgmt_ip) in lab.MGMT_SUBNET
+        if node.spark:
+            port = plan.node(node.host).ports[0]
+            assert (node.fabric_port, node.fabric_address) == (port.name, port.address)
+        else:
+            assert node.fabric_port is None
+    assert str(topo.fabric_subnet) == plan.subnet and topo.fabric_mtu == plan.mtu == 9000
+    used = {p.address for n in plan.nodes for p in n.ports} | {
+        v.address for n in plan.nodes for v in n.vfs
+    }
+    assert topo.fabric_gateway not in used
+    assert ipaddress.IPv4Address(topo.fabric_gateway) in topo.fabric_subnet
+
+
+def test_recap_parser(lab: ModuleType) -> None:
+    line = (
+        "spark1                     : ok=14   changed=3    unreachable=0    failed=1    skipped=0"
+    )
+    match = lab._RECAP.match(line)
+    assert match is not None and match.groups() == ("spark1", "14", "3", "0", "1")
