@@ -29,6 +29,7 @@ RANK = "sparkrack.io/rank"
 SPARK_INDEX = "sparkrack.io/spark-index"
 LAUNCHER_MOUNT = "/opt/sparkrack"
 GUARD_FILE = "group_guard.py"
+SMOKE_FILE = "smoke_chat.py"
 HF_TOKEN_KEY = "token"
 PROBE_PERIOD = 10
 
@@ -71,7 +72,10 @@ def launcher_files() -> dict[str, str]:
     from sparkrack.patches import configmap_files
 
     files = dict(configmap_files())
-    files[GUARD_FILE] = (Path(__file__).parent / GUARD_FILE).read_text()
+    for name in (GUARD_FILE, SMOKE_FILE):
+        if name in files:  # pragma: no cover - the patch engine must not ship these names
+            raise ValueError(f"{name} is already in sparkrack.patches.configmap_files()")
+        files[name] = (Path(__file__).parent / name).read_text()
     return files
 
 

@@ -1,0 +1,98 @@
+"""The serving role's Jinja filters (roles/serving/filter_plugins) on real inventories and logs."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from sparkrack.inventory import load_inventory
+
+ROOT = Path(__file__).resolve().parent.parent
+NCCL = ROOT / "tests" / "data" / "nccl"
+
+
+def _filters() -> ModuleType:
+    path = ROOT / "roles" / "serving" / "filter_plugins" / "sparkrack_serving.py"
+    spec = importlib.util.spec_from_file_location("sparkrack_serving_filters", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+F = _filters()
+
+
+@pytest.mark.parametrize("inventory", ["inventories/lab", "inventories/example"])
+def test_render_for_the_inventory(inventory: str) -> None:
+    inv = load_inventory(inventory)
+    out = F.serving_render(
+        inv.var("serving_profile"),
+        inv.var("fabric"),
+        inv.sparks,
+        inv.hostvars,
+        {"serving_namespace": inv.var("serving_namespace"), "serving_api_port": "30000"},
+    )
+    assert out["profile"] == "nemotron-3-super-120b-a12b-nvfp4"
+    assert out["head_pod"] == "sparkrack-nemotron-3-super-120b-a12b-nvfp4-r0-0"
+    assert len(out["pods"]) == len(inv.sparks) == len(out["plan"]["ranks"])
+    assert (
+        out["selector"]
+        == "sparkrack.io/component=serving,sparkrack.io/profile=nemotron-3-super-120b-a12b-nvfp4"
+    )
+    assert len(out["manifests"]) == 4 + len(inv.sparks)
+
+
+def test_discovered_gid_index_reaches_the_pods() -> None:
+    inv = load_inventory("inventories/example")
+    hostvars = {h: {**v, "roce_gid_index": 3} for h, v in inv.hostvars.items()}
+    out = F.serving_render("glm-4.7-nvfp4", inv.var("fabric"), inv.sparks, hostvars, {})
+    sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
+    for doc in sts:
+        env = {
+            e["name"]: e.get("value")
+            for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert env["NCCL_IB_GID_INDEX"] == "3"
+
+
+def test_refused_profile_stops_with_rule_id() -> None:
+    inv = load_inventory("inventories/lab")
+    bad = str(ROOT / "tests" / "data" / "bad_profiles" / "super-cudnn.yml")
+    with pytest.raises(AnsibleFilterError, match=r"\[fp4-gemm-cudnn-missing\]"):
+        F.serving_render(bad, inv.var("fabric"), inv.sparks, inv.hostvars, {})
+
+
+def test_topology_checked_against_the_inventory() -> None:
+    inv = load_inventory("inventories/lab")
+    with pytest.raises(AnsibleFilterError, match=r"\[topology-nodes\]"):
+        F.serving_render("gemma-4-31b-it", inv.var("fabric"), inv.sparks[:2], inv.hostvars, {})
+
+
+def test_nccl_transport_gate() -> None:
+    roce = (NCCL / "roce_4node_allreduce.log").read_text()
+    fallback = (NCCL / "socket_fallback_unprivileged.log").read_text()
+    assert F.nccl_problems(roce, "roce") == []
+    assert F.nccl_problems(roce.splitlines(), "roce") == []
+    problems = F.nccl_problems(fallback, "roce")
+    assert problems and any("Socket" in p for p in problems)
+
+
+def test_diagnose_lines_name_known_failures() -> None:
+    log = ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."]
+    findings = F.diagnose_lines(log)
+    assert findings and "mem_fraction_static" in "\n".join(findings)
+    assert F.diagnose_lines("all good") == []
+
+
+def test_single_spark_engine_waits_for_one_pod() -> None:
+    inv = load_inventory("inventories/lab")
+    out = F.serving_render(
+        "nemotron-3-super-120b-a12b-nvfp4-vllm", inv.var("fabric"), inv.sparks, inv.hostvars, {}
+    )
+    sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
+    assert out["pods"] == [f"{sts[0]['metadata']['name']}-0"] == [out["head_pod"]]
