@@ -54,7 +54,10 @@ def test_each_rank_pinned_and_wired_from_the_plan(name: str, ctx: ServingContext
         spec = pod["spec"]
         container = spec["containers"][0]
         args = container["args"]
-        assert spec["nodeSelector"] == {"kubernetes.io/hostname": node.name}
+        assert spec["nodeSelector"] == {
+            "kubernetes.io/hostname": node.name,
+            "sparkrack.io/spark-index": str(node.spark_index),
+        }
         assert pod["metadata"]["labels"]["sparkrack.io/spark-index"] == str(node.spark_index)
         assert pod["metadata"]["annotations"][
             "k8s.v1.cni.cncf.io/networks"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack.addressplan import NodePlan, pod_network_annotation
+from sparkrack.cluster import common
 from sparkrack.profiles.profile import Profile
 from sparkrack.profiles.render import (
     HF_CACHE_MOUNT,
@@ -22,11 +23,11 @@ from sparkrack.profiles.render import (
     render_env,
 )
 
-PART_OF = {"app.kubernetes.io/part-of": "sparkrack"}
+PART_OF = common.PART_OF
 COMPONENT = "sparkrack.io/component"
 PROFILE = "sparkrack.io/profile"
-RANK = "sparkrack.io/rank"
-SPARK_INDEX = "sparkrack.io/spark-index"
+RANK = common.LABEL_RANK
+SPARK_INDEX = common.LABEL_SPARK_INDEX
 LAUNCHER_MOUNT = "/opt/sparkrack"
 GUARD_FILE = "group_guard.py"
 SMOKE_FILE = "smoke_chat.py"
@@ -61,6 +62,13 @@ def names(profile: Profile) -> dict[str, str]:
 
 def statefulset_name(profile: Profile, rank: int) -> str:
     return f"sparkrack-{slug(profile.name)}-r{rank}"
+
+
+def node_selector(node: NodePlan) -> dict[str, str]:
+    """Pin a pod to its Spark twice: the K3s node name and the spark-index label the K3s roles
+    set from the same address plan. A cluster where the two disagree leaves the pod Pending
+    instead of running a rank on the wrong Spark (with another Spark's VF address)."""
+    return {common.HOSTNAME_LABEL: str(node.name), common.LABEL_SPARK_INDEX: str(node.spark_index)}
 
 
 def _meta(name: str, ns: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -184,7 +192,7 @@ def _statefulset(profile: Profile, ctx: ServingContext, node: NodePlan) -> dict[
                     },
                 },
                 "spec": {
-                    "nodeSelector": {"kubernetes.io/hostname": str(node.name)},
+                    "nodeSelector": node_selector(node),
                     "terminationGracePeriodSeconds": 30,
                     "containers": [_container(profile, ctx, node)],
                     "volumes": [
