@@ -93,7 +93,7 @@ def test_fabric_check_pods_ask_for_their_nodes_planned_vf_address() -> None:
         assert env["RANK"] == str(node.rank)
         assert env["WORLD_SIZE"] == "4"
         assert env["MASTER_ADDR"] == plan.head.vf(1).address
-        assert env["NCCL_IB_HCA"] == "rocep1s0f0v1"
+        assert env["NCCL_IB_HCA"] == "=rocep1s0f0v1"  # exact match, not a prefix
         assert env["NCCL_SOCKET_IFNAME"] == "net1"
         assert env["NCCL_DEBUG"] == "INFO"
         assert "NCCL_IB_GID_INDEX" not in env  # not discovered, not pinned

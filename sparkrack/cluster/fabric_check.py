@@ -45,7 +45,8 @@ def fabric_env(
     }
     if transport == "roce":
         env["NCCL_IB_DISABLE"] = "0"
-        env["NCCL_IB_HCA"] = vf.rdma_device
+        # "=" = exact match: a bare name is a prefix, and VF 1 would also select VFs 10..15.
+        env["NCCL_IB_HCA"] = f"={vf.rdma_device}"
         index = plan.gid_index if plan.gid_index is not None else gid_index
         if index is not None:
             env["NCCL_IB_GID_INDEX"] = str(index)
