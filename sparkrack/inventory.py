@@ -66,11 +66,14 @@ def load_inventory(path: str | Path) -> Inventory:
     loader = DataLoader()
     manager = InventoryManager(loader=loader, sources=[str(inv_path)])
     variables = VariableManager(loader=loader, inventory=manager)
-    groups = {name: [h.name for h in group.get_hosts()] for name, group in manager.groups.items()}
+    groups = {
+        str(name): [str(h.name) for h in group.get_hosts()]
+        for name, group in manager.groups.items()
+    }
     hostvars: dict[str, dict[str, Any]] = {}
     for host in manager.get_hosts():
         raw = variables.get_vars(host=host, include_hostvars=False)
-        hostvars[host.name] = {k: _plain(v) for k, v in raw.items()}
+        hostvars[str(host.name)] = {str(k): _plain(v) for k, v in raw.items()}
     return Inventory(path=inv_path, groups=groups, hostvars=hostvars)
 
 
