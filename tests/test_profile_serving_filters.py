@@ -1,4 +1,4 @@
-"""The serving role's Jinja filters (roles/serving/filter_plugins) on real inventories and logs."""
+"""The serving role's Jinja filters (filter_plugins/sparkrack_serving.py) on real inventories and logs."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ NCCL = ROOT / "tests" / "data" / "nccl"
 
 
 def _filters() -> ModuleType:
-    path = ROOT / "roles" / "serving" / "filter_plugins" / "sparkrack_serving.py"
+    path = ROOT / "filter_plugins" / "sparkrack_serving.py"
     spec = importlib.util.spec_from_file_location("sparkrack_serving_filters", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -1,4 +1,4 @@
-"""Jinja filters of the serving role. Thin wrappers: all logic lives in sparkrack.profiles,
+"""Jinja filters for the serving role. Thin wrappers: all logic lives in sparkrack.profiles,
 sparkrack.nccl and sparkrack.diagnose; a refusal raises AnsibleFilterError naming file, key,
 problem, fix and rule id, so the play stops before anything is applied.
 """
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-_ROOT = Path(__file__).resolve().parents[3]
+_ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
