@@ -98,6 +98,15 @@ def register(subparsers: Any) -> None:
     test_server.add_arguments(s)
     s.set_defaults(handler=cmd_bench_server)
 
+    r = subparsers.add_parser(
+        "bench-report",
+        help="combine results.json files of several runs into one TESTLOG table + plots",
+    )
+    r.add_argument("results", nargs="+", type=Path, help="results.json files (or their folders)")
+    r.add_argument("--out", type=Path, required=True, help="folder for TESTLOG.md and PNGs")
+    r.add_argument("--title", default="sparkrack bench")
+    r.set_defaults(handler=cmd_bench_report)
+
     d = subparsers.add_parser(
         "diagnose", help="match SGLang/NCCL logs against the known failure signatures"
     )
@@ -176,6 +185,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
     run = run_bench(config, console)
     write_outputs(run, out)
     return _report(run, out)
+
+
+def cmd_bench_report(args: argparse.Namespace) -> int:
+    runs = []
+    for path in args.results:
+        file = path / "results.json" if path.is_dir() else path
+        if not file.is_file():
+            raise SparkrackError(
+                Problem(str(file), "results", "no such file", "give results.json files")
+            )
+        runs.append(load_results(file))
+    args.out.mkdir(parents=True, exist_ok=True)
+    text = render_testlog(runs, args.title)
+    (args.out / "TESTLOG.md").write_text(text, encoding="utf-8")
+    plot_runs(runs, args.out)
+    print(text)
+    return 0
 
 
 def cmd_bench_server(args: argparse.Namespace) -> int:

@@ -134,3 +134,28 @@ def test_logs_from_must_exist(url: str, capsys: pytest.CaptureFixture[str]) -> N
 def test_bench_server_refuses_non_loopback() -> None:
     with pytest.raises(SystemExit, match="loopback"):
         main(["bench-server", "--host", "0.0.0.0"])
+
+
+def test_bench_report_combines_runs(url: str, tmp_path: Path) -> None:
+    for label in ("alpha", "beta"):
+        assert main(_small(url, "--label", label, "--out", str(tmp_path / label))) == 0
+    out = tmp_path / "combined"
+    assert (
+        main(
+            [
+                "bench-report",
+                str(tmp_path / "alpha"),
+                str(tmp_path / "beta" / "results.json"),
+                "--out",
+                str(out),
+                "--title",
+                "two configs",
+            ]
+        )
+        == 0
+    )
+    text = (out / "TESTLOG.md").read_text()
+    assert text.startswith("# two configs — TESTLOG")
+    assert "| alpha |" in text and "| beta |" in text
+    assert (out / "tok_s_vs_concurrency.png").is_file()
+    assert main(["bench-report", str(tmp_path / "nothing"), "--out", str(out)]) == 1

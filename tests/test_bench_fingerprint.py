@@ -12,8 +12,8 @@ from sparkrack.bench.runner import BenchConfig, RunResult, run_bench
 from sparkrack.bench.stats import LevelResult, RequestResult
 
 
-def _run(model: str, n: int, tokens: int, guard: bool) -> RunResult:
-    with server.spawn(["--rate", "3000", "--tokens-per-chunk", "6"]) as url:
+def _run(model: str, n: int, tokens: int, guard: bool, rate: int = 3000) -> RunResult:
+    with server.spawn(["--rate", str(rate), "--tokens-per-chunk", "6"]) as url:
         spec = RequestSpec(
             url=url, model=model, max_tokens=tokens, guard=GuardConfig(enabled=guard)
         )
@@ -22,7 +22,8 @@ def _run(model: str, n: int, tokens: int, guard: bool) -> RunResult:
 
 def test_uniform_collapse_at_n8_is_garbage_even_when_the_guard_missed_it() -> None:
     """Seed 003: 8/8 'done' at a bogus rate, all length, no content -> GARBAGE."""
-    run = _run(f"{server.BASE_MODEL}-uniform", 8, 600, guard=False)
+    # 1 s per stream: measurement jitter stays well inside the 1 % "uniform" spread.
+    run = _run(f"{server.BASE_MODEL}-uniform", 8, 600, guard=False, rate=600)
     level = run.levels[0]
     assert (level.ok, level.failed) == (8, 0)  # the live run saw nothing wrong ...
     assert level.status == "GARBAGE"  # ... the fingerprint does

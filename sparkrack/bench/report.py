@@ -75,12 +75,16 @@ def render_testlog(runs: Sequence[RunResult], title: str = "sparkrack bench") ->
     lines = [f"# {title} — TESTLOG", ""]
     if runs:
         meta = runs[0].meta
+        models = ", ".join(dict.fromkeys(f"`{r.meta.get('model')}`" for r in runs))
+        urls = ", ".join(dict.fromkeys(str(r.meta.get("url")) for r in runs))
+        think = meta.get("thinking")
+        thinking = "template default" if think is None else ("on" if think else "off")
         lines += [
             f"- started: {meta.get('started_at')} · tool: {meta.get('tool')}",
-            f"- endpoint: {meta.get('url')} · model: `{meta.get('model')}`",
+            f"- endpoint: {urls} · model: {models}",
             f"- max_tokens per request: {meta.get('max_tokens')} · prompt set: "
             f"{meta.get('prompt_set', {}).get('file')} (v{meta.get('prompt_set', {}).get('version')})"
-            f" · seed: {meta.get('seed')} · thinking: {meta.get('thinking')}",
+            f" · seed: {meta.get('seed')} · thinking: {thinking}",
             "- n=N = N concurrent requests; peak = Σ per-request decode tok/s over the successful "
             "requests (`peak_tok_s`); aggregate = tokens / wall time (`aggregate_tok_s`, below); "
             "failed = server error or repetition guard; GARBAGE = post-hoc fingerprint.",
@@ -158,6 +162,9 @@ def plot_runs(runs: Sequence[RunResult], out_dir: Path) -> list[Path]:
             if lv.status != "ok":
                 ax.annotate(lv.status, (lv.concurrency, lv.peak_tok_s), color="red", fontsize=8)
     ax.set_xscale("log", base=2)
+    ticks = sorted({lv.concurrency for run in runs for lv in run.levels})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("concurrent requests (n)")
     ax.set_ylabel("tok/s")
     ax.set_title("Throughput vs concurrency (solid: peak = Σ decode tok/s; dashed: aggregate)")
@@ -170,7 +177,6 @@ def plot_runs(runs: Sequence[RunResult], out_dir: Path) -> list[Path]:
     plt.close(fig)
     paths.append(path)
 
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
     data: list[list[float]] = []
     labels: list[str] = []
     for run in runs:
@@ -181,8 +187,11 @@ def plot_runs(runs: Sequence[RunResult], out_dir: Path) -> list[Path]:
                 labels.append(
                     f"{run.label}\nn={lv.concurrency}" if len(runs) > 1 else f"n={lv.concurrency}"
                 )
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.8 * len(data)), 4.5), dpi=110)
     if data:
         ax.boxplot(data, tick_labels=labels)
+        if len(runs) > 1:
+            ax.tick_params(axis="x", labelsize=7, labelrotation=30)
     ax.set_ylabel("TTFT (s)")
     ax.set_title("Time to first token per level")
     ax.grid(True, axis="y", alpha=0.3)
