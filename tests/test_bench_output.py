@@ -191,3 +191,18 @@ def test_testlog_marks_garbage_and_failed_levels(url: str) -> None:
     run.levels[0].garbage_reasons = ["uniform-stats: test"]
     text = render_testlog([run])
     assert "GARBAGE" in text and "uniform-stats: test" in text
+
+
+def test_progress_only_on_a_terminal(url: str) -> None:
+    from rich.console import Console
+
+    spec = RequestSpec(url=url, model=server.BASE_MODEL, max_tokens=400)
+    for terminal in (True, False):
+        buffer = io.StringIO()
+        console = Console(file=buffer, force_terminal=terminal, width=100)
+        run_bench(BenchConfig(spec=spec, concurrency=[2], metrics_url=None), console)
+        shown = buffer.getvalue()
+        if terminal:
+            assert "n=2" in shown and "2/2 done" in shown
+        else:
+            assert shown == ""

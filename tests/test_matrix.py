@@ -399,3 +399,38 @@ def test_default_validator_is_the_profiles_rule_engine() -> None:
             default_validator()
     else:
         assert default_validator() is validate_profile
+
+
+def test_real_validator_refuses_a_case_of_a_shipped_profile(tmp_path: Path) -> None:
+    """With the profiles' real rule engine, a seed trap (piecewise CUDA graph on NVFP4) is
+    recorded as refused by its rule and never deployed; the clean case is deployed and benched."""
+    validate = default_validator()
+    base = Path(__file__).resolve().parent.parent / "model_profiles" / "glm-4.7-nvfp4.yml"
+    matrix = tmp_path / "m.yml"
+    matrix.write_text(
+        f"base_profile: {base}\nnodes: 4\n"
+        "cases:\n"
+        "  - {name: as-shipped, overrides: {sglang.served_model_name: sparkrack-test}}\n"
+        "  - name: piecewise-on\n"
+        "    overrides: {sglang.served_model_name: sparkrack-test,"
+        " sglang.disable_piecewise_cuda_graph: false}\n"
+    )
+    fake = FakeCluster({})
+    try:
+        runner = MatrixRunner(
+            matrix=load_matrix(matrix),
+            out_dir=tmp_path / "out",
+            deployer=fake,
+            bench=fake.bench,
+            validator=validate,
+            log=lambda _msg: None,
+        )
+        state = runner.run()
+    finally:
+        fake.close()
+    assert fake.calls == ["as-shipped"]
+    assert state["cases"]["as-shipped"]["status"] == "done"
+    refused = state["cases"]["piecewise-on"]
+    assert refused["status"] == "refused"
+    assert refused["reason"].startswith("refused by rule ")
+    assert "sglang.disable_piecewise_cuda_graph" in refused["reason"]
