@@ -221,6 +221,10 @@ def _finish_stats(
     elif per_chunk_usage:
         result.reasoning_tokens, result.content_tokens = reasoning_tok, content_tok
         result.token_split_source = "per-chunk-usage"
+    elif usage.get("reasoning_tokens"):  # SGLang's UsageInfo carries it at the top level
+        result.reasoning_tokens = int(usage["reasoning_tokens"])
+        result.content_tokens = total - result.reasoning_tokens
+        result.token_split_source = "usage-details"
     else:
         result.reasoning_tokens, result.content_tokens = reasoning_chunks, content_chunks
         result.token_split_source = "chunk-count"
