@@ -377,7 +377,7 @@ def _exec(node: Node, *cmd: str, check: bool = True) -> subprocess.CompletedProc
 
 
 def _rename_fabric_port(node: Node, info: dict[str, Any]) -> None:
-    """Give the fabric NIC the ConnectX-7 name (Docker attached it with the planned PF address)."""
+    """Give the fabric NIC the ConnectX-7 name and hand it over bare (no address)."""
     assert node.fabric_port is not None
     mac = info["NetworkSettings"]["Networks"][FABRIC_NETWORK]["MacAddress"].lower()
     links = json.loads(_exec(node, "ip", "-j", "link", "show").stdout)
@@ -387,6 +387,9 @@ def _rename_fabric_port(node: Node, info: dict[str, Any]) -> None:
     if current != node.fabric_port:
         _exec(node, "ip", "link", "set", "dev", current, "down")
         _exec(node, "ip", "link", "set", "dev", current, "name", node.fabric_port)
+        # Docker configured the planned PF address; qsfp_network (netplan) must configure it,
+        # so the lab hands over the port without an address, like a freshly installed Spark.
+        _exec(node, "ip", "-4", "addr", "flush", "dev", node.fabric_port)
         log(f"{node.container}: {current} -> {node.fabric_port}")
     _exec(node, "ip", "link", "set", "dev", node.fabric_port, "up")
 
@@ -451,9 +454,11 @@ def down(topo: Topology | None = None) -> None:
 _RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 
 
-def playbook(extra: Sequence[str], logfile: Path) -> tuple[float, dict[str, dict[str, int]]]:
-    """Run site.yml against the lab; return wall seconds and the recap per host."""
-    cmd = [_venv_tool("ansible-playbook"), "site.yml", "-i", str(INVENTORY), *extra]
+def playbook(
+    extra: Sequence[str], logfile: Path, playbooks: Sequence[str] = ("site.yml",)
+) -> tuple[float, dict[str, dict[str, int]]]:
+    """Run site.yml (or the given playbooks) against the lab; return wall seconds and the recap."""
+    cmd = [_venv_tool("ansible-playbook"), *playbooks, "-i", str(INVENTORY), *extra]
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0"}
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
     start = time.monotonic()
@@ -482,14 +487,14 @@ def playbook(extra: Sequence[str], logfile: Path) -> tuple[float, dict[str, dict
     return seconds, recap
 
 
-def converge() -> dict[str, Any]:
+def converge(playbooks: Sequence[str] = ("site.yml",)) -> dict[str, Any]:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     summary_file = STATE_DIR / "summary.json"
     extra = ["-e", f"sparkrack_summary_file={summary_file}"]
     log("converge: ansible-playbook site.yml -i inventories/lab")
-    first, _ = playbook(extra, STATE_DIR / "converge.log")
+    first, _ = playbook(extra, STATE_DIR / "converge.log", playbooks)
     log("rerun: must report changed=0")
-    second, recap = playbook(extra, STATE_DIR / "rerun.log")
+    second, recap = playbook(extra, STATE_DIR / "rerun.log", playbooks)
     changed = {h: r["changed"] for h, r in recap.items() if r["changed"]}
     result = {"converge_seconds": round(first, 1), "rerun_seconds": round(second, 1)}
     (STATE_DIR / "timings.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -595,7 +600,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("image", help="build the node image unless cached")
     up_p = sub.add_parser("up", help="start the lab nodes (idempotent)")
     up_p.add_argument("--fresh", action="store_true", help="remove existing lab nodes first")
-    sub.add_parser("converge", help="site.yml twice; fail unless the rerun changes nothing")
+    conv_p = sub.add_parser(
+        "converge", help="site.yml twice; fail unless the rerun changes nothing"
+    )
+    conv_p.add_argument(
+        "playbooks", nargs="*", default=["site.yml"], help="playbooks to run (default site.yml)"
+    )
     sub.add_parser("summary", help="print the last converge summary")
     sub.add_parser("lab", help="engine + image + up + converge + summary + timings")
     sub.add_parser("molecule", help="molecule test of the default scenario, with step timings")
@@ -611,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "up":
             up(fresh=args.fresh)
         elif args.command == "converge":
-            result = converge()
+            result = converge(args.playbooks)
             print_summary()
             print_timings(result, None)
         elif args.command == "summary":
