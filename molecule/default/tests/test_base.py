@@ -54,20 +54,27 @@ def test_pam_memlock_unlimited(spark: str) -> None:
 
 
 def test_memlock_dropin_applies_to_units(spark: str) -> None:
-    """Install a runtime stand-in of each unit: systemd must load the drop-in and start it."""
+    """systemd loads the drop-in for each unit; a unit not installed yet gets a runtime stand-in
+    that must start with LimitMEMLOCK=infinity (clamped by the container's hard limit)."""
     host = host_of(spark)
-    for unit in role_defaults("spark_base")["spark_base_memlock_units"]:
+    defaults = role_defaults("spark_base")
+    for unit in defaults["spark_base_memlock_units"]:
+        dropin = f"/etc/systemd/system/{unit}.d/{defaults['spark_base_memlock_dropin_name']}"
+        assert host.file(dropin).contains("^LimitMEMLOCK=infinity$")
+        if host.check_output(f"systemctl show {unit} -p LoadState --value") != "not-found":
+            # Installed by a later role (k3s_agent): the drop-in must be part of its definition.
+            assert (
+                dropin in host.check_output(f"systemctl show {unit} -p DropInPaths --value").split()
+            )
+            assert host.check_output(f"systemctl show {unit} -p LimitMEMLOCK --value") == "infinity"
+            continue
         path = f"/run/systemd/system/{unit}"
-        assert not host.file(path).exists
         host.check_output(
             f"printf '[Service]\\nType=oneshot\\nExecStart=/bin/sh -c \"ulimit -l\"\\n' > {path}"
             " && systemctl daemon-reload"
         )
         try:
-            assert (
-                host.check_output(f"systemctl show {unit} -p LimitMEMLOCK")
-                == "LimitMEMLOCK=infinity"
-            )
+            assert host.check_output(f"systemctl show {unit} -p LimitMEMLOCK --value") == "infinity"
             start = host.run(f"systemctl start {unit}")
             assert start.rc == 0, (
                 f"{unit} does not start with LimitMEMLOCK=infinity: {start.stderr}"
