@@ -112,3 +112,26 @@ def test_addons_role_refuses_bad_options_before_anything_is_applied(tmp_path: Pa
     assert proc.returncode != 0
     assert "cluster_addons.gpus_per_spark: must be at least 1" in proc.stdout + proc.stderr
     assert "NOT APPLIED" not in proc.stdout
+
+
+def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(tmp_path: Path) -> None:
+    play: list[dict[str, object]] = [
+        {
+            "name": "fabric gate without an API",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "gate",
+                    "ansible.builtin.include_role": {
+                        "name": "cluster_addons",
+                        "tasks_from": "fabric_check",
+                    },
+                }
+            ],
+        }
+    ]
+    proc = run_playbook(play, tmp_path, "-e", "cluster_addons_fabric_transport=socket")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FABRIC GATE NOT RUN" in proc.stdout
+    assert "5 manifests" in proc.stdout  # script ConfigMap + one pod per Spark
