@@ -506,12 +506,14 @@ def converge(playbooks: Sequence[str] = ("site.yml",)) -> dict[str, Any]:
 
 
 def print_summary() -> None:
+    """Per node: addresses and units; then each simulated item once, with the nodes it applies to."""
     path = STATE_DIR / "summary.json"
     if not path.exists():
         log(f"no summary ({path} missing)")
         return
     data: dict[str, dict[str, Any]] = json.loads(path.read_text())
     print("\n== sparkrack lab summary ==")
+    simulated: dict[str, list[str]] = {}
     for host, info in data.items():
         print(f"{host}  ({', '.join(info.get('groups', []))})")
         print(f"  mgmt        {info.get('mgmt_ip', '-')}")
@@ -519,10 +521,13 @@ def print_summary() -> None:
             print(f"  address     {line}")
         units = info.get("units", [])
         print(f"  units       {', '.join(units) if units else '-'}")
-        simulated = info.get("simulated", [])
-        print(f"  simulated   {len(simulated)} item(s)")
-        for item in simulated:
-            print(f"    - {item}")
+        for item in info.get("simulated", []):
+            simulated.setdefault(item, []).append(host)
+    print(
+        f"\n== simulated (not done in the lab; README: What the lab does not prove): {len(simulated)} =="
+    )
+    for item, hosts in simulated.items():
+        print(f"  [{','.join(hosts)}] {item}")
 
 
 def print_timings(result: dict[str, Any], build: float | None) -> None:
