@@ -32,8 +32,8 @@ syntax: setup
 	done
 
 python-lint: setup
-	ruff check sparkrack filter_plugins tests
-	ruff format --check sparkrack filter_plugins tests
+	ruff check sparkrack filter_plugins tests lab molecule
+	ruff format --check sparkrack filter_plugins tests lab molecule
 	mypy
 
 lint: yamllint ansible-lint syntax python-lint
