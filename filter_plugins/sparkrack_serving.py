@@ -16,19 +16,19 @@ if str(_ROOT) not in sys.path:
 
 from ansible.errors import AnsibleFilterError  # noqa: E402
 
-from sparkrack.addressplan import compute_plan, nodes_from_hostvars  # noqa: E402
+from sparkrack.addressplan import FabricPlan  # noqa: E402
 from sparkrack.errors import SparkrackError  # noqa: E402
 
 
 def serving_render(
     profile_ref: str,
-    fabric: Any,
-    sparks: list[str],
+    plan_fact: Mapping[str, Any],
     hostvars: Any,
     settings: Mapping[str, Any],
-    source: str = "inventory",
 ) -> dict[str, Any]:
-    """``{{ serving_profile | sparkrack_serving_render(fabric, groups['sparks'], hostvars, settings) }}``
+    """``{{ serving_profile | sparkrack_serving_render(sparkrack_plan, hostvars, settings) }}``
+
+    ``sparkrack_plan`` is the address plan preflight computed; it is read here, never recomputed.
 
     -> {profile, model, transport, selector, head_pod, plan, manifests}: the profile validated
     for this inventory's Spark count and every manifest validated against the Kubernetes schemas.
@@ -43,13 +43,13 @@ def serving_render(
     from sparkrack.profiles_cli import serving_plan
 
     try:
-        plan = compute_plan(fabric, nodes_from_hostvars(sparks, hostvars), source=source)
+        plan = FabricPlan.from_dict(plan_fact)
         profile = load_checked(str(profile_ref), nodes=len(plan.nodes))
         gid: dict[str, int] = {}
-        for host in sparks:
-            value = hostvars[host].get("roce_gid_index")
+        for node in plan.nodes:
+            value = hostvars[node.name].get("roce_gid_index")
             if value is not None and str(value).isdigit():
-                gid[str(host)] = int(value)
+                gid[node.name] = int(value)
         ctx = context_from_vars(plan, dict(settings), gid)
         docs = render_manifests(profile, ctx)
         problems = validate_manifests(docs, source=f"serving {profile.name}")

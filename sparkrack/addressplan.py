@@ -141,6 +141,65 @@ class FabricPlan:
         """Rank 0: the Spark with the lowest spark_index."""
         return self.nodes[0]
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FabricPlan:
+        """Rebuild the plan from :meth:`to_dict` output (the ``sparkrack_plan`` fact).
+
+        Plays hand the fact computed by preflight to every renderer, so the plan is computed once
+        per run and every consumer reads exactly that plan.
+        """
+        try:
+            nodes = tuple(
+                NodePlan(
+                    name=str(n["name"]),
+                    spark_index=int(n["spark_index"]),
+                    rank=int(n["rank"]),
+                    node_ip=str(n["node_ip"]),
+                    ports=tuple(
+                        PortPlan(
+                            name=str(p["name"]),
+                            address=str(p["address"]),
+                            prefixlen=int(data["prefixlen"]),
+                            rdma_device=str(p["rdma_device"]),
+                        )
+                        for p in n["ports"]
+                    ),
+                    vfs=tuple(
+                        VfPlan(
+                            index=int(v["index"]),
+                            netdev=str(v["netdev"]),
+                            rdma_device=str(v["rdma_device"]),
+                            address=str(v["address"]),
+                            prefixlen=int(data["prefixlen"]),
+                            mac=str(v["mac"]),
+                            in_use=bool(v["in_use"]),
+                        )
+                        for v in n["vfs"]
+                    ),
+                )
+                for n in (data["nodes"][name] for name in data["order"])
+            )
+            gid = data.get("gid_index")
+            return cls(
+                subnet=str(data["subnet"]),
+                prefixlen=int(data["prefixlen"]),
+                mtu=int(data["mtu"]),
+                sriov_port=str(data["sriov_port"]),
+                vf_count=int(data["vf_count"]),
+                vfs_in_use=tuple(int(v) for v in data["vfs_in_use"]),
+                gid_index=None if gid is None else int(gid),
+                nodes=nodes,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SparkrackError(
+                Problem(
+                    "sparkrack_plan",
+                    "(fact)",
+                    f"is not an address plan ({exc!r})",
+                    "import playbooks/preflight.yml first; it sets sparkrack_plan",
+                )
+            ) from None
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for Jinja/JSON: nodes keyed by inventory name, plus ``order`` by rank."""
         return {

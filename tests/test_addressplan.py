@@ -191,3 +191,12 @@ def test_pod_annotation_carries_the_planned_host_address() -> None:
 def test_rdma_names_follow_kernel_naming() -> None:
     assert rdma_name("enp1s0f0np0") == "rocep1s0f0"
     assert rdma_name("enP2p1s0f1np1") == "roceP2p1s0f1"
+
+
+def test_plan_round_trips_through_the_fact() -> None:
+    from sparkrack.addressplan import FabricPlan
+
+    plan = compute_plan({**FABRIC, "vfs_in_use": [1, 2], "gid_index": 3}, nodes(4))
+    assert FabricPlan.from_dict(plan.to_dict()) == plan
+    with pytest.raises(SparkrackError, match="import playbooks/preflight.yml first"):
+        FabricPlan.from_dict({"subnet": "10.77.0.0/24"})

@@ -9,6 +9,7 @@ from types import ModuleType
 import pytest
 from ansible.errors import AnsibleFilterError
 
+from sparkrack.addressplan import compute_plan, nodes_from_hostvars
 from sparkrack.inventory import load_inventory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,8 +33,7 @@ def test_render_for_the_inventory(inventory: str) -> None:
     inv = load_inventory(inventory)
     out = F.serving_render(
         inv.var("serving_profile"),
-        inv.var("fabric"),
-        inv.sparks,
+        inv.plan().to_dict(),
         inv.hostvars,
         {"serving_namespace": inv.var("serving_namespace"), "serving_api_port": "30000"},
     )
@@ -50,7 +50,7 @@ def test_render_for_the_inventory(inventory: str) -> None:
 def test_discovered_gid_index_reaches_the_pods() -> None:
     inv = load_inventory("inventories/example")
     hostvars = {h: {**v, "roce_gid_index": 3} for h, v in inv.hostvars.items()}
-    out = F.serving_render("glm-4.7-nvfp4", inv.var("fabric"), inv.sparks, hostvars, {})
+    out = F.serving_render("glm-4.7-nvfp4", inv.plan().to_dict(), hostvars, {})
     sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
     for doc in sts:
         env = {
@@ -64,13 +64,14 @@ def test_refused_profile_stops_with_rule_id() -> None:
     inv = load_inventory("inventories/lab")
     bad = str(ROOT / "tests" / "data" / "bad_profiles" / "super-cudnn.yml")
     with pytest.raises(AnsibleFilterError, match=r"\[fp4-gemm-cudnn-missing\]"):
-        F.serving_render(bad, inv.var("fabric"), inv.sparks, inv.hostvars, {})
+        F.serving_render(bad, inv.plan().to_dict(), inv.hostvars, {})
 
 
 def test_topology_checked_against_the_inventory() -> None:
     inv = load_inventory("inventories/lab")
     with pytest.raises(AnsibleFilterError, match=r"\[topology-nodes\]"):
-        F.serving_render("gemma-4-31b-it", inv.var("fabric"), inv.sparks[:2], inv.hostvars, {})
+        two = compute_plan(inv.var("fabric"), nodes_from_hostvars(inv.sparks[:2], inv.hostvars))
+        F.serving_render("gemma-4-31b-it", two.to_dict(), inv.hostvars, {})
 
 
 def test_nccl_transport_gate() -> None:
@@ -92,7 +93,7 @@ def test_diagnose_lines_name_known_failures() -> None:
 def test_single_spark_engine_waits_for_one_pod() -> None:
     inv = load_inventory("inventories/lab")
     out = F.serving_render(
-        "nemotron-3-super-120b-a12b-nvfp4-vllm", inv.var("fabric"), inv.sparks, inv.hostvars, {}
+        "nemotron-3-super-120b-a12b-nvfp4-vllm", inv.plan().to_dict(), inv.hostvars, {}
     )
     sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
     assert out["pods"] == [f"{sts[0]['metadata']['name']}-0"] == [out["head_pod"]]
