@@ -21,7 +21,6 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 from sparkrack.addressplan import (  # noqa: E402
     FabricPlan,
     NodeInput,
-    compute_plan,
     nodes_from_hostvars,
 )
 from sparkrack.cluster import (  # noqa: E402
@@ -44,8 +43,9 @@ def _guard(what: str, fn: Callable[[], T]) -> T:
         raise AnsibleFilterError(f"{what} refused:\n{exc}") from None
 
 
-def _plan(fabric: Any, sparks: list[str], hostvars: Any) -> FabricPlan:
-    return compute_plan(fabric, nodes_from_hostvars(sparks, hostvars))
+def _plan(plan_fact: Mapping[str, Any]) -> FabricPlan:
+    """The ``sparkrack_plan`` fact set by playbooks/preflight.yml: read, never recomputed."""
+    return FabricPlan.from_dict(plan_fact)
 
 
 def _node(host: str, hostvars: Any) -> NodeInput:
@@ -71,15 +71,14 @@ def k3s_server_config(
 
 
 def k3s_agent_config(
-    fabric: Any,
-    sparks: list[str],
+    plan_fact: Mapping[str, Any],
     hostvars: Any,
     host: str,
     control_plane: str,
     options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     def run() -> dict[str, Any]:
-        plan = _plan(fabric, sparks, hostvars)
+        plan = _plan(plan_fact)
         return k3s.agent_config(
             plan, host, _node(control_plane, hostvars), k3s.options_from(options)
         )
@@ -100,25 +99,21 @@ def kubeconfig_rewrite(text: str, server: str) -> str:
 
 
 def cluster_manifests(
-    fabric: Any,
-    sparks: list[str],
-    hostvars: Any,
+    plan_fact: Mapping[str, Any],
     options: Mapping[str, Any] | None = None,
     source: str = "cluster add-ons",
 ) -> list[dict[str, Any]]:
     """Multus + namespace + NADs + device plugin, rendered from the plan and validated."""
 
     def run() -> list[dict[str, Any]]:
-        plan = _plan(fabric, sparks, hostvars)
+        plan = _plan(plan_fact)
         return render_addons(plan, options_from(options), source)
 
     return _guard("cluster add-on manifests", run)
 
 
 def fabric_check_manifests(
-    fabric: Any,
-    sparks: list[str],
-    hostvars: Any,
+    plan_fact: Mapping[str, Any],
     options: Mapping[str, Any] | None = None,
     transport: str = "roce",
     gid_indexes: Mapping[str, Any] | None = None,
@@ -130,7 +125,7 @@ def fabric_check_manifests(
                     "fabric_check", "fabric_check_transport", f"{transport!r}", "roce or socket"
                 )
             )
-        plan = _plan(fabric, sparks, hostvars)
+        plan = _plan(plan_fact)
         gids = {k: (None if v in (None, "") else int(v)) for k, v in (gid_indexes or {}).items()}
         docs = render_fabric_check(plan, options_from(options), cast(Transport, transport), gids)
         return validated(docs, "fabric check")

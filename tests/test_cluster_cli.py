@@ -68,7 +68,8 @@ def run_playbook(
     play: list[dict[str, object]], tmp_path: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
     path = ROOT / "playbooks" / f".test-{tmp_path.name}.yml"  # roles resolve relative to playbooks/
-    path.write_text(yaml.safe_dump(play))
+    # Like every real playbook: preflight first (it sets the sparkrack_plan fact the roles read).
+    path.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": "preflight.yml"}, *play]))
     env = {
         **os.environ,
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),

@@ -168,6 +168,7 @@ def test_filters_render_config_yaml_through_ansible(tmp_path: Path) -> None:
     """The exact filter calls the roles make, through real ansible-playbook and to_nice_yaml."""
     out = tmp_path / "agent.yaml"
     play = [
+        {"ansible.builtin.import_playbook": str(ROOT / "playbooks" / "preflight.yml")},
         {
             "name": "render",
             "hosts": "localhost",
@@ -176,7 +177,8 @@ def test_filters_render_config_yaml_through_ansible(tmp_path: Path) -> None:
                 {
                     "name": "agent config",
                     "ansible.builtin.copy": {
-                        "content": "{{ fabric | sparkrack_k3s_agent_config(groups['sparks'], hostvars, 'spark2',"
+                        "content": "{{ hostvars['spark2'].sparkrack_plan"
+                        " | sparkrack_k3s_agent_config(hostvars, 'spark2',"
                         " 'cp1', {'flannel_iface': None, 'labels': {}, 'taints': [], 'default_runtime': ''})"
                         " | to_nice_yaml(indent=2) }}",
                         "dest": str(out),
@@ -192,7 +194,7 @@ def test_filters_render_config_yaml_through_ansible(tmp_path: Path) -> None:
                     },
                 },
             ],
-        }
+        },
     ]
     path = tmp_path / "render.yml"
     path.write_text(yaml.safe_dump(play))
