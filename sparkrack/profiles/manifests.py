@@ -215,6 +215,45 @@ def _statefulset(profile: Profile, ctx: ServingContext, node: NodePlan) -> dict[
     }
 
 
+def services(
+    object_names: dict[str, str],
+    namespace: str,
+    labels: dict[str, str],
+    api_selector: dict[str, str],
+    api_port: int,
+    headless_port: tuple[str, int],
+) -> list[dict[str, Any]]:
+    """The headless Service (stable pod DNS, ready or not) and the OpenAI-API Service.
+
+    ``headless_port`` is the named port the headless Service publishes: SGLang's ``dist`` port for
+    the multi-Spark group, the ``http`` port for a single-Spark engine.
+    """
+    port_name, port = headless_port
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(object_names["headless"], namespace, labels),
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": dict(labels),
+                "ports": [{"name": port_name, "port": port, "targetPort": port_name}],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(object_names["api"], namespace, labels),
+            "spec": {
+                "type": "ClusterIP",
+                "selector": dict(api_selector),
+                "ports": [{"name": "http", "port": api_port, "targetPort": "http"}],
+            },
+        },
+    ]
+
+
 def render_manifests(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]:
     if profile.engine != "sglang":
         from sparkrack.profiles.engines import single
@@ -236,27 +275,7 @@ def render_manifests(profile: Profile, ctx: ServingContext) -> list[dict[str, An
             "metadata": _meta(n["launcher"], ns, labels),
             "data": launcher_files(),
         },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": _meta(n["headless"], ns, labels),
-            "spec": {
-                "clusterIP": "None",
-                "publishNotReadyAddresses": True,
-                "selector": dict(labels),
-                "ports": [{"name": "dist", "port": ctx.dist_port, "targetPort": "dist"}],
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": _meta(n["api"], ns, labels),
-            "spec": {
-                "type": "ClusterIP",
-                "selector": head_selector,
-                "ports": [{"name": "http", "port": ctx.api_port, "targetPort": "http"}],
-            },
-        },
     ]
+    docs += services(n, ns, labels, head_selector, ctx.api_port, ("dist", ctx.dist_port))
     docs += [_statefulset(profile, ctx, node) for node in ctx.plan.nodes]
     return docs

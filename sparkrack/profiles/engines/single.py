@@ -25,6 +25,7 @@ from sparkrack.profiles.manifests import (
     _meta,
     _probes,
     names,
+    services,
     serving_labels,
     slug,
     statefulset_name,
@@ -209,29 +210,7 @@ def render_manifests(profile: Profile, ctx: ServingContext) -> list[dict[str, An
     if plugin_files(profile):
         init.append(_fetch_plugins(profile, ctx))
         volumes.append({"name": PLUGIN_VOLUME, "emptyDir": {}})
-    docs += [
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": _meta(n["headless"], ns, labels),
-            "spec": {
-                "clusterIP": "None",
-                "publishNotReadyAddresses": True,
-                "selector": dict(labels),
-                "ports": [{"name": "http", "port": ctx.api_port, "targetPort": "http"}],
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": _meta(n["api"], ns, labels),
-            "spec": {
-                "type": "ClusterIP",
-                "selector": selector,
-                "ports": [{"name": "http", "port": ctx.api_port, "targetPort": "http"}],
-            },
-        },
-    ]
+    docs += services(n, ns, labels, selector, ctx.api_port, ("http", ctx.api_port))
     pod_spec: dict[str, Any] = {
         "nodeSelector": {"kubernetes.io/hostname": str(node.name)},
         "terminationGracePeriodSeconds": 30,
