@@ -40,6 +40,7 @@ def serving_render(
         render_manifests,
         serving_selector,
     )
+    from sparkrack.profiles.engines import is_single_node
     from sparkrack.profiles_cli import serving_plan
 
     try:
@@ -63,6 +64,8 @@ def serving_render(
         "profile": profile.name,
         "model": profile.model,
         "transport": profile.transport,
+        # One process on one Spark uses no NCCL: the transport gate applies to multi-Spark groups.
+        "nccl_check": not is_single_node(profile.engine),
         "namespace": ctx.namespace,
         "selector": serving_selector(profile),
         "head_pod": pods[0],

@@ -45,6 +45,7 @@ def test_render_for_the_inventory(inventory: str) -> None:
         == "sparkrack.io/component=serving,sparkrack.io/profile=nemotron-3-super-120b-a12b-nvfp4"
     )
     assert len(out["manifests"]) == 4 + len(inv.sparks)
+    assert out["nccl_check"] is True
 
 
 def test_discovered_gid_index_reaches_the_pods() -> None:
@@ -97,3 +98,5 @@ def test_single_spark_engine_waits_for_one_pod() -> None:
     )
     sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
     assert out["pods"] == [f"{sts[0]['metadata']['name']}-0"] == [out["head_pod"]]
+    # No NCCL group on one Spark: the serve play must not demand NCCL transport lines.
+    assert out["nccl_check"] is False
