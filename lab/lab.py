@@ -446,7 +446,26 @@ def down(topo: Topology | None = None) -> None:
     for net in (FABRIC_NETWORK, MGMT_NETWORK):
         if _exists("network", net):
             log(f"removing network {net}")
-            docker("network", "rm", net)
+            _remove_network(net)
+
+
+def _remove_network(net: str, timeout: float = 30.0) -> None:
+    """``docker network rm``, waiting out endpoints the engine has not released yet.
+
+    dockerd 20.10 frees a removed container's endpoint shortly *after* ``docker rm -f`` returns;
+    an immediate ``network rm`` then fails with "has active endpoints" (seen in a CI run).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        result = docker("network", "rm", net, check=False)
+        if result.returncode == 0:
+            return
+        if "active endpoints" not in result.stderr or time.monotonic() >= deadline:
+            raise LabError(
+                f"`docker network rm {net}` failed (exit {result.returncode}): "
+                f"{result.stderr.strip()}"
+            )
+        time.sleep(0.5)
 
 
 # --- converge -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -79,3 +80,42 @@ def test_recap_parser(lab: ModuleType) -> None:
     )
     match = lab._RECAP.match(line)
     assert match is not None and match.groups() == ("spark1", "14", "3", "0", "1")
+
+
+def _result(code: int, stderr: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.CompletedProcess(["docker"], code, "", stderr)
+
+
+def test_network_removal_waits_for_released_endpoints(
+    lab: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    busy = "Error response from daemon: error while removing network: x has active endpoints"
+    answers = [_result(1, busy), _result(1, busy), _result(0)]
+    calls: list[tuple[str, ...]] = []
+
+    def fake_docker(*args: str, check: bool = True) -> object:
+        calls.append(args)
+        return answers.pop(0)
+
+    monkeypatch.setattr(lab, "docker", fake_docker)
+    monkeypatch.setattr(lab.time, "sleep", lambda _s: None)
+    lab._remove_network("sparkrack-mgmt")
+    assert calls == [("network", "rm", "sparkrack-mgmt")] * 3
+
+
+def test_network_removal_fails_at_once_on_other_errors(
+    lab: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lab, "docker", lambda *a, check=True: _result(1, "permission denied"))
+    with pytest.raises(lab.LabError, match="permission denied"):
+        lab._remove_network("sparkrack-mgmt")
+
+
+def test_network_removal_gives_up_after_the_timeout(
+    lab: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    busy = "network x has active endpoints"
+    monkeypatch.setattr(lab, "docker", lambda *a, check=True: _result(1, busy))
+    monkeypatch.setattr(lab.time, "sleep", lambda _s: None)
+    with pytest.raises(lab.LabError, match="active endpoints"):
+        lab._remove_network("sparkrack-mgmt", timeout=0.0)
