@@ -129,7 +129,23 @@ def build(profile_ref: str, inventory: str, gid: dict[str, int] | None = None) -
 def serving_plan(profile: Any, ctx: Any) -> dict[str, Any]:
     """What the serve play prints in the lab: ranks, nodes, addresses, rank 0's command."""
     from sparkrack.profiles import render_command
+    from sparkrack.profiles.engines import is_single_node
 
+    if is_single_node(profile.engine):
+        from sparkrack.profiles.engines.single import target_node
+
+        node = target_node(ctx)
+        # One process on one Spark: no NCCL group, no fabric address, no dist-init address.
+        return {
+            "profile": profile.name,
+            "model": profile.model,
+            "image": profile.image,
+            "transport": "none (single Spark)",
+            "namespace": ctx.namespace,
+            "dist_init_addr": "none (single Spark)",
+            "ranks": [{"rank": 0, "node": str(node.name), "spark_index": node.spark_index}],
+            "command_rank0": render_command(profile, ctx, 0),
+        }
     return {
         "profile": profile.name,
         "model": profile.model,

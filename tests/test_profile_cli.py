@@ -106,6 +106,16 @@ def test_render_plan(capsys: pytest.CaptureFixture[str]) -> None:
     assert plan["command_rank0"].startswith("python3 -m sglang.launch_server ")
 
 
+def test_render_plan_of_a_single_spark_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    profile = "nemotron-3-super-120b-a12b-nvfp4-vllm"
+    assert main(["render", profile, "-i", "inventories/lab", "--what", "plan"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    # One process on the rank-0 Spark (serving_spark: null): no NCCL group, no fabric address.
+    assert plan["ranks"] == [{"rank": 0, "node": "spark1", "spark_index": 1}]
+    assert "10.77." not in plan["dist_init_addr"] + plan["transport"]
+    assert plan["command_rank0"].startswith("vllm serve ")
+
+
 def test_render_refuses_invalid_profile(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", str(BAD / "qwen-eager.yml"), "--what", "command"]) == 1
     assert "[cutlass-fp4-eager]" in capsys.readouterr().err
