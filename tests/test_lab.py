@@ -111,11 +111,34 @@ def test_network_removal_fails_at_once_on_other_errors(
         lab._remove_network("sparkrack-mgmt")
 
 
-def test_network_removal_gives_up_after_the_timeout(
+def test_leaked_endpoint_on_an_empty_network_is_left_with_a_warning(
+    lab: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    busy = "network x has active endpoints"
+
+    def fake_docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        if args[:2] == ("network", "inspect"):
+            return subprocess.CompletedProcess(["docker"], 0, "{}", "")
+        return _result(1, busy)
+
+    monkeypatch.setattr(lab, "docker", fake_docker)
+    monkeypatch.setattr(lab.time, "sleep", lambda _s: None)
+    lab._remove_network("sparkrack-mgmt", timeout=0.0)
+    assert "stale endpoint on the empty network sparkrack-mgmt" in capsys.readouterr().out
+
+
+def test_network_with_containers_attached_is_an_error(
     lab: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     busy = "network x has active endpoints"
-    monkeypatch.setattr(lab, "docker", lambda *a, check=True: _result(1, busy))
+    attached = '{"abc": {"Name": "sparkrack-spark1"}}'
+
+    def fake_docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        if args[:2] == ("network", "inspect"):
+            return subprocess.CompletedProcess(["docker"], 0, attached, "")
+        return _result(1, busy)
+
+    monkeypatch.setattr(lab, "docker", fake_docker)
     monkeypatch.setattr(lab.time, "sleep", lambda _s: None)
-    with pytest.raises(lab.LabError, match="active endpoints"):
+    with pytest.raises(lab.LabError, match="still has containers attached \\(sparkrack-spark1\\)"):
         lab._remove_network("sparkrack-mgmt", timeout=0.0)
