@@ -36,11 +36,11 @@ def serving_render(
     from sparkrack.k8svalidate import validate_manifests
     from sparkrack.profiles import (
         context_from_vars,
+        engine_of,
         load_checked,
         render_manifests,
         serving_selector,
     )
-    from sparkrack.profiles.engines import is_single_node
     from sparkrack.profiles_cli import serving_plan
 
     try:
@@ -65,7 +65,7 @@ def serving_render(
         "model": profile.model,
         "transport": profile.transport,
         # One process on one Spark uses no NCCL: the transport gate applies to multi-Spark groups.
-        "nccl_check": not is_single_node(profile.engine),
+        "nccl_check": engine_of(profile.data).uses_fabric,
         "namespace": ctx.namespace,
         "selector": serving_selector(profile),
         "head_pod": pods[0],

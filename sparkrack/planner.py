@@ -6,7 +6,8 @@ Pure functions over a profile's ``model_info`` and its topology/serving knobs:
   the class's dtype, split over the TP×PP ranks unless the class is replicated);
 * the KV-cache pool the engine will carve out at the profile's memory fraction and KV dtype —
   modelled on each engine's own rule (SGLang's ``mem_fraction_static`` is a budget of the memory
-  free at start-up that weights, KV and the Mamba pool share; see :func:`_engine_pool`);
+  free at start-up that weights, KV and the Mamba pool share); each engine module owns its rule
+  as a :class:`MemoryModel`;
 * the Mamba (recurrent-state) pool and the ``max_running_requests`` it allows;
 * whether everything fits in the Spark's 128 GB of unified memory with headroom for the OS;
 * a decode roofline: memory bandwidth / bytes read per decoded token — an upper bound that
@@ -21,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from sparkrack.errors import Problem
 
@@ -68,18 +69,6 @@ KV_BYTES: dict[str, float] = {
 # SGLang keeps the conv state in BF16 and the SSM state in SGLANG_MAMBA_SSM_DTYPE (float32 default).
 STATE_BYTES: dict[str, float] = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
 CONV_STATE_BYTES = 2.0
-# SGLang: max_running_requests is clamped to max_mamba_cache_size // ratio. The ratio is 3 with
-# the radix cache on (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO), 1 with it disabled, and grows
-# by 2 slots per request when speculative decoding (or the extra_buffer strategy) needs the extra
-# ping-pong / intermediate states — seed 000 measured 96 slots → ~32 parallel without MTP and
-# ~19 with MTP (96 // 5).
-MAMBA_SLOTS_PER_REQUEST = 3
-MAMBA_EXTRA_SLOTS_SPECULATIVE = 2
-# SGLang's --mamba-full-memory-ratio default (ServerArgs.mamba_full_memory_ratio = 0.9): when
-# max_mamba_cache_size is not set, the Mamba pool gets ratio / (1 + ratio) of what is left.
-MAMBA_FULL_MEMORY_RATIO = 0.9
-
-ENGINES = ("sglang", "vllm", "trtllm")
 RULE_WEIGHTS = "plan-weights-exceed-memory"
 RULE_POOL = "plan-no-kv-pool"
 RULE_CONTEXT = "plan-context-exceeds-kv"
@@ -152,7 +141,8 @@ class ModelInfo:
 class Serving:
     """The topology and engine knobs the planner needs, whatever engine the profile uses."""
 
-    engine: str
+    memory: MemoryModel
+    """The engine's memory semantics (its module in sparkrack/profiles/engines/ owns them)."""
     tp: int = 1
     pp: int = 1
     ep: int = 1
@@ -167,6 +157,63 @@ class Serving:
     disable_radix_cache: bool = False
     mamba_scheduler_strategy: str | None = None
     mamba_ssm_dtype: str = "float32"
+
+    @property
+    def engine(self) -> str:
+        return self.memory.name
+
+
+@dataclass(frozen=True)
+class RecurrentPool:
+    """What an engine carves out for recurrent (Mamba) state, and the concurrency it allows."""
+
+    slots: int
+    pool_bytes: float
+    slots_per_request: int
+    spec_state_bytes: float | None
+    max_running: int | None
+
+
+class MemoryModel(Protocol):
+    """How one engine turns its memory fraction into a KV pool and a recurrent-state pool."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def fraction_key(self) -> str:
+        """The profile key of the memory fraction, as refusals name it."""
+        ...
+
+    @property
+    def pool_fix(self) -> str:
+        """How to fix "no memory left for the KV cache" on this engine."""
+        ...
+
+    @property
+    def context_key(self) -> str | None:
+        """The context-length key when the engine refuses to start unless one full-length
+        sequence fits the KV pool; None when it starts anyway."""
+        ...
+
+    @property
+    def assumptions(self) -> tuple[str, ...]: ...
+
+    def budget(
+        self, fraction: float | None, usable: float, overhead: float, per_gpu: float
+    ) -> tuple[float, float | None, float]:
+        """(fraction in force, static budget or None, bytes left for KV + state) per GPU."""
+        ...
+
+    def recurrent(
+        self, s: Serving, per_request: float, rest: float, notes: list[str]
+    ) -> RecurrentPool: ...
+
+
+def per_sequence_pool(s: Serving, per_request: float, default_sequences: int) -> RecurrentPool:
+    """One recurrent state per running sequence (vLLM, TensorRT-LLM)."""
+    seqs = s.max_running_requests if s.max_running_requests is not None else default_sequences
+    return RecurrentPool(seqs, seqs * per_request, 1, None, s.max_running_requests)
 
 
 @dataclass(frozen=True)
@@ -189,6 +236,7 @@ class CapacityPlan:
     pp: int
     ep: int
     hardware: Hardware
+    engine_assumptions: tuple[str, ...]
     weights_total_gb: float
     weights_per_gpu_gb: float
     active_bytes_per_token_gb: float
@@ -249,12 +297,7 @@ class CapacityPlan:
             "TP/EP splits each one -> 1/TP per rank either way) unless marked replicated",
             "KV per token per GPU = attention layers/PP x max(1, kv_heads // TP) x "
             "(head_dim + v_head_dim) x KV dtype bytes",
-            "sglang: weights + KV + Mamba pool = mem_fraction_static x usable memory - runtime "
-            "overhead; vllm: gpu_memory_utilization x usable - weights - overhead; trtllm: "
-            "free_gpu_memory_fraction x (usable - weights - overhead)",
-            f"Mamba slots per running request: {MAMBA_SLOTS_PER_REQUEST} (radix cache on), +"
-            f"{MAMBA_EXTRA_SLOTS_SPECULATIVE} with speculative decoding or extra_buffer "
-            "(seed 000: 96 -> ~19 with MTP), 1 with the radix cache disabled",
+            *self.engine_assumptions,
             "roofline: bandwidth x TP ranks / (active weight bytes + KV of the context + "
             "recurrent state) per decode step of the target model (draft/MTP layers excluded); "
             "nothing subtracted (no NCCL, no kernel efficiency) — an upper bound; speculative "
@@ -384,13 +427,6 @@ def _kv_bytes_per_token(model: ModelInfo, s: Serving) -> float | None:
     return layers * heads * (model.head_dim + v_dim) * KV_BYTES[s.kv_cache_dtype]
 
 
-def _mamba_ratio(s: Serving) -> int:
-    if s.disable_radix_cache:
-        return 1
-    extra = s.speculative_draft_tokens is not None or s.mamba_scheduler_strategy == "extra_buffer"
-    return MAMBA_SLOTS_PER_REQUEST + (MAMBA_EXTRA_SLOTS_SPECULATIVE if extra else 0)
-
-
 def plan(
     model: ModelInfo,
     serving: Serving,
@@ -403,8 +439,6 @@ def plan(
     """Plan one profile. ``source`` names the file in refusals; ``nodes`` checks tp×pp."""
     hw = hardware or Hardware()
     s = serving
-    if s.engine not in ENGINES:
-        raise ValueError(f"unknown engine {s.engine!r}")
     notes: list[str] = []
     problems: list[Problem] = []
     ranks = s.tp * s.pp
@@ -448,62 +482,19 @@ def plan(
     mamba_per_req = (
         model.recurrent.bytes_per_request(s.tp, s.mamba_ssm_dtype) if model.recurrent else None
     )
-    fraction = s.memory_fraction
-    budget: float | None
-    if s.engine == "sglang":
-        fraction = 0.9 if fraction is None else fraction  # SGLang picks ~0.9 on large GPUs
-        budget = fraction * usable - overhead
-        rest = budget - per_gpu
-    elif s.engine == "vllm":
-        fraction = 0.9 if fraction is None else fraction  # vLLM's default
-        budget = fraction * usable - overhead
-        rest = budget - per_gpu
-    else:
-        fraction = 0.9 if fraction is None else fraction  # TRT-LLM's default
-        budget = None
-        rest = fraction * (usable - per_gpu - overhead)
+    mem = s.memory
+    fraction, budget, rest = mem.budget(s.memory_fraction, usable, overhead, per_gpu)
 
-    # Recurrent-state pool (SGLang semantics; vLLM/TRT-LLM size one state per sequence).
     spec_state: float | None = None
     slots: int | None = None
     mamba_pool: float | None = None
     ratio: int | None = None
     max_running = s.max_running_requests
     if mamba_per_req is not None:
-        if s.engine == "sglang":
-            ratio = _mamba_ratio(s)
-            if s.speculative_draft_tokens is not None:
-                # SGLang reserves intermediate states for max_running_requests x draft tokens.
-                reqs = max_running
-                if reqs is None:
-                    reqs = (s.max_mamba_cache_size or 0) // ratio
-                    notes.append(
-                        "max_running_requests not set: speculative intermediate states counted "
-                        + (f"for {reqs} requests" if reqs else "as 0 (set it to plan them)")
-                    )
-                spec_state = mamba_per_req * reqs * s.speculative_draft_tokens
-                rest -= spec_state
-            if s.max_mamba_cache_size is not None:
-                slots = s.max_mamba_cache_size
-            elif s.disable_radix_cache and max_running is not None:
-                slots = max_running
-            else:
-                share = max(rest, 0.0) * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
-                slots = int(share // mamba_per_req)
-                notes.append(
-                    f"max_mamba_cache_size not set: SGLang auto-fits {slots} slots "
-                    f"(mamba_full_memory_ratio {MAMBA_FULL_MEMORY_RATIO})"
-                )
-            mamba_pool = slots * mamba_per_req
-            rest -= mamba_pool
-            cap = slots // ratio
-            max_running = cap if max_running is None else min(max_running, cap)
-        else:
-            ratio = 1
-            seqs = max_running if max_running is not None else 256
-            slots = seqs
-            mamba_pool = seqs * mamba_per_req
-            rest -= mamba_pool
+        pool = mem.recurrent(s, mamba_per_req, rest, notes)
+        slots, mamba_pool, ratio = pool.slots, pool.pool_bytes, pool.slots_per_request
+        spec_state, max_running = pool.spec_state_bytes, pool.max_running
+        rest -= pool.pool_bytes + (pool.spec_state_bytes or 0.0)
 
     kv_tokens: int | None = None
     if kv_per_token is not None:
@@ -514,29 +505,25 @@ def plan(
         problems.append(
             Problem(
                 source,
-                _fraction_key(s.engine),
+                mem.fraction_key,
                 f"no memory left for the KV cache: {fraction:g} leaves "
                 f"{rest / GB:.1f} GB per GPU after {per_gpu / GB:.1f} GB of weights"
                 + (f" and {mamba_pool / GB:.1f} GB of Mamba state" if mamba_pool else ""),
-                (
-                    "raise mem_fraction_static (SGLang: it is the budget weights AND KV share)"
-                    if s.engine == "sglang"
-                    else "raise the memory fraction or use more Sparks"
-                ),
+                mem.pool_fix,
                 RULE_POOL,
             )
         )
     elif (
         kv_tokens is not None
         and s.context_length is not None
-        and s.engine != "sglang"
+        and mem.context_key is not None
         and kv_tokens < s.context_length
     ):
         # vLLM and TRT-LLM refuse to start when one full-length sequence does not fit.
         problems.append(
             Problem(
                 source,
-                "max_model_len" if s.engine == "vllm" else "max_seq_len",
+                mem.context_key,
                 f"the KV pool holds ~{kv_tokens} tokens, less than one {s.context_length}-token "
                 "sequence",
                 "lower the context length, use an FP8 KV cache or raise the memory fraction",
@@ -550,6 +537,7 @@ def plan(
         pp=s.pp,
         ep=s.ep,
         hardware=hw,
+        engine_assumptions=mem.assumptions,
         weights_total_gb=total / GB,
         weights_per_gpu_gb=per_gpu / GB,
         active_bytes_per_token_gb=active_all_ranks / GB,
@@ -568,127 +556,3 @@ def plan(
         notes=tuple(notes),
         problems=tuple(problems),
     )
-
-
-def _fraction_key(engine: str) -> str:
-    return {
-        "sglang": "mem_fraction_static",
-        "vllm": "gpu_memory_utilization",
-        "trtllm": "free_gpu_memory_fraction",
-    }[engine]
-
-
-# ------------------------------------------------------------------ profile adapter
-
-# KV dtype names per engine are mapped onto KV_BYTES keys.
-_ENGINE_KV_DTYPE = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
-
-
-def _section(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    block = data.get(name)
-    return block if isinstance(block, Mapping) else {}
-
-
-def serving_from_profile(data: Mapping[str, Any]) -> Serving:
-    """The planner's view of a profile's topology and engine block (sglang/vllm/trtllm)."""
-    engine = str(data.get("engine", "sglang"))
-    topo = _section(data, "topology")
-    tp, pp, ep = (int(topo.get(k, 1)) for k in ("tp", "pp", "ep"))
-    spec = _section(data, "speculative")
-    if engine == "sglang":
-        sg = _section(data, "sglang")
-        draft = spec.get("num_draft_tokens") if spec.get("algorithm") else None
-        return Serving(
-            engine=engine,
-            tp=tp,
-            pp=pp,
-            ep=ep,
-            memory_fraction=_num(sg.get("mem_fraction_static")),
-            kv_cache_dtype=str(sg.get("kv_cache_dtype", "auto")),
-            context_length=_int(sg.get("context_length")),
-            max_running_requests=_int(sg.get("max_running_requests")),
-            max_mamba_cache_size=_int(sg.get("max_mamba_cache_size")),
-            speculative_draft_tokens=_int(draft),
-            disable_radix_cache=bool(sg.get("disable_radix_cache", False)),
-            mamba_scheduler_strategy=sg.get("mamba_scheduler_strategy"),
-            mamba_ssm_dtype=str(sg.get("mamba_ssm_dtype", "float32")),
-        )
-    if engine == "vllm":
-        vl = _section(data, "vllm")
-        spec_cfg = _section(vl, "speculative_config")
-        tokens = spec_cfg.get("num_speculative_tokens")
-        return Serving(
-            engine=engine,
-            tp=int(vl.get("tensor_parallel_size", tp)),
-            pp=int(vl.get("pipeline_parallel_size", pp)),
-            ep=ep,
-            memory_fraction=_num(vl.get("gpu_memory_utilization")),
-            kv_cache_dtype=_ENGINE_KV_DTYPE.get(str(vl.get("kv_cache_dtype", "auto")), "auto"),
-            context_length=_int(vl.get("max_model_len")),
-            max_running_requests=_int(vl.get("max_num_seqs")),
-            speculative_draft_tokens=None if tokens is None else int(tokens) + 1,
-            mamba_ssm_dtype=str(vl.get("mamba_ssm_cache_dtype", "float32")),
-        )
-    if engine == "trtllm":
-        tr = _section(data, "trtllm")
-        cfg = _section(data, "trtllm_config")
-        kv = _section(cfg, "kv_cache_config")
-        layers = _section(cfg, "speculative_config").get("num_nextn_predict_layers")
-        return Serving(
-            engine=engine,
-            tp=int(tr.get("tp_size", tp)),
-            pp=pp,
-            ep=int(tr.get("ep_size", ep)),
-            memory_fraction=_num(kv.get("free_gpu_memory_fraction")),
-            kv_cache_dtype=_ENGINE_KV_DTYPE.get(str(kv.get("dtype", "auto")), "auto"),
-            context_length=_int(tr.get("max_seq_len")),
-            max_running_requests=_int(tr.get("max_batch_size")),
-            speculative_draft_tokens=None if layers is None else int(layers) + 1,
-            mamba_ssm_dtype=str(kv.get("mamba_ssm_cache_dtype", "float32")),
-        )
-    raise ValueError(f"unknown engine {engine!r}")
-
-
-def _profile_data(profile: Any) -> tuple[Mapping[str, Any], str, str]:
-    """(data, name, source) of a Profile object or a plain mapping."""
-    if isinstance(profile, Mapping):
-        return profile, str(profile.get("name", profile.get("model", ""))), ""
-    data = getattr(profile, "data", None)
-    if not isinstance(data, Mapping):
-        raise TypeError(f"not a profile: {profile!r}")
-    name = str(getattr(profile, "name", data.get("model", "")))
-    return data, name, str(getattr(profile, "path", getattr(profile, "source", "")))
-
-
-def plan_profile(
-    profile: Any, nodes: int | None = None, hardware: Hardware | None = None
-) -> CapacityPlan:
-    """Plan a loaded profile (``sparkrack.profiles.load_profile``) or its raw mapping."""
-    data, name, source = _profile_data(profile)
-    info = _section(data, "model_info")
-    return plan(
-        model_info_from_dict(info),
-        serving_from_profile(data),
-        name=name,
-        source=source,
-        hardware=hardware,
-        nodes=nodes,
-    )
-
-
-def capacity_problems(
-    profile: Any, nodes: int | None = None, source: str | None = None
-) -> list[Problem]:
-    """Refusals for the profile validator: the profile cannot fit on ``nodes`` Sparks.
-
-    Profiles whose ``model_info`` has neither weight classes, ``weights_gb`` nor ``params`` are
-    not planned (no refusal: nothing to judge).
-    """
-    data, _name, src = _profile_data(profile)
-    info = _section(data, "model_info")
-    params = info.get("params") or {}
-    if not info.get("weight_classes") and not info.get("weights_gb") and not params:
-        return []
-    result = plan_profile(profile, nodes=nodes)
-    where = source if source is not None else src
-    return [Problem(where or p.file, p.key, p.message, p.fix, p.rule) for p in result.problems]

@@ -11,8 +11,8 @@ from sparkrack.planner import (
     DEFAULT_RUNTIME_OVERHEAD_GB,
     CapacityPlan,
     Hardware,
-    plan_profile,
 )
+from sparkrack.profiles.capacity import plan_profile
 
 COLUMNS = (
     ("profile", 7),

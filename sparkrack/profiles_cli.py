@@ -36,6 +36,17 @@ def register(sub: Any) -> None:
         help="inventory whose Spark count tp·pp must match (skipped if the directory is absent)",
     )
     v.add_argument("--nodes", type=int, help="Spark count to check tp·pp against (overrides -i)")
+    v.add_argument(
+        "--engine-check",
+        action="store_true",
+        help="also run every rank's rendered argv through the real parser and start-up checks of "
+        "the upstream engine release the image carries (downloaded once into a cache)",
+    )
+    v.add_argument(
+        "--offline",
+        action="store_true",
+        help="with --engine-check: use the cache only, never download",
+    )
     v.set_defaults(handler=run_validate)
 
     r: argparse.ArgumentParser = sub.add_parser(
@@ -66,18 +77,28 @@ def _nodes(args: argparse.Namespace) -> int | None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from sparkrack.profiles import list_profiles, load_profile, validate_profile
+    from sparkrack.profiles import list_profiles, load_profile, profile_warnings, validate_profile
 
     refs = args.profiles or [str(p) for p in list_profiles()]
     nodes = _nodes(args)
     problems: list[Problem] = []
+    loaded = []
     for ref in refs:
         try:
             profile = load_profile(ref)
         except SparkrackError as exc:
             problems += exc.problems
             continue
-        problems += validate_profile(profile.data, profile.source, nodes)
+        found = validate_profile(profile.data, profile.source, nodes)
+        problems += found
+        if not found:
+            loaded.append(profile)
+        for warning in profile_warnings(profile.data, profile.source):
+            print(f"warning: {warning}")
+    if not problems and args.engine_check:
+        from sparkrack.profiles.upstream_check import engine_check
+
+        problems += engine_check(loaded, args.inventory, offline=args.offline)
     for problem in problems:
         print(problem)
     if problems:
@@ -100,41 +121,20 @@ def _gid_overrides(values: list[str]) -> dict[str, int]:
 
 def build(profile_ref: str, inventory: str, gid: dict[str, int] | None = None) -> tuple[Any, Any]:
     """(profile, context) for a profile and an inventory; refuses invalid profiles/manifests."""
-    from sparkrack.inventory import load_inventory
-    from sparkrack.profiles import context_from_vars, load_checked
+    from sparkrack.profiles import load_checked
+    from sparkrack.profiles.core import context_from_inventory
 
-    inv = load_inventory(inventory)
-    plan = inv.plan()
-    profile = load_checked(profile_ref, nodes=len(plan.nodes))
-    names = [
-        "serving_namespace",
-        "serving_api_port",
-        "serving_dist_port",
-        "serving_hf_cache",
-        "serving_shm_size",
-        "serving_hf_token_secret",
-        "serving_startup_timeout",
-        "serving_liveness_timeout",
-        "serving_spark",
-    ]
-    discovered = {
-        host: int(inv.hostvars[host]["roce_gid_index"])
-        for host in inv.sparks
-        if inv.hostvars.get(host, {}).get("roce_gid_index") is not None
-    }
-    ctx = context_from_vars(plan, {n: inv.var(n) for n in names}, {**discovered, **(gid or {})})
-    return profile, ctx
+    ctx = context_from_inventory(inventory, gid)
+    return load_checked(profile_ref, nodes=ctx.nodes), ctx
 
 
 def serving_plan(profile: Any, ctx: Any) -> dict[str, Any]:
     """What the serve play prints in the lab: ranks, nodes, addresses, rank 0's command."""
-    from sparkrack.profiles import render_command
-    from sparkrack.profiles.engines import is_single_node
+    from sparkrack.profiles import engine_of, render_command
 
-    if is_single_node(profile.engine):
-        from sparkrack.profiles.engines.single import target_node
-
-        node = target_node(ctx)
+    eng = engine_of(profile.data)
+    ranks = eng.ranks(ctx)
+    if not eng.uses_fabric:
         # One process on one Spark: no NCCL group, no fabric address, no dist-init address.
         return {
             "profile": profile.name,
@@ -143,7 +143,10 @@ def serving_plan(profile: Any, ctx: Any) -> dict[str, Any]:
             "transport": "none (single Spark)",
             "namespace": ctx.namespace,
             "dist_init_addr": "none (single Spark)",
-            "ranks": [{"rank": 0, "node": str(node.name), "spark_index": node.spark_index}],
+            "ranks": [
+                {"rank": r.rank, "node": str(r.node.name), "spark_index": r.node.spark_index}
+                for r in ranks
+            ],
             "command_rank0": render_command(profile, ctx, 0),
         }
     return {
@@ -155,13 +158,13 @@ def serving_plan(profile: Any, ctx: Any) -> dict[str, Any]:
         "dist_init_addr": f"{ctx.head_address}:{ctx.dist_port}",
         "ranks": [
             {
-                "rank": n.rank,
-                "node": str(n.name),
-                "spark_index": n.spark_index,
-                "fabric_address": n.serving_vf.address,
-                "rdma_device": n.serving_vf.rdma_device,
+                "rank": r.rank,
+                "node": str(r.node.name),
+                "spark_index": r.node.spark_index,
+                "fabric_address": r.node.serving_vf.address,
+                "rdma_device": r.node.serving_vf.rdma_device,
             }
-            for n in ctx.plan.nodes
+            for r in ranks
         ],
         "command_rank0": render_command(profile, ctx, 0),
     }

@@ -16,7 +16,6 @@ import yaml
 
 from sparkrack.inventory import load_inventory
 from sparkrack.k8svalidate import validate_manifests
-from sparkrack.planner import plan_profile
 from sparkrack.profiles import (
     ServingContext,
     context_from_vars,
@@ -26,6 +25,7 @@ from sparkrack.profiles import (
     render_manifests,
     validate_profile,
 )
+from sparkrack.profiles.capacity import plan_profile
 
 NAME = "nemotron-3-super-120b-a12b-nvfp4-trtllm"
 SEED_IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc9"

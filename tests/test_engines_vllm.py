@@ -15,7 +15,6 @@ import pytest
 
 from sparkrack.inventory import load_inventory
 from sparkrack.k8svalidate import validate_manifests
-from sparkrack.planner import plan_profile
 from sparkrack.profiles import (
     ServingContext,
     context_from_vars,
@@ -25,6 +24,7 @@ from sparkrack.profiles import (
     render_manifests,
     validate_profile,
 )
+from sparkrack.profiles.capacity import plan_profile
 from sparkrack.profiles.manifests import serving_selector
 
 NAME = "nemotron-3-super-120b-a12b-nvfp4-vllm"
@@ -126,7 +126,11 @@ def test_manifests_are_valid_and_single_spark(ctx: ServingContext) -> None:
     assert sorted(d["kind"] for d in docs) == ["Namespace", "Service", "Service", "StatefulSet"]
     pod = _sts(docs)["spec"]["template"]
     head = ctx.plan.nodes[0]
-    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": head.name}
+    # Pinned like every rank: the K3s node name and the spark-index label from the same plan.
+    assert pod["spec"]["nodeSelector"] == {
+        "kubernetes.io/hostname": head.name,
+        "sparkrack.io/spark-index": str(head.spark_index),
+    }
     container = pod["spec"]["containers"][0]
     assert container["image"] == SEED_IMAGE
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
@@ -176,7 +180,10 @@ def test_pinned_to_the_chosen_spark() -> None:
     last = plan.nodes[-1]
     chosen = context_from_vars(plan, {"serving_spark": last.name})
     sts = _sts(render_manifests(load_profile(NAME), chosen))
-    assert sts["spec"]["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": last.name}
+    assert sts["spec"]["template"]["spec"]["nodeSelector"] == {
+        "kubernetes.io/hostname": last.name,
+        "sparkrack.io/spark-index": str(last.spark_index),
+    }
     assert sts["spec"]["template"]["metadata"]["labels"]["sparkrack.io/spark-index"] == str(
         last.spark_index
     )

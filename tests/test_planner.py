@@ -23,11 +23,11 @@ from sparkrack.planner import (
     RULE_WEIGHTS,
     Hardware,
     Serving,
-    capacity_problems,
     model_info_from_dict,
     plan,
-    plan_profile,
 )
+from sparkrack.profiles.capacity import capacity_problems, plan_profile
+from sparkrack.profiles.engines import engine
 
 # nvidia/Qwen3.5-397B-A17B-NVFP4 — Qwen/Qwen3.5-397B-A17B config.json: hidden 4096, 60 layers
 # (full_attention_interval 4 -> 15 attention + 45 Gated-DeltaNet), 32 q / 2 kv heads x 256,
@@ -137,7 +137,7 @@ ULTRA: dict[str, Any] = {
 
 
 def sglang(**kw: Any) -> Serving:
-    return Serving(engine="sglang", **kw)
+    return Serving(memory=engine("sglang").memory, **kw)
 
 
 # --- weights per GPU vs the seeds -------------------------------------------------------------
@@ -333,7 +333,7 @@ def test_vllm_seed_004_fits_one_million_tokens_on_one_spark() -> None:
     p = plan(
         model_info_from_dict(SUPER),
         Serving(
-            engine="vllm",
+            memory=engine("vllm").memory,
             memory_fraction=0.9,
             kv_cache_dtype="fp8",
             context_length=1_000_000,
@@ -349,7 +349,7 @@ def test_trtllm_fraction_is_of_the_memory_left_after_weights() -> None:
     hw = Hardware(os_headroom_gb=8, runtime_overhead_gb=3)
     p = plan(
         model_info_from_dict(GLM),
-        Serving(engine="trtllm", tp=4, memory_fraction=0.5, kv_cache_dtype="fp8"),
+        Serving(memory=engine("trtllm").memory, tp=4, memory_fraction=0.5, kv_cache_dtype="fp8"),
         hardware=hw,
     )
     assert p.kv_pool_gb == pytest.approx(0.5 * (120 - 3 - p.weights_per_gpu_gb))
@@ -358,7 +358,7 @@ def test_trtllm_fraction_is_of_the_memory_left_after_weights() -> None:
 def test_context_beyond_the_kv_pool_is_refused_for_vllm() -> None:
     p = plan(
         model_info_from_dict(GLM),
-        Serving(engine="vllm", tp=4, memory_fraction=0.55, context_length=202_752),
+        Serving(memory=engine("vllm").memory, tp=4, memory_fraction=0.55, context_length=202_752),
         source="glm.yml",
     )
     assert [x.rule for x in p.problems] == [RULE_CONTEXT]

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from patch_fixtures import wheel_path
 
+from sparkrack.profiles.engines import engine
 from sparkrack.profiles.images import IMAGES, version_tuple
-from sparkrack.profiles.registry import SGLANG_RUNTIME_FLAGS, engine
+from sparkrack.profiles.knobs import RuntimeKnob
 
 VERSIONS = ["0.5.10", "0.5.11", "0.5.12", "0.5.13"]
 
@@ -73,8 +74,8 @@ def test_every_registry_flag_exists(version: str) -> None:
         if knob.flag is None or version_tuple(version) < version_tuple(knob.since):
             continue
         assert knob.flag in flags, f"{knob.key}: {knob.flag} not in sglang {version} ServerArgs"
-    for flag in SGLANG_RUNTIME_FLAGS:
-        assert flag in flags, f"runtime flag {flag} not in sglang {version}"
+    runtime = [knob.flag for knob in spec.knobs if isinstance(knob, RuntimeKnob)]
+    assert {"--nnodes", "--node-rank", "--dist-init-addr", "--host", "--port"} <= set(runtime)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -105,5 +106,5 @@ def test_seed_pseudo_flag_is_not_a_flag(version: str) -> None:
 
 
 def test_catalog_images_carry_checked_versions() -> None:
-    for image, facts in IMAGES.items():
+    for image, facts in IMAGES["sglang"].items():
         assert facts.sglang in VERSIONS, f"{image}: SGLang {facts.sglang} was not checked"

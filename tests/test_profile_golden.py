@@ -110,6 +110,14 @@ SEED_003_GLM: Flags = {
 DGXARLEY_QWEN = "vroomfondel/dgxarley nvidia-qwen3.5-397b-a17b-nvfp4.yml@3efcb9b"
 DGXARLEY_GLM = "vroomfondel/dgxarley nvidia-glm-4.7-nvfp4.yml@41f87e7"
 
+# SGLang's own start-up check (ServerArgs._handle_speculative_decoding, every release 0.5.10-0.5.15)
+# fills eagle_topk in only when num_steps and num_draft_tokens are unset too; the seed prints the
+# two without it, so the command as printed fails at start-up (tests/test_engine_check.py runs it).
+TOPK = "SGLang ServerArgs start-up check; seed 000 §2 passes --speculative-eagle-topk 1"
+# Upstream SGLang 0.5.13 refuses MTP on NemotronH with the default no_buffer strategy unless the
+# image carries sglang PR #27998; extra_buffer starts on the seed's image and on upstream alike.
+EXTRA_BUFFER = "SGLang 0.5.13 ServerArgs start-up check (radix cache + no_buffer on NemotronH)"
+
 # Flags a profile renders beyond the seed's text, each with its source.
 ADDITIONS: dict[str, dict[str, tuple[str | None, str]]] = {
     "nemotron-3-super-120b-a12b-nvfp4": {
@@ -117,6 +125,7 @@ ADDITIONS: dict[str, dict[str, tuple[str | None, str]]] = {
             '{"max_position_embeddings":524288}',
             "seed 000 §2 comment: '+ json-model-override max_position_embeddings=524288'",
         ),
+        "--mamba-scheduler-strategy": ("extra_buffer", EXTRA_BUFFER),
     },
     "gemma-4-31b-it": {},
     "nemotron-3-ultra-550b-a55b-nvfp4": {},
@@ -130,6 +139,7 @@ ADDITIONS: dict[str, dict[str, tuple[str | None, str]]] = {
             "extra_buffer",
             "seed 003 'two additional settings'; " + DGXARLEY_QWEN,
         ),
+        "--speculative-eagle-topk": ("1", TOPK),
     },
     "glm-4.7-nvfp4": {
         "--trust-remote-code": (None, DGXARLEY_GLM),
@@ -137,6 +147,7 @@ ADDITIONS: dict[str, dict[str, tuple[str | None, str]]] = {
         "--cuda-graph-max-bs": ("8", DGXARLEY_GLM),
         "--reasoning-parser": ("glm45", DGXARLEY_GLM),
         "--tool-call-parser": ("glm47", DGXARLEY_GLM),
+        "--speculative-eagle-topk": ("1", TOPK),
     },
 }
 

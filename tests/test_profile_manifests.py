@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sparkrack.addressplan import POD_FABRIC_IFNAME, pod_network_annotation
+from sparkrack.contract import GUARD_FILE, LAUNCHER_MOUNT
 from sparkrack.inventory import load_inventory
 from sparkrack.k8svalidate import validate_manifests
 from sparkrack.profiles import (
@@ -19,7 +20,6 @@ from sparkrack.profiles import (
     render_env,
     render_manifests,
 )
-from sparkrack.profiles.manifests import GUARD_FILE, LAUNCHER_MOUNT
 
 SHIPPED = [p.stem for p in list_profiles() if load_profile(p.stem).engine == "sglang"]
 

@@ -1,6 +1,6 @@
-"""Serving profiles: one YAML per model (``model_profiles/``), one registry, one validator.
+"""Serving profiles: one YAML per model (``model_profiles/``), one engine module per engine.
 
-Public API (contracts.md): :func:`load_profile`, :func:`validate_profile`,
+Public API: :func:`load_profile`, :func:`validate_profile`, :func:`profile_warnings`,
 :func:`render_command`, :func:`render_env`, :func:`render_manifests`, :data:`PROFILE_DIR`.
 """
 
@@ -9,42 +9,38 @@ from __future__ import annotations
 from typing import Any
 
 from sparkrack.errors import Problem, SparkrackError
-from sparkrack.profiles import engines as _engines  # noqa: F401  (vllm, trtllm, capacity rules)
+from sparkrack.profiles.core import Profile, ServingContext, context_from_vars
+from sparkrack.profiles.engines import ENGINES, engine, engine_of
 from sparkrack.profiles.manifests import render_manifests, serving_selector
 from sparkrack.profiles.profile import (
     PROFILE_DIR,
     SCHEMA_PATH,
-    Profile,
     list_profiles,
     load_profile,
     schema_problems,
 )
-from sparkrack.profiles.render import (
-    ServingContext,
-    context_from_vars,
-    render_argv,
-    render_command,
-    render_env,
-    server_args,
-)
-from sparkrack.profiles.rules import RULES, rule_table
+from sparkrack.profiles.render import render_argv, render_command, render_env
+from sparkrack.profiles.rules import all_rules, check, rule_table, warnings
 
 __all__ = [
+    "ENGINES",
     "PROFILE_DIR",
-    "RULES",
     "SCHEMA_PATH",
     "Profile",
     "ServingContext",
+    "all_rules",
     "context_from_vars",
+    "engine",
+    "engine_of",
     "list_profiles",
     "load_checked",
     "load_profile",
+    "profile_warnings",
     "render_argv",
     "render_command",
     "render_env",
     "render_manifests",
     "rule_table",
-    "server_args",
     "serving_selector",
     "validate_profile",
 ]
@@ -55,12 +51,17 @@ def validate_profile(data: Any, source: str, nodes: int | None = None) -> list[P
 
     ``nodes`` is the number of Sparks in the inventory; ``None`` skips the tp·pp check.
     """
-    from sparkrack.profiles.rules import check
-
     problems = schema_problems(data, source)
     if problems:
         return problems
     return check(data, source, nodes)
+
+
+def profile_warnings(data: Any, source: str) -> list[Problem]:
+    """What validation reports without refusing (a schema-clean profile only)."""
+    if schema_problems(data, source):
+        return []
+    return warnings(data, source)
 
 
 def load_checked(ref: str, nodes: int | None = None) -> Profile:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -12,83 +11,11 @@ import jsonschema
 import yaml
 
 from sparkrack.errors import Problem, SparkrackError
-from sparkrack.profiles.images import IMAGES, ImageFacts
+from sparkrack.profiles.core import Profile
 from sparkrack.profiles.schema import build_schema
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent.parent / "model_profiles"
 SCHEMA_PATH = PROFILE_DIR / "schema.json"
-
-
-@dataclass(frozen=True)
-class Profile:
-    """A parsed profile. ``data`` is the YAML as written; accessors apply the defaults."""
-
-    name: str
-    path: Path
-    data: dict[str, Any]
-
-    @property
-    def source(self) -> str:
-        return str(self.path)
-
-    @property
-    def engine(self) -> str:
-        return str(self.data.get("engine", "sglang"))
-
-    @property
-    def model(self) -> str:
-        return str(self.data["model"])
-
-    @property
-    def image(self) -> str:
-        return str(self.data["image"])
-
-    @property
-    def architecture(self) -> str:
-        return str(self.data["model_info"]["architecture"])
-
-    @property
-    def tp(self) -> int:
-        return int(self.data["topology"]["tp"])
-
-    @property
-    def pp(self) -> int:
-        return int(self.data["topology"].get("pp", 1))
-
-    @property
-    def ep(self) -> int:
-        return int(self.data["topology"].get("ep", 1))
-
-    @property
-    def nodes(self) -> int:
-        """SGLang processes (= Sparks) this profile needs: one per tp·pp rank."""
-        return self.tp * self.pp
-
-    @property
-    def transport(self) -> str:
-        return str(self.data.get("transport", "roce"))
-
-    @property
-    def patches(self) -> list[str]:
-        return [str(p) for p in self.data.get("patches", [])]
-
-    def image_facts(self) -> ImageFacts | None:
-        return image_facts(self.data)
-
-
-def image_facts(data: dict[str, Any]) -> ImageFacts | None:
-    known = IMAGES.get(str(data.get("image", "")))
-    if known is not None:
-        return known
-    info = data.get("image_info")
-    if isinstance(info, dict) and "sglang" in info:
-        return ImageFacts(
-            sglang=str(info["sglang"]),
-            cudnn=info.get("cudnn"),
-            source="profile image_info",
-            extras=tuple(info.get("extras", ())),
-        )
-    return None
 
 
 @cache

@@ -1,6 +1,7 @@
 """The JSON Schema of a serving profile, generated from the registry.
 
-``model_profiles/schema.json`` is this function's output, checked in so editors can use it
+``model_profiles/schema.json`` is this function's output (the engine sections come from each
+engine's knob table, ``sparkrack/profiles/engines/``), checked in so editors can use it
 (``# yaml-language-server: $schema=schema.json``); ``tests/test_profile_schema.py`` fails when
 the file and the registry drift apart. Regenerate with ``python -m sparkrack.profiles.schema``.
 Every object has ``additionalProperties: false``: a misspelled key is an error.
@@ -12,7 +13,8 @@ import json
 import sys
 from typing import Any
 
-from sparkrack.profiles.registry import ENGINE_SECTIONS, ENGINES, engine
+from sparkrack.profiles.engines import ENGINES
+from sparkrack.profiles.knobs import ARCHITECTURE, HF_ID, IMAGE_REF, WORD
 
 _INT = {"type": "integer", "minimum": 0}
 _POS = {"type": "integer", "minimum": 1}
@@ -49,20 +51,26 @@ _WEIGHT_CLASS = _obj(
 
 
 def build_schema() -> dict[str, Any]:
-    sglang = engine("sglang")
-    topology_knobs = {k.name: k for k in sglang.section_knobs("topology")}
+    topology = {
+        "tp": _d(_POS, "tensor-parallel size"),
+        "pp": _d(_POS, "pipeline-parallel size"),
+        "ep": _d(_POS, "expert-parallel size"),
+    }
+    engine_sections = {name: eng.sections for name, eng in ENGINES.items()}
     sections: dict[str, Any] = {}
     for name in sorted(ENGINES):
-        spec = engine(name)
-        for section in ENGINE_SECTIONS[name]:
-            props = {k.name: k.schema() for k in spec.section_knobs(section)}
+        eng = ENGINES[name]
+        for section in eng.sections:
+            props = {k.name: k.schema() for k in eng.section_knobs(section)}
             required = ["algorithm"] if section == "speculative" else None
             sections[section] = _obj(
-                props, required, f"{name} knobs; each maps to one flag/env in the registry"
+                props, required, f"{name} knobs; each maps to one flag/env of its engine table"
             )
     model_info = _obj(
         {
-            "architecture": _d({"type": "string"}, "config.json architectures[0]"),
+            "architecture": _d(
+                {"type": "string", "pattern": ARCHITECTURE}, "config.json architectures[0]"
+            ),
             "attention_heads": _d(_POS, "num_attention_heads"),
             "kv_heads": _d(_POS, "num_key_value_heads"),
             "head_dim": _d(_POS, "per-head dimension"),
@@ -146,36 +154,45 @@ def build_schema() -> dict[str, Any]:
         "required": ["model", "engine", "image", "topology", "model_info", "provenance"],
         "properties": {
             "description": {"type": "string"},
-            "model": _d({"type": "string", "pattern": r"^[\w.-]+/[\w.-]+$"}, "HF model id"),
+            "model": _d({"type": "string", "pattern": HF_ID}, "HF model id (owner/name)"),
             "engine": {"enum": sorted(ENGINES)},
-            "image": _d({"type": "string", "minLength": 3}, "container image incl. tag"),
+            "image": _d(
+                {"type": "string", "pattern": IMAGE_REF},
+                "container image: repo:tag or repo@sha256:<digest>",
+            ),
             "image_info": _obj(
                 {
-                    "sglang": {"type": "string", "pattern": r"^\d+\.\d+\.\d+"},
+                    **{
+                        name: _d(
+                            {"type": "string", "pattern": r"^\d+\.\d+\.\d+[a-z0-9.]*$"},
+                            f"nearest upstream {name} release the image carries",
+                        )
+                        for name in sorted(ENGINES)
+                    },
                     "cudnn": {"type": "boolean"},
-                    "extras": {"type": "array", "items": {"type": "string"}},
+                    "extras": {
+                        "type": "array",
+                        "items": {"type": "string", "pattern": r"^#[0-9]{1,7}$"},
+                    },
                 },
-                ["sglang", "cudnn"],
-                "facts about an image sparkrack does not know (sparkrack/profiles/images.py)",
+                desc="facts about an image sparkrack does not know (sparkrack/profiles/images.py)",
             ),
             "topology": _obj(
-                {k: v.schema() for k, v in topology_knobs.items()},
-                ["tp"],
-                "parallelism; the node count comes from the inventory",
+                topology, ["tp"], "parallelism; the node count comes from the inventory"
             ),
             "transport": _d({"enum": ["roce", "socket"]}, "NCCL transport (default roce)"),
             **sections,
             "env": _d(
                 {
                     "type": "object",
-                    "propertyNames": {"pattern": "^[A-Z_][A-Z0-9_]*$"},
-                    "additionalProperties": {"type": "string"},
+                    "propertyNames": {"type": "string", "pattern": "^[A-Z_][A-Z0-9_]*$"},
+                    "additionalProperties": {"type": "string", "pattern": WORD},
                 },
                 "extra environment (escape hatch; keys sparkrack sets are refused)",
             ),
             "extra_args": _d(
-                {"type": "array", "items": {"type": "string"}},
-                "extra CLI words appended verbatim (escape hatch; registry flags are refused)",
+                {"type": "array", "items": {"type": "string", "pattern": WORD}},
+                "extra CLI words appended verbatim (escape hatch; flags sparkrack owns are refused)",
             ),
             "model_info": model_info,
             "provenance": provenance,
@@ -190,10 +207,10 @@ def build_schema() -> dict[str, Any]:
                 "then": {
                     "properties": {
                         s: False
-                        for other, secs in ENGINE_SECTIONS.items()
+                        for other, secs in engine_sections.items()
                         if other != name
                         for s in secs
-                        if s not in ENGINE_SECTIONS[name]
+                        if s not in engine_sections[name]
                     }
                 },
             }

@@ -8,24 +8,24 @@ Profile blocks: ``trtllm`` (CLI flags + environment) and ``trtllm_config`` (the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sparkrack.errors import Problem
-from sparkrack.profiles.engines.knobs import (
-    PositionalKnob,
-    cfg,
-    env,
-    k,
+from sparkrack.planner import RecurrentPool, Serving, per_sequence_pool
+from sparkrack.profiles.engines.base import (
+    SingleSparkEngine,
+    integer,
     long_context_problems,
-    runtime,
+    number,
+    section,
 )
-from sparkrack.profiles.registry import Knob
-from sparkrack.profiles.rules import Ctx, rule
+from sparkrack.profiles.knobs import IDENT, Knob, PositionalKnob, cfg, env, k, runtime
+from sparkrack.profiles.ruleset import Ctx, RuleSet
 
 NAME = "trtllm"
 ENTRY = ("trtllm-serve",)
-HEALTH_PATH = "/health"
 CONFIG_FILE = "extra-llm-api-config.yml"
 
 _BOOL = {"type": "boolean"}
@@ -81,8 +81,9 @@ KNOBS: tuple[Knob, ...] = (
         "string",
         "reasoning (thinking) output parser",
         "--reasoning_parser",
+        pattern=IDENT,
     ),
-    k("trtllm.tool_parser", "string", "tool-call output parser", "--tool_parser"),
+    k("trtllm.tool_parser", "string", "tool-call output parser", "--tool_parser", pattern=IDENT),
     runtime("--extra_llm_api_options", "config"),
     k("trtllm.max_seq_len", "integer", "maximum sequence length", "--max_seq_len", minimum=1),
     env(
@@ -101,25 +102,14 @@ KNOBS: tuple[Knob, ...] = (
     cfg("trtllm_config.print_iter_log", "boolean", "per-iteration log lines"),
     cfg("trtllm_config.speculative_config", "object", "speculative decoding", SPECULATIVE_CONFIG),
 )
-SECTIONS = ("trtllm", "trtllm_config")
-
-
-def config_file(data: dict[str, Any]) -> dict[str, Any]:
-    """The ``extra-llm-api-config.yml`` mapping, keys in the registry's (= the seed's) order."""
-    block = data.get("trtllm_config") or {}
-    keys = [knob.name for knob in KNOBS if knob.section == "trtllm_config"]
-    return {key: block[key] for key in keys if key in block}
+RULES = RuleSet()
 
 
 def _kv(c: Ctx) -> dict[str, Any]:
-    return dict((c.data.get("trtllm_config") or {}).get("kv_cache_config") or {})
+    return dict(c.block("trtllm_config").get("kv_cache_config") or {})
 
 
-def _is(c: Ctx) -> bool:
-    return c.data.get("engine") == NAME
-
-
-@rule(
+@RULES.add(
     "trtllm-long-context-env",
     "seed 004 (TLLM_ALLOW_LONG_MAX_MODEL_LEN=1 for --max_seq_len 1048576)",
     "max_seq_len beyond the model config needs trtllm.allow_long_max_model_len",
@@ -130,7 +120,7 @@ def _long_len(c: Ctx) -> Iterator[Problem]:
     )
 
 
-@rule(
+@RULES.add(
     "trtllm-ssm-fp16-stochastic-rounding",
     "seed 004 (FP16 SSM cache only with stochastic rounding, 5 Philox rounds)",
     "a float16 Mamba SSM cache needs mamba_ssm_stochastic_rounding",
@@ -138,8 +128,7 @@ def _long_len(c: Ctx) -> Iterator[Problem]:
 def _ssm(c: Ctx) -> Iterator[Problem]:
     kv = _kv(c)
     if (
-        _is(c)
-        and kv.get("mamba_ssm_cache_dtype") == "float16"
+        kv.get("mamba_ssm_cache_dtype") == "float16"
         and kv.get("mamba_ssm_stochastic_rounding") is not True
     ):
         yield c.p(
@@ -151,21 +140,84 @@ def _ssm(c: Ctx) -> Iterator[Problem]:
         )
 
 
-@rule(
+@RULES.add(
     "trtllm-mtp-layers",
     "seed 004 (speculative_config: decoding_type MTP, num_nextn_predict_layers 3)",
     "MTP needs num_nextn_predict_layers >= 1",
 )
 def _mtp(c: Ctx) -> Iterator[Problem]:
     spec = (c.data.get("trtllm_config") or {}).get("speculative_config") or {}
-    if (
-        _is(c)
-        and spec.get("decoding_type") == "MTP"
-        and int(spec.get("num_nextn_predict_layers", 0)) < 1
-    ):
+    if spec.get("decoding_type") == "MTP" and int(spec.get("num_nextn_predict_layers", 0)) < 1:
         yield c.p(
             "trtllm_config.speculative_config.num_nextn_predict_layers",
             "MTP without draft layers does nothing",
             "set num_nextn_predict_layers (seed 004: 3)",
             "trtllm-mtp-layers",
         )
+
+
+@dataclass(frozen=True)
+class TRTLLMMemory:
+    """``free_gpu_memory_fraction`` is a fraction of the memory left after the weights; TRT-LLM
+    refuses to start when one full-length sequence does not fit the KV pool."""
+
+    name: str = NAME
+    fraction_key: str = "free_gpu_memory_fraction"
+    pool_fix: str = "raise the memory fraction or use more Sparks"
+    context_key: str | None = "max_seq_len"
+    assumptions: tuple[str, ...] = (
+        "trtllm: KV = free_gpu_memory_fraction x (usable - weights - overhead); one recurrent "
+        "state per running sequence",
+    )
+
+    def budget(
+        self, fraction: float | None, usable: float, overhead: float, per_gpu: float
+    ) -> tuple[float, float | None, float]:
+        f = 0.9 if fraction is None else fraction  # TRT-LLM's default
+        return f, None, f * (usable - per_gpu - overhead)
+
+    def recurrent(
+        self, s: Serving, per_request: float, rest: float, notes: list[str]
+    ) -> RecurrentPool:
+        return per_sequence_pool(s, per_request, 256)
+
+
+# TRT-LLM KV dtype names -> the planner's KV_BYTES keys (``auto`` = the model's BF16).
+KV_DTYPE_PLANNER = {"fp8": "fp8"}
+
+
+class TRTLLM(SingleSparkEngine):
+    name = NAME
+    entry = ENTRY
+    knobs = KNOBS
+    sections = ("trtllm", "trtllm_config")
+    rules = RULES
+    memory = TRTLLMMemory()
+    config_file = CONFIG_FILE
+
+    def config(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``extra-llm-api-config.yml`` mapping, keys in the table's (= the seed's) order."""
+        block = section(data, "trtllm_config")
+        keys = [knob.name for knob in KNOBS if knob.section == "trtllm_config"]
+        return {key: block[key] for key in keys if key in block}
+
+    def serving(self, data: Mapping[str, Any]) -> Serving:
+        topo, tr = section(data, "topology"), section(data, "trtllm")
+        cfg_block = section(data, "trtllm_config")
+        kv = section(cfg_block, "kv_cache_config")
+        layers = section(cfg_block, "speculative_config").get("num_nextn_predict_layers")
+        return Serving(
+            memory=self.memory,
+            tp=int(topo.get("tp", 1)),
+            pp=int(topo.get("pp", 1)),
+            ep=int(topo.get("ep", 1)),
+            memory_fraction=number(kv.get("free_gpu_memory_fraction")),
+            kv_cache_dtype=KV_DTYPE_PLANNER.get(str(kv.get("dtype", "auto")), "auto"),
+            context_length=integer(tr.get("max_seq_len")),
+            max_running_requests=integer(tr.get("max_batch_size")),
+            speculative_draft_tokens=None if layers is None else int(layers) + 1,
+            mamba_ssm_dtype=str(kv.get("mamba_ssm_cache_dtype", "float32")),
+        )
+
+
+ENGINE = TRTLLM()

@@ -1,0 +1,81 @@
+"""Every name that crosses a boundary between sparkrack's Python, its Ansible roles and the
+cluster: labels, object names, mount paths, file names, serving defaults. One place each.
+
+Roles read these through the ``sparkrack_contract`` filter; the renderers import them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+# --- labels ----------------------------------------------------------------------------------
+PART_OF: Final = {"app.kubernetes.io/part-of": "sparkrack"}
+"""Every object sparkrack renders carries this label (removal by label)."""
+LABEL_COMPONENT: Final = "sparkrack.io/component"
+COMPONENT_SERVING: Final = "serving"
+LABEL_PROFILE: Final = "sparkrack.io/profile"
+LABEL_RANK: Final = "sparkrack.io/rank"
+LABEL_SPARK_INDEX: Final = "sparkrack.io/spark-index"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+MULTUS_NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
+
+# --- serving objects and paths inside serving pods ----------------------------------------------
+API_SERVICE: Final = "sparkrack-openai"
+"""The OpenAI-API Service clients call."""
+OBJECT_PREFIX: Final = "sparkrack"
+HF_TOKEN_KEY: Final = "token"
+"""Key of the HF token in its Secret (the Secret's name is ``serving_hf_token_secret``)."""
+HF_CACHE_MOUNT: Final = "/root/.cache/huggingface"
+LAUNCHER_MOUNT: Final = "/opt/sparkrack"
+"""Where the launcher ConfigMap (patch engine, group guard, smoke client) is mounted."""
+ENGINE_CONFIG_MOUNT: Final = "/etc/sparkrack/engine"
+"""Where an engine's rendered config files are mounted."""
+GUARD_FILE: Final = "group_guard.py"
+SMOKE_FILE: Final = "smoke_chat.py"
+
+SERVING_DEFAULTS: Final[dict[str, Any]] = {
+    "serving_namespace": "sparkrack",
+    "serving_api_port": 30000,
+    "serving_dist_port": 20000,
+    "serving_hf_cache": "/var/lib/sparkrack/huggingface",
+    "serving_shm_size": "32Gi",
+    "serving_hf_token_secret": "sparkrack-hf-token",
+    "serving_startup_timeout": 1800,
+    "serving_liveness_timeout": 120,
+}
+
+LABEL_VALUE_MAX: Final = 63
+SLUG_MAX: Final = 40
+
+
+def label_value(text: str) -> str:
+    """A valid label value for ``text``: at most 63 characters, alphanumeric at both ends.
+
+    Labels and the selectors that match them both go through this function, so a long profile
+    name is cut the same way on both sides.
+    """
+    value = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:LABEL_VALUE_MAX]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+
+
+def slug(name: str) -> str:
+    """Profile name -> DNS-1123 label fragment (``qwen3.5-397b`` -> ``qwen3-5-397b``)."""
+    text = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    return text[:SLUG_MAX].rstrip("-") or "profile"
+
+
+def contract_fact() -> dict[str, Any]:
+    """The names Ansible needs, as one fact."""
+    return {
+        "part_of": dict(PART_OF),
+        "label_component": LABEL_COMPONENT,
+        "component_serving": COMPONENT_SERVING,
+        "label_profile": LABEL_PROFILE,
+        "api_service": API_SERVICE,
+        "launcher_mount": LAUNCHER_MOUNT,
+        "smoke_file": SMOKE_FILE,
+        "smoke_path": f"{LAUNCHER_MOUNT}/{SMOKE_FILE}",
+        "hf_token_key": HF_TOKEN_KEY,
+        "serving_defaults": dict(SERVING_DEFAULTS),
+    }

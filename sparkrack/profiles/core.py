@@ -1,0 +1,173 @@
+"""The two values everything in the serving layer is computed from.
+
+* :class:`Profile` — one parsed model profile (the YAML as written, defaults on access);
+* :class:`ServingContext` — everything outside the profile a rank depends on: the address plan
+  preflight computed, the inventory's ``serving_*`` settings, discovered RoCE GID indices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkrack import contract
+from sparkrack.addressplan import FabricPlan, NodePlan
+from sparkrack.errors import Problem, SparkrackError
+from sparkrack.inventory import load_inventory
+from sparkrack.profiles.images import ImageFacts, image_facts
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A parsed profile. ``data`` is the YAML as written; accessors apply the defaults."""
+
+    name: str
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def source(self) -> str:
+        return str(self.path)
+
+    @property
+    def engine(self) -> str:
+        return str(self.data.get("engine", "sglang"))
+
+    @property
+    def model(self) -> str:
+        return str(self.data["model"])
+
+    @property
+    def image(self) -> str:
+        return str(self.data["image"])
+
+    @property
+    def architecture(self) -> str:
+        return str(self.data["model_info"]["architecture"])
+
+    @property
+    def tp(self) -> int:
+        return int(self.data["topology"]["tp"])
+
+    @property
+    def pp(self) -> int:
+        return int(self.data["topology"].get("pp", 1))
+
+    @property
+    def ep(self) -> int:
+        return int(self.data["topology"].get("ep", 1))
+
+    @property
+    def transport(self) -> str:
+        return str(self.data.get("transport", "roce"))
+
+    @property
+    def patches(self) -> list[str]:
+        return [str(p) for p in self.data.get("patches", [])]
+
+    def image_facts(self) -> ImageFacts | None:
+        return image_facts(self.data)
+
+
+@dataclass(frozen=True)
+class ServingContext:
+    """Everything outside the profile a rank's command/env/manifests depend on."""
+
+    plan: FabricPlan
+    namespace: str = contract.SERVING_DEFAULTS["serving_namespace"]
+    api_port: int = contract.SERVING_DEFAULTS["serving_api_port"]
+    dist_port: int = contract.SERVING_DEFAULTS["serving_dist_port"]
+    hf_cache: str = contract.SERVING_DEFAULTS["serving_hf_cache"]
+    shm_size: str = contract.SERVING_DEFAULTS["serving_shm_size"]
+    hf_token_secret: str = contract.SERVING_DEFAULTS["serving_hf_token_secret"]
+    startup_timeout: int = contract.SERVING_DEFAULTS["serving_startup_timeout"]
+    liveness_timeout: int = contract.SERVING_DEFAULTS["serving_liveness_timeout"]
+    gid_index: dict[str, int] = field(default_factory=dict)
+    """Discovered RoCE GID index per node (roce role fact ``roce_gid_index``)."""
+    spark: str | None = None
+    """Spark that hosts a single-Spark engine (vllm/trtllm); None = the rank-0 Spark."""
+
+    @property
+    def nodes(self) -> int:
+        return len(self.plan.nodes)
+
+    def rank_node(self, rank: int) -> NodePlan:
+        for node in self.plan.nodes:
+            if node.rank == rank:
+                return node
+        raise SparkrackError(
+            Problem(
+                "--rank",
+                str(rank),
+                f"no such rank (the plan has ranks 0..{self.nodes - 1})",
+                "pick a rank of the inventory's Sparks",
+                "rank",
+            )
+        )
+
+    def spark_node(self) -> NodePlan:
+        """The Spark that hosts a single-Spark engine: ``serving_spark``, else rank 0's."""
+        if self.spark is None:
+            return self.rank_node(0)
+        for node in self.plan.nodes:
+            if node.name == self.spark:
+                return node
+        raise SparkrackError(
+            Problem(
+                "serving_spark",
+                str(self.spark),
+                "is not a Spark of the inventory",
+                f"use one of: {', '.join(n.name for n in self.plan.nodes)}",
+                "serving-spark",
+            )
+        )
+
+    @property
+    def head_address(self) -> str:
+        return self.plan.head.serving_vf.address
+
+    def gid_for(self, node: NodePlan) -> int | None:
+        if self.plan.gid_index is not None:
+            return self.plan.gid_index
+        return self.gid_index.get(node.name)
+
+
+def context_from_vars(
+    plan: FabricPlan, variables: dict[str, Any], gid_index: dict[str, int] | None = None
+) -> ServingContext:
+    """Build the context from inventory variables (``serving_*``), defaults where unset."""
+    v = {
+        **contract.SERVING_DEFAULTS,
+        **{k: val for k, val in variables.items() if val is not None},
+    }
+    return ServingContext(
+        plan=plan,
+        namespace=str(v["serving_namespace"]),
+        api_port=int(v["serving_api_port"]),
+        dist_port=int(v["serving_dist_port"]),
+        hf_cache=str(v["serving_hf_cache"]),
+        shm_size=str(v["serving_shm_size"]),
+        hf_token_secret=str(v["serving_hf_token_secret"]),
+        startup_timeout=int(v["serving_startup_timeout"]),
+        liveness_timeout=int(v["serving_liveness_timeout"]),
+        gid_index=dict(gid_index or {}),
+        spark=None if v.get("serving_spark") is None else str(v["serving_spark"]),
+    )
+
+
+SERVING_VARS = (*contract.SERVING_DEFAULTS, "serving_spark")
+
+
+def context_from_inventory(inventory: str, gid: dict[str, int] | None = None) -> ServingContext:
+    """The context of an inventory directory: its address plan, ``serving_*`` variables and the
+    RoCE GID indices its hosts record (``gid`` overrides them per node)."""
+    inv = load_inventory(inventory)
+    discovered = {
+        host: int(inv.hostvars[host]["roce_gid_index"])
+        for host in inv.sparks
+        if inv.hostvars.get(host, {}).get("roce_gid_index") is not None
+    }
+    return context_from_vars(
+        inv.plan(), {n: inv.var(n) for n in SERVING_VARS}, {**discovered, **(gid or {})}
+    )

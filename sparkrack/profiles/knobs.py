@@ -1,0 +1,210 @@
+"""Knob types: one row of an engine's table, mapping a profile key to its engine-side form.
+
+A profile key is a dotted path into the profile (``sglang.attention_backend``,
+``speculative.num_steps``, ``topology.tp``). Each engine module (``engines/<name>.py``) owns one
+tuple of knobs; the JSON Schema of the profile, the launch command, the environment, the
+engine config files and the ``extra_args``/``env`` refusals are all derived from those tables.
+
+Kinds of row:
+
+* :class:`Knob` — ``--flag V`` / ``--flag`` (bool) / ``--flag '<json>'`` / ``ENV=1|0``;
+* :class:`EnvKnob` — a profile key that becomes ``ENV=<value>``;
+* :class:`RuntimeKnob` — a deployment flag (``--nnodes``, ``--host``, the path of a rendered
+  config file): its value comes from the deployment, never from the profile, and it sits in the
+  table so the command keeps the seed's flag order and ``extra_args`` may not repeat it;
+* :class:`PositionalKnob` — a bare word (``trtllm-serve <model>``);
+* :class:`ConfigKnob` — a key of an engine config file with an exact nested schema.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Kind = Literal["value", "bool", "json", "env_bool"]
+Type = Literal["integer", "number", "string", "boolean", "object"]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One profile key and its engine-side form."""
+
+    key: str
+    """Dotted path in the profile, e.g. ``sglang.mem_fraction_static``."""
+    type: Type
+    help: str
+    flag: str | None = None
+    """CLI flag; ``None`` for environment-only knobs."""
+    env: str | None = None
+    """Environment variable for ``env_bool`` knobs."""
+    kind: Kind = "value"
+    """value: ``--flag V``; bool: ``--flag`` when true; json: ``--flag '<json>'``;
+    env_bool: ``ENV=1``/``ENV=0`` (only when the profile sets the key)."""
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    pattern: str | None = None
+    """Regular expression a string value must match (identifiers that reach argv)."""
+    since: str = ""
+    """First engine version that has the flag/env ("" = every version sparkrack supports)."""
+    env_true: str = "1"
+    env_false: str = "0"
+
+    @property
+    def section(self) -> str:
+        return self.key.split(".", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.key.split(".", 1)[1] if "." in self.key else self.key
+
+    @property
+    def from_profile(self) -> bool:
+        """True for keys a profile sets; False for rows the deployment fills in."""
+        return True
+
+    def schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "description": self.describe()}
+        if self.type == "object":
+            out["additionalProperties"] = True
+        if self.choices:
+            out["enum"] = list(self.choices)
+        if self.minimum is not None:
+            out["minimum"] = self.minimum
+        if self.maximum is not None:
+            out["maximum"] = self.maximum
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
+        return out
+
+    def describe(self) -> str:
+        target = self.flag or f"env {self.env}"
+        return f"{self.help} ({target})"
+
+    def args(self, value: Any) -> list[str]:
+        """CLI words for ``value`` (empty for env knobs and false booleans)."""
+        if self.flag is None or value is None:
+            return []
+        if self.kind == "bool":
+            return [self.flag] if value else []
+        if self.kind == "json":
+            return [self.flag, json.dumps(value, separators=(",", ":"), sort_keys=True)]
+        return [self.flag, scalar(value)]
+
+    def env_pair(self, value: Any) -> tuple[str, str] | None:
+        if self.kind != "env_bool" or self.env is None or value is None:
+            return None
+        return self.env, self.env_true if value else self.env_false
+
+
+@dataclass(frozen=True)
+class EnvKnob(Knob):
+    """``profile key`` -> ``ENV=value``."""
+
+    def env_pair(self, value: Any) -> tuple[str, str] | None:
+        if self.env is None or value is None:
+            return None
+        return self.env, scalar(value)
+
+    def describe(self) -> str:
+        return f"{self.help} (env {self.env})"
+
+
+@dataclass(frozen=True)
+class RuntimeKnob(Knob):
+    """A deployment flag the renderer fills in; never a profile key."""
+
+    runtime: str = ""
+    """Which deployment value (the engine module's ``runtime_value`` knows each name)."""
+
+    @property
+    def from_profile(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        return f"set by sparkrack ({self.flag})"
+
+
+@dataclass(frozen=True)
+class PositionalKnob(Knob):
+    """A profile key rendered as a bare word."""
+
+    def args(self, value: Any) -> list[str]:
+        return [] if value is None else [scalar(value)]
+
+
+@dataclass(frozen=True)
+class ConfigKnob(Knob):
+    """A top-level key of an engine config file; ``properties`` is its exact JSON Schema."""
+
+    properties: dict[str, Any] = field(default_factory=dict)
+
+    def schema(self) -> dict[str, Any]:
+        if self.type != "object":
+            return super().schema()
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": dict(self.properties),
+            "description": self.describe(),
+        }
+
+    def describe(self) -> str:
+        return f"{self.help} (config file key {self.name})"
+
+    def args(self, value: Any) -> list[str]:
+        return []
+
+
+def scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def lookup(data: dict[str, Any], key: str) -> Any:
+    """The value at a dotted profile key (``None`` when any part is missing)."""
+    section, _, name = key.partition(".")
+    if not name:
+        return data.get(section)
+    block = data.get(section)
+    return block.get(name) if isinstance(block, dict) else None
+
+
+def k(key: str, type_: Type, help_: str, flag: str | None = None, **kw: Any) -> Knob:
+    return Knob(key=key, type=type_, help=help_, flag=flag, **kw)
+
+
+def env(key: str, type_: Type, help_: str, name: str, **kw: Any) -> Knob:
+    if type_ == "boolean":
+        return Knob(key=key, type=type_, help=help_, env=name, kind="env_bool", **kw)
+    return EnvKnob(key=key, type=type_, help=help_, env=name, **kw)
+
+
+def runtime(flag: str, what: str) -> RuntimeKnob:
+    return RuntimeKnob(key=f"runtime.{what}", type="string", help=what, flag=flag, runtime=what)
+
+
+def cfg(key: str, type_: Type, help_: str, properties: dict[str, Any] | None = None) -> ConfigKnob:
+    return ConfigKnob(key=key, type=type_, help=help_, properties=properties or {})
+
+
+# --- identifier patterns: strings that reach argv or manifests (JSON Schema ``pattern``) ------
+# ``(?!\n)$`` keeps a trailing newline out: Python's ``$`` also matches before a final newline.
+HF_ID = r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(?!\n)$"
+"""A Hugging Face repo id: ``owner/name``, no ``..``, no leading dash."""
+IDENT = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}(?!\n)$"
+"""A name an engine looks up (parser, backend, served model name): no leading dash, no spaces."""
+ABS_PATH = r"^(?!.*\.\.)/[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*(?!\n)$"
+"""An absolute path inside the container, without ``..``."""
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REF = (
+    rf"^{_COMPONENT}(?::[0-9]{{1,5}})?(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?(?!\n)$"
+)
+"""An OCI image reference: ``[registry[:port]/]path[:tag][@sha256:<digest>]``."""
+ARCHITECTURE = r"^[A-Za-z][A-Za-z0-9_]{0,127}(?!\n)$"
+"""A transformers architecture class name (``config.json`` ``architectures[0]``)."""
+WORD = r"^[^\x00-\x1f\x7f]*$"
+"""A command-line word: no control characters (newlines included)."""
