@@ -8,6 +8,7 @@ and run after these.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +32,45 @@ OWNED_ENV = (
     "HF_HOME",
     "POD_FABRIC_IFNAME",
 )
+
+# Variables a shared profile may not set, with the reason: they would send the HF token to another
+# host, inject code into the server process, or override the fabric settings sparkrack renders.
+DENIED_ENV: tuple[tuple[str, str], ...] = (
+    ("HF_ENDPOINT", "points the Hugging Face client, and with it the HF token, at another host"),
+    ("HF_TOKEN", "a secret: it comes from the Kubernetes Secret"),
+    ("HUGGING_FACE_HUB_TOKEN", "a secret: the HF token comes from the Kubernetes Secret"),
+    ("HTTP_PROXY", "routes the server's downloads (and the HF token) through another host"),
+    ("HTTPS_PROXY", "routes the server's downloads (and the HF token) through another host"),
+    ("ALL_PROXY", "routes the server's downloads (and the HF token) through another host"),
+    ("REQUESTS_CA_BUNDLE", "trusts another CA for the HF download: the token can be intercepted"),
+    ("SSL_CERT_FILE", "trusts another CA for the HF download: the token can be intercepted"),
+    ("CURL_CA_BUNDLE", "trusts another CA for the HF download: the token can be intercepted"),
+    ("LD_PRELOAD", "loads foreign code into the server process"),
+    ("LD_LIBRARY_PATH", "loads foreign libraries into the server process"),
+    ("PYTHONPATH", "imports foreign code before the engine's own"),
+    ("PYTHONSTARTUP", "runs foreign code in the server's interpreter"),
+    ("PYTHONHOME", "replaces the image's Python"),
+    ("PYTHONUSERBASE", "imports foreign code from a user site directory"),
+    ("NCCL_CONF_FILE", "loads NCCL settings from a file, past the fabric env sparkrack renders"),
+    ("NCCL_TOPO_FILE", "replaces NCCL's view of the fabric sparkrack configured"),
+    ("NCCL_NET_PLUGIN", "loads a foreign NCCL network plugin"),
+    ("NCCL_IB_*", "a fabric setting: sparkrack renders the RoCE env from the address plan"),
+    ("NCCL_SOCKET_*", "a fabric setting: sparkrack renders the interface from the address plan"),
+    ("GLOO_*", "a fabric setting: sparkrack renders the interface from the address plan"),
+    ("*_TOKEN", "looks like a secret: secrets come from Kubernetes Secrets, never a profile"),
+    ("*_API_KEY", "looks like a secret: secrets come from Kubernetes Secrets, never a profile"),
+    ("*SECRET*", "looks like a secret: secrets come from Kubernetes Secrets, never a profile"),
+    ("*PASSWORD*", "looks like a secret: secrets come from Kubernetes Secrets, never a profile"),
+)
+
+
+def denied_env(name: str) -> str | None:
+    """The reason ``name`` may not be set by a profile, or None."""
+    for pattern, reason in DENIED_ENV:
+        if fnmatch.fnmatchcase(name, pattern):
+            return reason
+    return None
+
 
 RULES = RuleSet()
 
@@ -136,6 +176,13 @@ def _env(c: Ctx) -> Iterator[Problem]:
                 f"is the profile key {registry_env[key]}",
                 f"set {registry_env[key]} instead",
                 "env-owned",
+            )
+        elif (reason := denied_env(str(key))) is not None:
+            yield c.p(
+                f"env.{key}",
+                f"may not be set by a profile ({reason})",
+                "remove it (profiles are shared; the inventory and Secrets own these)",
+                "env-denied",
             )
 
 
