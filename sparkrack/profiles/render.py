@@ -143,20 +143,11 @@ def render_command(profile: Profile, ctx: ServingContext, rank: int = 0) -> str:
 
 
 def nccl_env(profile: Profile, ctx: ServingContext, node: NodePlan) -> dict[str, str]:
-    env = {
-        "NCCL_DEBUG": "INFO",
-        "NCCL_SOCKET_IFNAME": POD_FABRIC_IFNAME,
-        "GLOO_SOCKET_IFNAME": POD_FABRIC_IFNAME,
-    }
-    if profile.transport == "socket":
-        env.update({"NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket"})
-        return env
-    # NCCL_NET=IB turns the silent socket fallback (seed 003) into a startup error.
-    env.update({"NCCL_NET": "IB", "NCCL_IB_HCA": node.serving_vf.rdma_device})
-    gid = ctx.gid_for(node)
-    if gid is not None:
-        env["NCCL_IB_GID_INDEX"] = str(gid)
-    return env
+    from sparkrack.ncclenv import rank_env
+
+    return rank_env(
+        ctx.plan, node, transport=profile.transport, gid_index=ctx.gid_index.get(node.name)
+    )
 
 
 def render_env(profile: Profile, ctx: ServingContext, rank: int = 0) -> dict[str, str]:
