@@ -31,7 +31,7 @@ from sparkrack.cluster import (  # noqa: E402
 from sparkrack.cluster.fabric_check import Transport, render_fabric_check  # noqa: E402
 from sparkrack.cluster.options import options_from  # noqa: E402
 from sparkrack.errors import Problem, SparkrackError  # noqa: E402
-from sparkrack.nccl import Requested, check_fabric  # noqa: E402
+from sparkrack.nccl import Requested, gate  # noqa: E402
 
 T = TypeVar("T")
 
@@ -133,19 +133,40 @@ def fabric_check_manifests(
     return _guard("fabric-check manifests", run)
 
 
-def fabric_gate(text: str, requested: str, min_busbw_gbps: float) -> dict[str, Any]:
-    """Parse the NCCL log and judge it: ``{passed, problems, transport, busbw_gbps, ...}``."""
+def fabric_gate(
+    text: str,
+    requested: str,
+    min_busbw_gbps: float | str | None = None,
+    plan_fact: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Parse the NCCL log and judge it: ``{passed, problems, transport, busbw_gbps, rails, ...}``.
+
+    With ``plan_fact`` every rail's serving VF must carry traffic and the default floor scales
+    with the rails; ``min_busbw_gbps`` None = that default.
+    """
     if requested not in ("roce", "socket"):
         raise AnsibleFilterError(
             f"fabric gate: requested transport {requested!r} is not roce|socket"
         )
-    report, problems = check_fabric(text, cast(Requested, requested), float(min_busbw_gbps))
+    hcas: tuple[str, ...] = ()
+    if plan_fact:
+        plan = _guard("fabric gate", lambda: _plan(plan_fact))
+        hcas = tuple(vf.rdma_device for vf in plan.head.rail_vfs(plan.serving_vf_index))
+    floor = None if min_busbw_gbps in (None, "") else float(min_busbw_gbps)
+    verdict = gate(text, cast(Requested, requested), floor, hcas=hcas)
+    report = verdict.report
     return {
-        "passed": not problems,
-        "problems": [str(p) for p in problems],
+        "passed": verdict.passed,
+        "problems": [str(p) for p in verdict.problems],
         "transport": report.transport,
         "link_layer": report.link_layer,
         "ib_devices": list(report.ib_devices),
+        "rails": [
+            {"device": dev, "used": used, "channels": channels}
+            for dev, used, channels in verdict.rail_use()
+        ],
+        "floor_gbps": verdict.floor_gbps,
+        "nccl_version": report.nccl_version,
         "busbw_gbps": report.busbw_gbps,
         "avg_busbw_gbps": report.avg_busbw_gbps,
         "evidence": list(report.lines[:20]),

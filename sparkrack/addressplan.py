@@ -7,12 +7,17 @@ computes an address on its own.
 Layout inside ``fabric.subnet`` (default block of 16 addresses)::
 
     block 0 .. P-1        PF address of port p          host offset = p * block + spark_index
-    block P .. P+V-1      VF v on the SR-IOV port        host offset = (P + v) * block + spark_index
+    block P+r*V+v         VF v on rail r                 host offset = (P + r*V + v) * block + spark_index
+
+A *rail* is a PF whose VFs serve NCCL (``fabric.rails``, default: the first port only). Each GB10
+QSFP cage enumerates as two PCIe Gen5 x4 functions (``enp1s0f0np0`` and ``enP2p1s0f0np0``) of about
+100 Gb/s each; NCCL reaches the cable's ~200 Gb/s only with a VF of both in ``NCCL_IB_HCA``, so a
+serving pod gets VF v of *every* rail. Rail 0's layout is the single-rail layout unchanged.
 
 With ``10.77.0.0/24``, one port and 4 VFs: spark3's PF is ``10.77.0.3`` and its VF1 is
 ``10.77.0.35`` — the last digits always tell the node. Every VF gets a fixed, locally
-administered MAC ``<mac_prefix>:<spark_index>:<port>:<vf>`` so the GID table and ARP entries
-survive VF re-creation.
+administered MAC ``<mac_prefix>:<spark_index>:<port>:<vf>`` (``port`` = the rail's position in
+``fabric.ports``) so the GID table and ARP entries survive VF re-creation.
 
 Device names follow the kernel's predictable naming on DGX OS: the PF ``enp1s0f0np0`` has the
 base ``enp1s0f0``; its VF v is the netdev ``enp1s0f0v<v>`` and the RDMA device
@@ -32,8 +37,9 @@ from sparkrack.errors import Problem, SparkrackError
 FABRIC_KEYS: dict[str, str] = {
     "subnet": "IPv4 network of the QSFP fabric, e.g. 10.77.0.0/24",
     "mtu": "MTU of the fabric ports and VFs (9000 on the ConnectX-7 fabric)",
-    "ports": "list of ConnectX-7 PF netdevs addressed on every Spark; the first carries the VFs",
-    "vf_count": "number of SR-IOV VFs created on the first port",
+    "ports": "list of ConnectX-7 PF netdevs addressed on every Spark",
+    "rails": "PFs (from ports) whose VFs serve NCCL; default: the first port only",
+    "vf_count": "number of SR-IOV VFs created on every rail",
     "vfs_in_use": "VF indices handed to serving pods (each gets a NAD and a host IPv4)",
     "block": "addresses per block of the plan; every spark_index must be below it",
     "mac_prefix": "first three octets of VF MACs; must be locally administered unicast",
@@ -43,12 +49,16 @@ FABRIC_KEYS: dict[str, str] = {
 _DEFAULTS: dict[str, Any] = {
     "mtu": 9000,
     "ports": ["enp1s0f0np0"],
+    "rails": None,
     "vf_count": 4,
     "vfs_in_use": [0],
     "block": 16,
     "mac_prefix": "02:53:50",
     "gid_index": None,
 }
+
+MIN_FABRIC_MTU = 9000
+"""Smallest fabric MTU the plan accepts: RoCE on the ConnectX-7 fabric is planned for jumbo frames."""
 
 _PORT_RE = re.compile(r"^en[A-Za-z0-9]+?(np\d+)?$")
 
@@ -83,6 +93,10 @@ class VfPlan:
     prefixlen: int
     mac: str
     in_use: bool
+    rail: int = 0
+    """Position of the VF's PF in ``fabric.rails`` (0 = the first rail)."""
+    pf: str = ""
+    """The PF netdev the VF is created on."""
 
     @property
     def cidr(self) -> str:
@@ -97,24 +111,33 @@ class NodePlan:
     node_ip: str
     ports: tuple[PortPlan, ...]
     vfs: tuple[VfPlan, ...]
+    """Every planned VF, rail by rail (rail 0's VFs first)."""
 
-    def vf(self, index: int) -> VfPlan:
+    def vf(self, index: int, rail: int = 0) -> VfPlan:
         for vf in self.vfs:
-            if vf.index == index:
+            if vf.index == index and vf.rail == rail:
                 return vf
+        count = sum(1 for vf in self.vfs if vf.rail == 0)
         raise SparkrackError(
             Problem(
                 "fabric",
                 "vfs_in_use",
-                f"VF index {index} does not exist on {self.name} (VFs 0..{len(self.vfs) - 1})",
+                f"VF index {index} does not exist on {self.name} rail {rail} (VFs 0..{count - 1})",
                 "use an index below fabric.vf_count or raise fabric.vf_count",
             )
         )
 
+    def rail_vfs(self, index: int) -> tuple[VfPlan, ...]:
+        """VF ``index`` of every rail, in rail order: what one NCCL rank is given."""
+        found = tuple(vf for vf in self.vfs if vf.index == index)
+        if not found:
+            self.vf(index)  # raises the error naming the key and the fix
+        return found
+
     @property
     def serving_vf(self) -> VfPlan:
-        """The VF the serving pod on this node gets (first VF in use)."""
-        return next(vf for vf in self.vfs if vf.in_use)
+        """The first rail's VF of the serving pod on this node (first VF in use)."""
+        return next(vf for vf in self.vfs if vf.in_use and vf.rail == 0)
 
 
 @dataclass(frozen=True)
@@ -127,6 +150,13 @@ class FabricPlan:
     vfs_in_use: tuple[int, ...]
     gid_index: int | None
     nodes: tuple[NodePlan, ...] = field(default_factory=tuple)
+    rails: tuple[str, ...] = ()
+    """PFs whose VFs serve NCCL, in rail order (``rails[0] == sriov_port``)."""
+
+    @property
+    def serving_vf_index(self) -> int:
+        """The VF index a deployment gets when it names none (first VF in use)."""
+        return self.vfs_in_use[0]
 
     def node(self, name: str) -> NodePlan:
         for node in self.nodes:
@@ -173,6 +203,8 @@ class FabricPlan:
                             prefixlen=int(data["prefixlen"]),
                             mac=str(v["mac"]),
                             in_use=bool(v["in_use"]),
+                            rail=int(v.get("rail", 0)),
+                            pf=str(v.get("pf", data["sriov_port"])),
                         )
                         for v in n["vfs"]
                     ),
@@ -189,6 +221,7 @@ class FabricPlan:
                 vfs_in_use=tuple(int(v) for v in data["vfs_in_use"]),
                 gid_index=None if gid is None else int(gid),
                 nodes=nodes,
+                rails=tuple(str(r) for r in data.get("rails") or [data["sriov_port"]]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SparkrackError(
@@ -207,6 +240,7 @@ class FabricPlan:
             "prefixlen": self.prefixlen,
             "mtu": self.mtu,
             "sriov_port": self.sriov_port,
+            "rails": list(self.rails),
             "vf_count": self.vf_count,
             "vfs_in_use": list(self.vfs_in_use),
             "gid_index": self.gid_index,
@@ -236,6 +270,8 @@ class FabricPlan:
                             "cidr": v.cidr,
                             "mac": v.mac,
                             "in_use": v.in_use,
+                            "rail": v.rail,
+                            "pf": v.pf,
                         }
                         for v in n.vfs
                     ],
@@ -305,6 +341,16 @@ def compute_plan(
     mtu = _int(spec["mtu"], "mtu", source, problems)
     if mtu and not 1280 <= mtu <= 9216:
         problems.append(_problem("mtu", f"{mtu} is out of range", "use 9000 on the fabric", source))
+    elif mtu and mtu < MIN_FABRIC_MTU:
+        problems.append(
+            _problem(
+                "mtu",
+                f"{mtu} is below {MIN_FABRIC_MTU}: RoCE then runs with small frames and NCCL does "
+                "not reach the link's bandwidth",
+                f"set fabric.mtu: {MIN_FABRIC_MTU} (and jumbo frames on the switch, if any)",
+                source,
+            )
+        )
     block = _int(spec["block"], "block", source, problems)
     if block and block < 2:
         problems.append(_problem("block", "must be at least 2", "use 16", source))
@@ -386,6 +432,50 @@ def compute_plan(
     gid_index = spec["gid_index"]
     if gid_index is not None:
         gid_index = _int(gid_index, "gid_index", source, problems)
+        if gid_index < 0:
+            problems.append(
+                _problem(
+                    "gid_index",
+                    f"{gid_index} is not a GID table index (NCCL would get NCCL_IB_GID_INDEX="
+                    f"{gid_index})",
+                    "remove it (null: the roce role discovers the RoCE v2 IPv4 index) or set the "
+                    "index `show_gids` lists for the VF's address",
+                    source,
+                )
+            )
+
+    rails_raw = spec["rails"]
+    rails: list[str]
+    if rails_raw is None:
+        rails = [ports[0]] if isinstance(ports, list) and ports else []
+    elif (
+        not isinstance(rails_raw, list)
+        or not rails_raw
+        or not all(isinstance(r, str) for r in rails_raw)
+    ):
+        problems.append(
+            _problem(
+                "rails",
+                "must be a non-empty list of PF names from fabric.ports",
+                "e.g. rails: [enp1s0f0np0, enP2p1s0f0np0], or remove it for the first port only",
+                source,
+            )
+        )
+        rails = []
+    else:
+        rails = list(rails_raw)
+        for rail in rails:
+            if isinstance(ports, list) and rail not in ports:
+                problems.append(
+                    _problem(
+                        "rails",
+                        f"{rail!r} is not in fabric.ports ({', '.join(map(str, ports))})",
+                        "add it to fabric.ports too: a rail's PF needs its own planned address",
+                        source,
+                    )
+                )
+        if len(set(rails)) != len(rails):
+            problems.append(_problem("rails", "lists a PF twice", "list each PF once", source))
 
     # --- nodes -------------------------------------------------------------------------
     if not nodes:
@@ -471,7 +561,7 @@ def compute_plan(
         node_ips.setdefault(str(ip), node.name)
 
     if subnet is not None and block >= 2 and isinstance(ports, list):
-        blocks_needed = len(ports) + max(vf_count, 0)
+        blocks_needed = len(ports) + max(len(rails), 1) * max(vf_count, 0)
         last_offset = blocks_needed * block - 1
         if last_offset >= subnet.num_addresses - 1:
             problems.append(
@@ -479,7 +569,7 @@ def compute_plan(
                     "subnet",
                     f"{subnet} has {subnet.num_addresses} addresses but the "
                     f"plan needs {blocks_needed} blocks of {block} "
-                    f"({len(ports)} port(s) + {vf_count} VFs)",
+                    f"({len(ports)} port(s) + {vf_count} VFs x {max(len(rails), 1)} rail(s))",
                     "use a larger subnet (e.g. /24), fewer VFs or a smaller block",
                     source,
                 )
@@ -499,17 +589,19 @@ def compute_plan(
             )
             for i, p in enumerate(ports)
         )
-        base = port_base(ports[0])
         vf_plans = tuple(
             VfPlan(
                 index=v,
-                netdev=f"{base}v{v}",
-                rdma_device=f"{rdma_name(ports[0])}v{v}",
-                address=addr(len(ports) + v, index),
+                netdev=f"{port_base(pf)}v{v}",
+                rdma_device=f"{rdma_name(pf)}v{v}",
+                address=addr(len(ports) + r * vf_count + v, index),
                 prefixlen=subnet.prefixlen,
-                mac=f"{mac_prefix}:{index:02x}:00:{v:02x}",
+                mac=f"{mac_prefix}:{index:02x}:{ports.index(pf):02x}:{v:02x}",
                 in_use=v in in_use,
+                rail=r,
+                pf=pf,
             )
+            for r, pf in enumerate(rails)
             for v in range(vf_count)
         )
         plans.append(
@@ -539,6 +631,7 @@ def compute_plan(
         vfs_in_use=tuple(in_use),
         gid_index=gid_index,
         nodes=tuple(plans),
+        rails=tuple(rails),
     )
 
 
@@ -554,36 +647,46 @@ def nodes_from_hostvars(
     return result
 
 
-# --- How a serving pod gets its node's VF (read by the NAD renderer and the pod renderer) -----
+# --- How a serving pod gets its node's VFs (read by the NAD renderer and the pod renderer) ----
 #
-# One NetworkAttachmentDefinition per VF index in use (``sparkrack-vf<v>``, host-device moving the
-# VF netdev ``<base>v<v>`` into the pod, static IPAM with the ``ips`` capability). The netdev name is
-# the same on every Spark, so one NAD serves all nodes; each pod asks for *its* node's planned
-# address through the Multus annotation below, which equals the host-side netplan address of that
+# One NetworkAttachmentDefinition per (rail, VF index) (``sparkrack-vf<v>`` on the first rail,
+# ``sparkrack-rail<r>-vf<v>`` on the others; host-device moving the VF netdev ``<base>v<v>`` into
+# the pod, static IPAM with the ``ips`` capability). The netdev name is the same on every Spark, so
+# one NAD serves all nodes; each pod asks for *its* node's planned addresses through the Multus
+# annotation below, one interface per rail, each equal to the host-side netplan address of that
 # VF (seed 003: without the same IPv4 on the host the GID table holds only fe80:: entries).
 
 POD_FABRIC_IFNAME = "net1"
-"""Name of the VF inside the serving pod; NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME point here."""
+"""The first rail's VF inside the pod; NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME point here."""
 
 
-def nad_name(vf_index: int) -> str:
-    return f"sparkrack-vf{vf_index}"
+def pod_ifname(rail: int) -> str:
+    """Name of rail ``rail``'s VF inside the pod: ``net1`` for the first rail, then ``net2``..."""
+    return f"net{rail + 1}"
+
+
+def nad_name(vf_index: int, rail: int = 0) -> str:
+    if rail == 0:
+        return f"sparkrack-vf{vf_index}"
+    return f"sparkrack-rail{rail}-vf{vf_index}"
 
 
 def pod_network_annotation(node: NodePlan, namespace: str, vf_index: int | None = None) -> str:
-    """Value of ``k8s.v1.cni.cncf.io/networks`` for the serving pod on ``node``."""
+    """Value of ``k8s.v1.cni.cncf.io/networks`` for a pod on ``node``: VF ``vf_index`` of every
+    rail (None = the serving VF), one Multus interface each."""
     import json
 
-    vf = node.serving_vf if vf_index is None else node.vf(vf_index)
+    index = node.serving_vf.index if vf_index is None else vf_index
     return json.dumps(
         [
             {
-                "name": nad_name(vf.index),
+                "name": nad_name(vf.index, vf.rail),
                 "namespace": namespace,
-                "interface": POD_FABRIC_IFNAME,
+                "interface": pod_ifname(vf.rail),
                 "ips": [vf.cidr],
                 "mac": vf.mac,
             }
+            for vf in node.rail_vfs(index)
         ],
         separators=(",", ":"),
     )

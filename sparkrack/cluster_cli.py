@@ -20,7 +20,7 @@ from sparkrack.cluster.fabric_check import render_fabric_check
 from sparkrack.cluster.options import options_from
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inventory import load_inventory
-from sparkrack.nccl import DEFAULT_MIN_BUSBW_GBPS, check_fabric
+from sparkrack.nccl import MIN_BUSBW_PER_RAIL_GBPS, MIN_BUSBW_SOCKET_GBPS, gate, hca_devices
 
 
 def register(sub: Any) -> None:
@@ -47,7 +47,13 @@ def register(sub: Any) -> None:
     f.add_argument(
         "--min-busbw",
         type=float,
-        help="floor in GB/s (default: 10 for roce, 1 for socket)",
+        help=f"floor in GB/s (default: {MIN_BUSBW_PER_RAIL_GBPS:g} per rail for roce, "
+        f"{MIN_BUSBW_SOCKET_GBPS:g} for socket)",
+    )
+    f.add_argument(
+        "--hca",
+        help="NCCL_IB_HCA the ranks ran with (=dev1,dev2: one device per rail); "
+        "default: the log's 'NCCL_IB_HCA set to' line",
     )
     f.set_defaults(handler=run_fabric_check)
 
@@ -78,16 +84,22 @@ def run_fabric_check(args: argparse.Namespace) -> int:
                 Problem(args.log, "--log", "does not exist", "pass the NCCL INFO log of the test")
             )
         text = path.read_text(errors="replace")
-    floor = args.min_busbw if args.min_busbw is not None else DEFAULT_MIN_BUSBW_GBPS[args.requested]
-    report, problems = check_fabric(text, args.requested, floor, source=args.log)
+    hcas = hca_devices(args.hca) if args.hca else ()
+    verdict = gate(text, args.requested, args.min_busbw, source=args.log, hcas=hcas)
+    report = verdict.report
     bw = "n/a" if report.busbw_gbps is None else f"{report.busbw_gbps:.2f} GB/s"
     link = f"/{report.link_layer}" if report.link_layer else ""
+    version = f"  NCCL {report.nccl_version}" if report.nccl_version else ""
     print(
         f"transport: {report.transport or 'unknown'}{link}  requested: {args.requested}  "
-        f"peak busbw: {bw}  floor: {floor:.2f} GB/s"
+        f"peak busbw: {bw}  floor: {verdict.floor_gbps:.2f} GB/s "
+        f"({len(verdict.rails) or 1} rail(s)){version}"
     )
-    if problems:
-        for p in problems:
+    for dev, listed, channels in verdict.rail_use():
+        state = f"used, {channels} channel(s)" if listed else "NOT used"
+        print(f"rail {dev}: {state}")
+    if verdict.problems:
+        for p in verdict.problems:
             print(f"FAIL {p}")
         return 1
     print("PASS")

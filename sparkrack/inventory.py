@@ -73,16 +73,16 @@ def load_inventory(path: str | Path) -> Inventory:
     hostvars: dict[str, dict[str, Any]] = {}
     for host in manager.get_hosts():
         raw = variables.get_vars(host=host, include_hostvars=False)
-        hostvars[str(host.name)] = {str(k): _plain(v) for k, v in raw.items()}
+        hostvars[str(host.name)] = {str(k): plain(v) for k, v in raw.items()}
     return Inventory(path=inv_path, groups=groups, hostvars=hostvars)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Strip ansible's tagged/unsafe wrappers so values are plain Python data."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):

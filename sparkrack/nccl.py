@@ -19,6 +19,7 @@ Lines may carry a ``host:pid:tid [dev]`` prefix and an ``srun``-style `` 0: `` r
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,10 +29,20 @@ Transport = Literal["IB", "Socket"]
 Requested = Literal["roce", "socket"]
 
 # Default floors of the fabric gate (GB/s, peak all-reduce bus bandwidth across all Sparks).
-# Seed 003: TCP sockets top out around 2 GB/s on the Grace CPU and RoCE is several times faster;
-# a 200 GbE link carries at most 25 GB/s. 10 GB/s = 5x the socket ceiling: a socket path can
-# never pass it, a healthy RoCE VF path clears it with margin.
-DEFAULT_MIN_BUSBW_GBPS: dict[str, float] = {"roce": 10.0, "socket": 1.0}
+# Seed 003: TCP sockets top out around 2 GB/s on the Grace CPU. Each rail (one PCIe Gen5 x4 half
+# of a QSFP cage) carries ~100 Gb/s = 12.5 GB/s; public back-to-back measurements reached 98 Gb/s
+# busbw on one rail and 161 Gb/s (20 GB/s) on two. 8 GB/s per rail = 4x the socket ceiling, and
+# with two rails 16 GB/s is above what one rail can carry: a second rail left idle fails the gate.
+MIN_BUSBW_PER_RAIL_GBPS = 8.0
+MIN_BUSBW_SOCKET_GBPS = 1.0
+
+
+def default_min_busbw(requested: str, rails: int = 1) -> float:
+    """Default floor of the fabric gate: per rail in use for RoCE, flat for the socket baseline."""
+    if requested == "socket":
+        return MIN_BUSBW_SOCKET_GBPS
+    return MIN_BUSBW_PER_RAIL_GBPS * max(rails, 1)
+
 
 _RANK_PREFIX = r"^(?:\s*\d+:\s*)?"
 _IB_USING = re.compile(r"NET/IB\s*:\s*Using\s*(?P<devs>(?:\s*\[\d+\]\S+)+)")
@@ -49,6 +60,13 @@ _ROW = re.compile(
     r"(?:\s+(?P<time2>[\d.]+)\s+(?P<algbw2>[\d.]+)\s+(?P<busbw2>[\d.]+)\s+(?P<wrong2>\S+))?\s*$"
 )
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<bw>[\d.]+)")
+_NET_INIT_FAILED = re.compile(r"Failed to initialize any NET plugin")
+_IB_HCA_SET = re.compile(r"NCCL_IB_HCA set (?:by environment )?to (?P<hca>\S+)")
+_VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
+_CHANNEL_IB_DEV = re.compile(r"via NET/IB/(?P<dev>\d+)")
+_CHANNEL_LOCAL = re.compile(
+    r"Channel\s+\d+/\d+\s*:\s*\d+\[\d+\]\s*->\s*\d+\[\d+\].*via\s+(?:P2P|SHM)/"
+)
 _GID_UNREACHABLE = re.compile(r"ibv_modify_qp.*(Network is unreachable|errno 101)", re.IGNORECASE)
 
 
@@ -74,6 +92,17 @@ class NcclReport:
     wrong: int = 0
     gid_unreachable: bool = False
     lines: tuple[str, ...] = field(default_factory=tuple)
+    net_init_failed: bool = False
+    """``NCCL WARN Failed to initialize any NET plugin``: the communicator never came up."""
+    ib_no_device: bool = False
+    """``NET/IB : No device found.``: the IB/RoCE plugin saw no verbs device."""
+    ib_hca: str | None = None
+    """``NCCL_IB_HCA`` as NCCL read it (``NCCL_IB_HCA set to ...``)."""
+    nccl_version: str | None = None
+    local_channels: int = 0
+    """Channels over P2P/SHM: between GPUs of one host, never over the fabric."""
+    ib_channels_by_device: tuple[tuple[str, int], ...] = ()
+    """(device, channels) for every device NCCL listed in ``NET/IB : Using``, in its order."""
 
 
 def _wrong(value: str | None) -> int:
@@ -92,15 +121,31 @@ def parse_nccl_log(text: str) -> NcclReport:
     ib_channels = socket_channels = 0
     rows: list[BwRow] = []
     avg: float | None = None
-    gid_unreachable = False
+    gid_unreachable = net_init_failed = ib_no_device = False
+    ib_hca: str | None = None
+    version: str | None = None
+    local_channels = 0
+    by_index: dict[int, int] = {}
     for raw in text.splitlines():
         line = raw.rstrip()
         if m := _CHANNEL.search(line):
             if m["net"] == "IB":
                 ib_channels += 1
+                if d := _CHANNEL_IB_DEV.search(line):
+                    by_index[int(d["dev"])] = by_index.get(int(d["dev"]), 0) + 1
             elif m["net"] == "Socket":
                 socket_channels += 1
             lines_used.append(line)
+        elif _CHANNEL_LOCAL.search(line):
+            local_channels += 1
+        elif _NET_INIT_FAILED.search(line):
+            net_init_failed = True
+            lines_used.append(line)
+        elif m := _IB_HCA_SET.search(line):
+            ib_hca = m["hca"]
+            lines_used.append(line)
+        elif m := _VERSION.search(line):
+            version = version or m["version"]
         elif m := _IB_USING.search(line):
             init_ib = True
             for dev in _IB_DEV.finditer(m["devs"]):
@@ -109,6 +154,7 @@ def parse_nccl_log(text: str) -> NcclReport:
                 link_layer = dev["link"]
             lines_used.append(line)
         elif _IB_NONE.search(line):
+            ib_no_device = True
             lines_used.append(line)
         elif _SOCKET_USING.search(line):
             init_socket = True
@@ -154,6 +200,12 @@ def parse_nccl_log(text: str) -> NcclReport:
         wrong=sum(r.wrong for r in rows),
         gid_unreachable=gid_unreachable,
         lines=tuple(lines_used),
+        net_init_failed=net_init_failed,
+        ib_no_device=ib_no_device,
+        ib_hca=ib_hca,
+        nccl_version=version,
+        local_channels=local_channels,
+        ib_channels_by_device=tuple((dev, by_index.get(i, 0)) for i, dev in enumerate(ib_devices)),
     )
 
 
@@ -168,6 +220,8 @@ def _transport_problems(report: NcclReport, requested: str, source: str) -> list
         return [
             Problem(source, "requested", f"{requested!r} is not a transport", "use roce or socket")
         ]
+    if report.net_init_failed:
+        return [net_init_problem(report, source)]
     if report.transport is None:
         return [
             Problem(
@@ -227,12 +281,127 @@ def _transport_problems(report: NcclReport, requested: str, source: str) -> list
     return []
 
 
+def net_init_problem(report: NcclReport, source: str) -> Problem:
+    """Why NCCL could not bring up any network plugin, and the fix."""
+    hca = f" (NCCL_IB_HCA={report.ib_hca})" if report.ib_hca else ""
+    if report.ib_no_device:
+        return Problem(
+            source,
+            "NET/IB",
+            "NCCL found no verbs device ('NET/IB : No device found') and, with NCCL_NET=IB, "
+            "failed at init ('Failed to initialize any NET plugin'): the RDMA devices are not "
+            f"visible in the pod, or NCCL_IB_HCA names a device that does not exist{hca}",
+            "run the pod privileged (host-device moves the VF netdev, not /dev/infiniband/*); on "
+            "the node, `ls /sys/class/infiniband` must list every device of NCCL_IB_HCA (the VFs "
+            "of every rail: systemctl status sparkrack-sriov); NCCL_IB_HCA comes from the address "
+            "plan (`sparkrack addresses`)",
+            "nccl-net-ib-no-device",
+        )
+    return Problem(
+        source,
+        "NCCL_NET",
+        "NCCL could not initialise any network plugin ('Failed to initialize any NET plugin') "
+        "and never tried NET/IB: NCCL_NET names a plugin that is neither built in nor installed "
+        "as libnccl-net-<name>.so",
+        "set NCCL_NET=IB (RoCE) or NCCL_NET=Socket, as sparkrack.ncclenv renders it",
+        "nccl-net-plugin-not-found",
+    )
+
+
+def rail_problems(report: NcclReport, hcas: Sequence[str], source: str) -> list[Problem]:
+    """A rail whose VF device NCCL did not list in ``NET/IB : Using`` carries no traffic."""
+    unused = [dev for dev in hcas if dev not in report.ib_devices]
+    if not unused or report.transport != "IB":
+        return []
+    return [
+        Problem(
+            source,
+            "NCCL_IB_HCA",
+            f"NCCL does not use rail device(s) {', '.join(unused)} (it lists "
+            f"{', '.join(report.ib_devices) or 'none'})",
+            "check the VF exists on that rail (`ls /sys/class/infiniband` on the node), its "
+            "NAD is attached to the pod and NCCL_IB_HCA lists it in the =dev1,dev2 form",
+            "nccl-rail-unused",
+        )
+    ]
+
+
+def hca_devices(hca: str) -> tuple[str, ...]:
+    """Devices of an ``NCCL_IB_HCA`` value: ``=a,b`` -> (a, b); port suffixes dropped."""
+    return tuple(part.split(":")[0] for part in hca.lstrip("^=").split(",") if part.split(":")[0])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The fabric gate's verdict on one log."""
+
+    report: NcclReport
+    problems: list[Problem]
+    rails: tuple[str, ...]
+    """The rail devices the ranks were given (``hcas`` or the log's NCCL_IB_HCA line)."""
+    floor_gbps: float
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def rail_use(self) -> list[tuple[str, bool, int]]:
+        """(rail device, listed by NCCL, channels on it) for every rail."""
+        channels = dict(self.report.ib_channels_by_device)
+        return [(dev, dev in channels, channels.get(dev, 0)) for dev in self.rails]
+
+
+def gate(
+    text: str,
+    requested: Requested,
+    min_busbw_gbps: float | None = None,
+    source: str = "nccl log",
+    hcas: Sequence[str] = (),
+) -> Verdict:
+    """The fabric gate with its defaults: the rails are ``hcas`` or, when empty, the devices of
+    the log's ``NCCL_IB_HCA set to`` line; the floor defaults to :func:`default_min_busbw` for
+    that many rails."""
+    report = parse_nccl_log(text)
+    rails = tuple(hcas) or (hca_devices(report.ib_hca) if report.ib_hca else ())
+    floor = (
+        min_busbw_gbps
+        if min_busbw_gbps is not None
+        else default_min_busbw(requested, len(rails) or 1)
+    )
+    _, problems = check_fabric(text, requested, floor, source, rails)
+    return Verdict(report, problems, rails, floor)
+
+
 def check_fabric(
-    text: str, requested: Requested, min_busbw_gbps: float, source: str = "nccl log"
+    text: str,
+    requested: Requested,
+    min_busbw_gbps: float,
+    source: str = "nccl log",
+    hcas: Sequence[str] = (),
 ) -> tuple[NcclReport, list[Problem]]:
-    """The fabric gate: transport as requested, no wrong results, peak bus bandwidth >= floor."""
+    """The fabric gate: transport as requested, every rail's device (``hcas``) in use, no wrong
+    results, peak bus bandwidth >= floor."""
     report = parse_nccl_log(text)
     problems = _transport_problems(report, requested, source)
+    if report.net_init_failed:
+        return report, problems  # nothing ran: no rows to judge
+    if requested == "roce":
+        problems += rail_problems(report, hcas, source)
+    if (
+        report.transport is not None
+        and report.ib_channels + report.socket_channels == 0
+        and (report.local_channels)
+    ):
+        problems.append(
+            Problem(
+                source,
+                "transport",
+                f"all {report.local_channels} channel(s) run over P2P/SHM inside one host: the "
+                "all-reduce never crossed the fabric",
+                "run one rank per Spark (the fabric-check pods pin one per node)",
+                "nccl-no-fabric",
+            )
+        )
     if report.busbw_gbps is None:
         problems.append(
             Problem(

@@ -200,3 +200,80 @@ def test_plan_round_trips_through_the_fact() -> None:
     assert FabricPlan.from_dict(plan.to_dict()) == plan
     with pytest.raises(SparkrackError, match="import playbooks/preflight.yml first"):
         FabricPlan.from_dict({"subnet": "10.77.0.0/24"})
+
+
+RAILS = ["enp1s0f0np0", "enP2p1s0f0np0"]
+TWO_RAILS = {**FABRIC, "ports": RAILS, "rails": RAILS, "vfs_in_use": [0, 2]}
+
+
+def test_default_rail_is_the_first_port() -> None:
+    plan = compute_plan({**FABRIC, "ports": RAILS}, nodes(2))
+    assert plan.rails == ("enp1s0f0np0",)
+    assert {vf.pf for vf in plan.nodes[0].vfs} == {"enp1s0f0np0"}
+
+
+def test_two_rails_pinned() -> None:
+    plan = compute_plan(TWO_RAILS, nodes(4))
+    assert plan.rails == tuple(RAILS)
+    spark3 = plan.node("spark3")
+    assert [(p.name, p.address, p.rdma_device) for p in spark3.ports] == [
+        ("enp1s0f0np0", "10.77.0.3", "rocep1s0f0"),
+        ("enP2p1s0f0np0", "10.77.0.19", "roceP2p1s0f0"),
+    ]
+    # rail 0 keeps the one-rail layout (blocks 2..5 with two ports), rail 1 follows (6..9)
+    assert [(v.rail, v.index, v.netdev, v.rdma_device, v.address, v.mac) for v in spark3.vfs] == [
+        (0, 0, "enp1s0f0v0", "rocep1s0f0v0", "10.77.0.35", "02:53:50:03:00:00"),
+        (0, 1, "enp1s0f0v1", "rocep1s0f0v1", "10.77.0.51", "02:53:50:03:00:01"),
+        (0, 2, "enp1s0f0v2", "rocep1s0f0v2", "10.77.0.67", "02:53:50:03:00:02"),
+        (0, 3, "enp1s0f0v3", "rocep1s0f0v3", "10.77.0.83", "02:53:50:03:00:03"),
+        (1, 0, "enP2p1s0f0v0", "roceP2p1s0f0v0", "10.77.0.99", "02:53:50:03:01:00"),
+        (1, 1, "enP2p1s0f0v1", "roceP2p1s0f0v1", "10.77.0.115", "02:53:50:03:01:01"),
+        (1, 2, "enP2p1s0f0v2", "roceP2p1s0f0v2", "10.77.0.131", "02:53:50:03:01:02"),
+        (1, 3, "enP2p1s0f0v3", "roceP2p1s0f0v3", "10.77.0.147", "02:53:50:03:01:03"),
+    ]
+    assert spark3.serving_vf.netdev == "enp1s0f0v0"
+    assert [vf.netdev for vf in spark3.rail_vfs(2)] == ["enp1s0f0v2", "enP2p1s0f0v2"]
+    one = compute_plan({**FABRIC, "ports": RAILS, "vfs_in_use": [0, 2]}, nodes(4))
+    assert [v.address for v in one.node("spark3").vfs] == [v.address for v in spark3.vfs[:4]]
+    again = type(plan).from_dict(plan.to_dict())
+    assert again == plan
+
+
+def test_two_rails_pod_annotation_has_one_interface_per_rail() -> None:
+    spark2 = compute_plan(TWO_RAILS, nodes(4)).node("spark2")
+    nets = json.loads(pod_network_annotation(spark2, "sparkrack", vf_index=2))
+    assert [(n["name"], n["interface"], n["ips"], n["mac"]) for n in nets] == [
+        ("sparkrack-vf2", "net1", ["10.77.0.66/24"], "02:53:50:02:00:02"),
+        ("sparkrack-rail1-vf2", "net2", ["10.77.0.130/24"], "02:53:50:02:01:02"),
+    ]
+    assert json.loads(pod_network_annotation(spark2, "sparkrack"))[0]["name"] == "sparkrack-vf0"
+
+
+@pytest.mark.parametrize(
+    ("rails", "message"),
+    [
+        (["enp1s0f1np1"], "'enp1s0f1np1' is not in fabric.ports"),
+        (RAILS + ["enp1s0f0np0"], "lists a PF twice"),
+        ([], "must be a non-empty list"),
+        ("enp1s0f0np0", "must be a non-empty list"),
+    ],
+)
+def test_bad_rails_are_refused(rails: object, message: str) -> None:
+    problems = refused({**FABRIC, "ports": RAILS, "rails": rails}, nodes(2))
+    assert any(key == "fabric.rails" and message in text for key, text in problems), problems
+
+
+def test_negative_gid_index_and_small_mtu_are_refused() -> None:
+    problems = refused({**FABRIC, "gid_index": -1, "mtu": 1500}, nodes(2))
+    assert (
+        "fabric.gid_index",
+        "-1 is not a GID table index (NCCL would get NCCL_IB_GID_INDEX=-1)",
+    ) in problems
+    assert any(k == "fabric.mtu" and "below 9000" in m for k, m in problems)
+    assert compute_plan({**FABRIC, "gid_index": 0, "mtu": 9000}, nodes(2)).gid_index == 0
+
+
+def test_two_rails_need_room_for_every_rails_vfs() -> None:
+    small = {**TWO_RAILS, "subnet": "10.77.0.0/25"}  # 2 ports + 2 x 4 VFs = 10 blocks > 8
+    problems = refused(small, nodes(2))
+    assert any(k == "fabric.subnet" and "x 2 rail(s)" in m for k, m in problems)

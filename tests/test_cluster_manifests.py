@@ -208,3 +208,29 @@ def test_bad_options_are_refused_naming_the_key(raw: dict[str, Any], key: str) -
         options_from(raw, "inventories/x/group_vars")
     assert key in str(exc.value)
     assert "inventories/x/group_vars" in str(exc.value)
+
+
+def test_two_rails_one_nad_per_rail_and_vf_and_pods_on_both() -> None:
+    rails = ["enp1s0f0np0", "enP2p1s0f0np0"]
+    fabric = {"subnet": "10.77.0.0/24", "ports": rails, "rails": rails, "vfs_in_use": [0, 1]}
+    nodes = [NodeInput(f"spark{i}", f"192.168.1.{10 + i}", i) for i in range(1, 5)]
+    plan = compute_plan(fabric, nodes)
+    docs = render_addons(plan, ClusterOptions()) + render_fabric_check(plan, ClusterOptions())
+    assert validate_manifests(docs) == []
+    nads = {
+        n["metadata"]["name"]: json.loads(n["spec"]["config"])["device"]
+        for n in by_kind(docs, "NetworkAttachmentDefinition")
+    }
+    assert nads == {
+        "sparkrack-vf0": "enp1s0f0v0",
+        "sparkrack-vf1": "enp1s0f0v1",
+        "sparkrack-rail1-vf0": "enP2p1s0f0v0",
+        "sparkrack-rail1-vf1": "enP2p1s0f0v1",
+    }
+    for pod in by_kind(docs, "Pod"):
+        nets = json.loads(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+        assert [(n["name"], n["interface"]) for n in nets] == [
+            ("sparkrack-vf0", "net1"),
+            ("sparkrack-rail1-vf0", "net2"),
+        ]
+        assert {n["name"] for n in nets} <= set(nads)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack.nccl import check_fabric, check_transport, parse_nccl_log
+from sparkrack.nccl import check_fabric, check_transport, default_min_busbw, gate, parse_nccl_log
 
 DATA = Path(__file__).parent / "data" / "nccl"
 SCRIPT = Path(__file__).resolve().parent.parent / "sparkrack" / "data" / "fabric-check"
@@ -121,3 +121,53 @@ def test_parser_reads_the_fabric_check_script_output() -> None:
     assert report.busbw_gbps == pytest.approx(25.17, abs=0.01)
     assert report.avg_busbw_gbps == pytest.approx(14.535, abs=0.001)
     assert check_fabric(text, "roce", 20.0)[1] == []
+
+
+def two_rail_log(devices: str, channels: tuple[int, ...], busbw: float) -> str:
+    """The 4-node RoCE excerpt with NCCL told to use two rail VFs (``devices`` as NCCL lists them)."""
+    lines = []
+    for line in log("roce_4node_allreduce.log").splitlines():
+        if "NCCL_IB_HCA set to" in line:
+            line = line.split("set to")[0] + "set to =rocep1s0f0v0,roceP2p1s0f0v0"
+        elif "NET/IB : Using" in line:
+            line = line.split("Using")[0] + f"Using {devices} [RO]; OOB net1:10.77.0.17<0>"
+        elif "via NET/IB/" in line:
+            continue
+        elif line[:1] == " " and line.split()[0].isdigit():
+            continue  # result rows: replaced by the one below
+        lines.append(line)
+    lines.append(
+        f"  1073741824     268435456     float     sum      -1  69950.3   15.35 {busbw:>7.2f}      0"
+    )
+    for i, dev in enumerate(channels):
+        lines.append(
+            f"spark1:41:98 [0] NCCL INFO Channel {i:02d}/0 : 0[0] -> 1[0] via NET/IB/{dev}"
+        )
+    return "\n".join(lines)
+
+
+BOTH = "[0]rocep1s0f0v0:1/RoCE [1]roceP2p1s0f0v0:1/RoCE"
+
+
+def test_two_rails_used_pass_at_the_scaled_floor() -> None:
+    verdict = gate(two_rail_log(BOTH, (0, 1, 0, 1), 20.1), "roce")
+    assert verdict.rails == ("rocep1s0f0v0", "roceP2p1s0f0v0")
+    assert verdict.floor_gbps == 16.0
+    assert verdict.rail_use() == [("rocep1s0f0v0", True, 2), ("roceP2p1s0f0v0", True, 2)]
+    assert verdict.passed, verdict.problems
+
+
+def test_a_rail_nccl_does_not_list_fails_the_gate() -> None:
+    one = "[0]rocep1s0f0v0:1/RoCE"
+    verdict = gate(two_rail_log(one, (0, 0), 20.1), "roce")
+    assert [p.rule for p in verdict.problems] == ["nccl-rail-unused"]
+    assert "roceP2p1s0f0v0" in verdict.problems[0].message
+    assert verdict.rail_use()[1] == ("roceP2p1s0f0v0", False, 0)
+
+
+def test_one_rail_speed_fails_the_two_rail_floor() -> None:
+    """~12 GB/s is a healthy single rail but shows the second rail idle when two are given."""
+    verdict = gate(two_rail_log(BOTH, (0, 1), 12.2), "roce")
+    assert [p.rule for p in verdict.problems] == ["nccl-busbw-floor"]
+    assert gate(two_rail_log(BOTH, (0, 1), 12.2), "roce", hcas=["rocep1s0f0v0"]).passed
+    assert default_min_busbw("socket", 2) == 1.0

@@ -74,3 +74,20 @@ def test_unknown_renderer_and_host_are_refused() -> None:
         netplan_config(plan(), "spark1", renderer="ifupdown")
     with pytest.raises(SparkrackError, match="not a Spark"):
         netplan_config(plan(), "cp1")
+
+
+def test_two_rails_address_both_pfs_and_each_rails_vf_in_use() -> None:
+    rails = ["enp1s0f0np0", "enP2p1s0f0np0"]
+    doc = netplan_config(plan({**FABRIC, "ports": rails, "rails": rails}), "spark2")
+    eth = doc["network"]["ethernets"]
+    assert list(eth) == [
+        "enp1s0f0np0",
+        "enP2p1s0f0np0",
+        "enp1s0f0v0",
+        "enp1s0f0v2",
+        "enP2p1s0f0v0",
+        "enP2p1s0f0v2",
+    ]
+    assert eth["enP2p1s0f0v0"]["addresses"] == ["10.77.0.98/24"]
+    assert eth["enP2p1s0f0v0"]["macaddress"] == "02:53:50:02:01:00"
+    assert {e["mtu"] for e in eth.values()} == {9000}

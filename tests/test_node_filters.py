@@ -58,3 +58,20 @@ def test_node_filters_raise_filter_errors() -> None:
         filters["sparkrack_driver_check"]("580.142\n", "580.159")
     with pytest.raises(AnsibleFilterError, match="has no GID entries"):
         filters["sparkrack_roce_gid_index"]("", "rocep1s0f0v1", "10.77.0.33", "enp1s0f0v1")
+
+
+def test_fabric_gate_filter_takes_rails_from_the_plan_fact() -> None:
+    cluster = load("sparkrack_cluster")
+    rails = ["enp1s0f0np0", "enP2p1s0f0np0"]
+    two = compute_plan(
+        {"subnet": "10.77.0.0/24", "ports": rails, "rails": rails, "vfs_in_use": [0]},
+        [NodeInput("spark1", "172.28.250.11"), NodeInput("spark2", "172.28.250.12")],
+    ).to_dict()
+    text = (ROOT / "tests" / "data" / "nccl" / "captured" / "ib-forced.log").read_text()
+    result = cluster.fabric_gate(text, "roce", None, two)
+    assert not result["passed"] and "nccl-net-ib-no-device" in result["problems"][0]
+    assert result["floor_gbps"] == 16.0 and result["nccl_version"] == "2.28.9"
+    assert [r["device"] for r in result["rails"]] == ["rocep1s0f0v0", "roceP2p1s0f0v0"]
+    assert cluster.fabric_gate(text, "roce", 3.0, PLAN)["floor_gbps"] == 3.0
+    with pytest.raises(AnsibleFilterError, match="roce|socket"):
+        cluster.fabric_gate(text, "tcp")

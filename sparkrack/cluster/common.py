@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sparkrack.errors import Problem, SparkrackError
-from sparkrack.inventory import _plain as plain  # exact builtin types, no tagged str
+from sparkrack.inventory import plain  # exact builtin types, no tagged str
 from sparkrack.k8svalidate import validate_manifests
 
 Manifest = dict[str, Any]

@@ -1,8 +1,8 @@
 """The fabric gate's workload: one privileged pod per Spark running an NCCL all-reduce over net1.
 
 Each pod lands on its own Spark (nodeSelector on the hostname K3s registered, which the agent
-config sets to the inventory name), gets its node's VF through the NAD annotation from the address
-plan, and runs ``data/fabric-check/nccl_allreduce.py`` from a ConfigMap. Pods are privileged
+config sets to the inventory name), gets its node's VF of every rail through the NAD annotation from the
+address plan, and runs ``data/fabric-check/nccl_allreduce.py`` from a ConfigMap. Pods are privileged
 because host-device moves the VF netdev but not ``/dev/infiniband/*`` — unprivileged, NCCL silently
 falls back to sockets (seed 003), which is exactly what the gate must catch, not cause.
 """
@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from sparkrack.addressplan import POD_FABRIC_IFNAME, FabricPlan, pod_network_annotation
+from sparkrack.addressplan import FabricPlan, pod_network_annotation
 from sparkrack.cluster.common import HOSTNAME_LABEL, Manifest, metadata
 from sparkrack.cluster.options import ClusterOptions
+from sparkrack.ncclenv import rank_env
 
 COMPONENT = "fabric-check"
 SCRIPT = Path(__file__).resolve().parent.parent / "data" / "fabric-check" / "nccl_allreduce.py"
@@ -28,43 +29,21 @@ def pod_name(node_name: str) -> str:
     return f"{POD_PREFIX}{node_name}"
 
 
-def fabric_env(
-    plan: FabricPlan,
-    node_name: str,
-    transport: Transport,
-    gid_index: int | None,
-) -> dict[str, str]:
-    """NCCL environment of the fabric-check pod on ``node_name`` (also a model for serving)."""
-    node = plan.node(node_name)
-    vf = node.serving_vf
-    env = {
-        "NCCL_DEBUG": "INFO",
-        "NCCL_DEBUG_SUBSYS": "INIT,NET",
-        "NCCL_SOCKET_IFNAME": POD_FABRIC_IFNAME,
-        "GLOO_SOCKET_IFNAME": POD_FABRIC_IFNAME,
-    }
-    if transport == "roce":
-        env["NCCL_IB_DISABLE"] = "0"
-        # "=" = exact match: a bare name is a prefix, and VF 1 would also select VFs 10..15.
-        env["NCCL_IB_HCA"] = f"={vf.rdma_device}"
-        index = plan.gid_index if plan.gid_index is not None else gid_index
-        if index is not None:
-            env["NCCL_IB_GID_INDEX"] = str(index)
-    else:
-        env["NCCL_IB_DISABLE"] = "1"
-    return env
-
-
 def render_fabric_check(
     plan: FabricPlan,
     opts: ClusterOptions,
     transport: Transport = "roce",
     gid_indexes: Mapping[str, int | None] | None = None,
+    vf_index: int | None = None,
 ) -> list[Manifest]:
-    """ConfigMap with the all-reduce script + one pod per Spark (rank = plan rank)."""
+    """ConfigMap with the all-reduce script + one pod per Spark (rank = plan rank).
+
+    Each pod gets VF ``vf_index`` (None = the serving VF) of every rail and the NCCL environment
+    :func:`sparkrack.ncclenv.rank_env` gives a serving rank on the same VF.
+    """
     ns = opts.namespace
     extra = {"sparkrack.io/component": COMPONENT}
-    master = plan.head.serving_vf.address
+    master = plan.head.rail_vfs(plan.serving_vf_index if vf_index is None else vf_index)[0].address
     docs: list[Manifest] = [
         {
             "apiVersion": "v1",
@@ -76,7 +55,13 @@ def render_fabric_check(
     world = len(plan.nodes)
     for node in plan.nodes:
         env = {
-            **fabric_env(plan, node.name, transport, (gid_indexes or {}).get(node.name)),
+            **rank_env(
+                plan,
+                node,
+                transport=transport,
+                gid_index=(gid_indexes or {}).get(node.name),
+                vf_index=vf_index,
+            ),
             "RANK": str(node.rank),
             "WORLD_SIZE": str(world),
             "MASTER_ADDR": master,
@@ -122,7 +107,7 @@ def render_fabric_check(
                     COMPONENT,
                     ns,
                     {**extra, "sparkrack.io/rank": str(node.rank)},
-                    {"k8s.v1.cni.cncf.io/networks": pod_network_annotation(node, ns)},
+                    {"k8s.v1.cni.cncf.io/networks": pod_network_annotation(node, ns, vf_index)},
                 ),
                 "spec": spec,
             }

@@ -1,6 +1,6 @@
-"""NetworkAttachmentDefinitions: one per VF index in use, rendered from the address plan.
+"""NetworkAttachmentDefinitions: one per (rail, VF index in use), rendered from the address plan.
 
-Choice (documented in sparkrack.addressplan): a NAD per VF *index*, not per node+VF. The VF netdev
+Choice (documented in sparkrack.addressplan): a NAD per rail and VF *index*, not per node+VF. The VF netdev
 (``<base>v<v>``) has the same name on every Spark, so one ``host-device`` NAD moves it into the pod
 on whichever node the pod lands. The address is per node: static IPAM with the ``ips`` capability
 takes it from the pod's Multus annotation (``addressplan.pod_network_annotation``), which carries
@@ -20,12 +20,12 @@ from sparkrack.cluster.options import ClusterOptions
 COMPONENT = "fabric-nad"
 
 
-def nad_cni_config(plan: FabricPlan, vf_index: int) -> dict[str, object]:
-    """The CNI config of the NAD for VF ``vf_index`` (host-device + static IPAM, ``ips``)."""
-    netdev = plan.head.vf(vf_index).netdev  # same name on every node (addressplan)
+def nad_cni_config(plan: FabricPlan, vf_index: int, rail: int = 0) -> dict[str, object]:
+    """The CNI config of the NAD for VF ``vf_index`` of ``rail`` (host-device + static IPAM)."""
+    netdev = plan.head.vf(vf_index, rail).netdev  # same name on every node (addressplan)
     return {
         "cniVersion": "0.3.1",
-        "name": nad_name(vf_index),
+        "name": nad_name(vf_index, rail),
         "type": "host-device",
         "device": netdev,
         "capabilities": {"ips": True},
@@ -35,20 +35,22 @@ def nad_cni_config(plan: FabricPlan, vf_index: int) -> dict[str, object]:
 
 def render_nads(plan: FabricPlan, opts: ClusterOptions) -> list[Manifest]:
     docs: list[Manifest] = []
-    for v in plan.vfs_in_use:
-        docs.append(
-            {
-                "apiVersion": "k8s.cni.cncf.io/v1",
-                "kind": "NetworkAttachmentDefinition",
-                "metadata": metadata(
-                    nad_name(v),
-                    COMPONENT,
-                    opts.namespace,
-                    {"sparkrack.io/vf-index": str(v)},
-                ),
-                "spec": {"config": json.dumps(nad_cni_config(plan, v), separators=(",", ":"))},
-            }
-        )
+    for rail in range(len(plan.rails)):
+        for v in plan.vfs_in_use:
+            config = nad_cni_config(plan, v, rail)
+            docs.append(
+                {
+                    "apiVersion": "k8s.cni.cncf.io/v1",
+                    "kind": "NetworkAttachmentDefinition",
+                    "metadata": metadata(
+                        nad_name(v, rail),
+                        COMPONENT,
+                        opts.namespace,
+                        {"sparkrack.io/vf-index": str(v), "sparkrack.io/rail": str(rail)},
+                    ),
+                    "spec": {"config": json.dumps(config, separators=(",", ":"))},
+                }
+            )
     return docs
 
 

@@ -127,11 +127,6 @@ class ServingContext:
     def head_address(self) -> str:
         return self.plan.head.serving_vf.address
 
-    def gid_for(self, node: NodePlan) -> int | None:
-        if self.plan.gid_index is not None:
-            return self.plan.gid_index
-        return self.gid_index.get(node.name)
-
 
 def context_from_vars(
     plan: FabricPlan, variables: dict[str, Any], gid_index: dict[str, int] | None = None

@@ -20,6 +20,7 @@ from typing import Any
 from sparkrack import contract
 from sparkrack.addressplan import POD_FABRIC_IFNAME, NodePlan
 from sparkrack.errors import Problem, SparkrackError
+from sparkrack.ncclenv import rank_env
 from sparkrack.planner import MemoryModel, Serving
 from sparkrack.profiles.core import Profile, ServingContext
 from sparkrack.profiles.knobs import Knob, RuntimeKnob, lookup
@@ -96,23 +97,21 @@ def http_probes(ctx: ServingContext, liveness_path: str) -> dict[str, Any]:
     }
 
 
-def fabric_env(profile: Profile, ctx: ServingContext, node: NodePlan) -> dict[str, str]:
-    """The NCCL/Gloo environment of a rank in an NCCL group over the fabric."""
-    env = {
+def fabric_env(
+    profile: Profile, ctx: ServingContext, node: NodePlan, vf_index: int | None = None
+) -> dict[str, str]:
+    """The NCCL/Gloo environment of a rank in an NCCL group over the fabric: the one function
+    that builds it (:func:`sparkrack.ncclenv.rank_env`), plus the pod's fabric interface name."""
+    return {
         "POD_FABRIC_IFNAME": POD_FABRIC_IFNAME,
-        "NCCL_DEBUG": "INFO",
-        "NCCL_SOCKET_IFNAME": POD_FABRIC_IFNAME,
-        "GLOO_SOCKET_IFNAME": POD_FABRIC_IFNAME,
+        **rank_env(
+            ctx.plan,
+            node,
+            transport=profile.transport,
+            gid_index=ctx.gid_index.get(node.name),
+            vf_index=vf_index,
+        ),
     }
-    if profile.transport == "socket":
-        env.update({"NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket"})
-        return env
-    # NCCL_NET=IB turns the silent socket fallback (seed 003) into a startup error.
-    env.update({"NCCL_NET": "IB", "NCCL_IB_HCA": node.serving_vf.rdma_device})
-    gid = ctx.gid_for(node)
-    if gid is not None:
-        env["NCCL_IB_GID_INDEX"] = str(gid)
-    return env
 
 
 def section(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
