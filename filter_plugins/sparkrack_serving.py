@@ -21,59 +21,39 @@ from sparkrack.errors import SparkrackError  # noqa: E402
 
 
 def serving_render(
-    profile_ref: str,
+    deployments: Mapping[str, Any],
     plan_fact: Mapping[str, Any],
     hostvars: Any,
     settings: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """``{{ serving_profile | sparkrack_serving_render(sparkrack_plan, hostvars, settings) }}``
+    """``{{ serving_vars | sparkrack_serving_render(sparkrack_plan, hostvars, settings) }}``
 
-    ``sparkrack_plan`` is the address plan preflight computed; it is read here, never recomputed.
-
-    -> {profile, model, transport, selector, head_pod, plan, manifests}: the profile validated
-    for this inventory's Spark count and every manifest validated against the Kubernetes schemas.
+    ``serving_vars`` holds ``serving_deployments``/``serving_profile``/``serving_profile_file``/
+    ``serving_spark``; ``sparkrack_plan`` is the address plan preflight computed (read here,
+    never recomputed). -> every deployment validated for its Sparks, every manifest (the
+    deployments' and the gateway's) validated against the Kubernetes schemas, and per deployment
+    the facts the serve play needs (see :func:`sparkrack.profiles.serving.render_serving`).
     """
     from sparkrack.k8svalidate import validate_manifests
-    from sparkrack.profiles import (
-        context_from_vars,
-        engine_of,
-        load_checked,
-        render_manifests,
-        serving_selector,
-    )
-    from sparkrack.profiles_cli import serving_plan
+    from sparkrack.profiles import context_from_vars
+    from sparkrack.profiles.serving import from_vars, render_serving
 
     try:
         plan = FabricPlan.from_dict(plan_fact)
-        profile = load_checked(str(profile_ref), nodes=len(plan.nodes))
         gid: dict[str, int] = {}
         for node in plan.nodes:
             value = hostvars[node.name].get("roce_gid_index")
             if value is not None and str(value).isdigit():
                 gid[node.name] = int(value)
         ctx = context_from_vars(plan, dict(settings), gid)
-        docs = render_manifests(profile, ctx)
-        problems = validate_manifests(docs, source=f"serving {profile.name}")
+        serving = from_vars(dict(deployments), ctx, "inventory serving_deployments")
+        rendered = render_serving(serving, str(settings.get("serving_gateway_key_secret") or ""))
+        problems = validate_manifests(rendered["manifests"], source="serving")
         if problems:
             raise SparkrackError(problems)
     except SparkrackError as exc:
-        raise AnsibleFilterError(f"serving profile refused:\n{exc}") from None
-    # One pod per StatefulSet (replicas: 1), rank 0 first; single-Spark engines have one.
-    pods = [f"{d['metadata']['name']}-0" for d in docs if d["kind"] == "StatefulSet"]
-    return {
-        "profile": profile.name,
-        "model": profile.model,
-        "transport": profile.transport,
-        # One process on one Spark uses no NCCL: the transport gate applies to multi-Spark groups.
-        "nccl_check": engine_of(profile.data).uses_fabric,
-        "namespace": ctx.namespace,
-        "selector": serving_selector(profile),
-        "head_pod": pods[0],
-        "pods": pods,
-        "api_port": ctx.api_port,
-        "plan": serving_plan(profile, ctx),
-        "manifests": docs,
-    }
+        raise AnsibleFilterError(f"serving refused:\n{exc}") from None
+    return rendered
 
 
 def nccl_problems(log: Any, requested: str) -> list[str]:

@@ -38,4 +38,24 @@ def run(args: argparse.Namespace) -> int:
             pf = ", ".join(f"{p.name}={p.address}" for p in n.ports)
             vfs = ", ".join(f"{v.netdev}={v.address}" for v in n.vfs if v.in_use)
             print(f"{n.name:<10} {n.rank:>4} {n.node_ip:<15} {pf:<22} {vfs:<40}")
+        print_deployments(args.inventory)
     return 0
+
+
+def print_deployments(inventory: str) -> None:
+    """Which VF each deployment of the inventory uses, on which Sparks."""
+    from sparkrack.errors import SparkrackError
+    from sparkrack.profiles.serving import from_inventory
+
+    try:
+        serving = from_inventory(inventory, check_memory=False)
+    except SparkrackError as exc:
+        print(f"\ndeployments: refused (sparkrack render -i {inventory} --what plan shows why)")
+        for problem in exc.problems[:3]:
+            print(f"  {problem}")
+        return
+    print(f"\n{'deployment':<28} {'engine':<7} {'VF':<4} sparks (head first)")
+    for d in serving.deployments:
+        vf = "-" if d.vf is None else str(d.vf)
+        eng = d.profile.engine
+        print(f"{d.name:<28} {eng:<7} {vf:<4} {', '.join(d.sparks)}")

@@ -14,7 +14,11 @@ PART_OF: Final = {"app.kubernetes.io/part-of": "sparkrack"}
 """Every object sparkrack renders carries this label (removal by label)."""
 LABEL_COMPONENT: Final = "sparkrack.io/component"
 COMPONENT_SERVING: Final = "serving"
+COMPONENT_GATEWAY: Final = "gateway"
+LABEL_ROLE: Final = "sparkrack.io/role"
+ROLE_CONTROL_PLANE: Final = "control-plane"
 LABEL_PROFILE: Final = "sparkrack.io/profile"
+LABEL_DEPLOYMENT: Final = "sparkrack.io/deployment"
 LABEL_RANK: Final = "sparkrack.io/rank"
 LABEL_SPARK_INDEX: Final = "sparkrack.io/spark-index"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
@@ -22,7 +26,7 @@ MULTUS_NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
 
 # --- serving objects and paths inside serving pods ----------------------------------------------
 API_SERVICE: Final = "sparkrack-openai"
-"""The OpenAI-API Service clients call."""
+"""The OpenAI-API Service clients call: the gateway in front of every deployment."""
 OBJECT_PREFIX: Final = "sparkrack"
 HF_TOKEN_KEY: Final = "token"
 """Key of the HF token in its Secret (the Secret's name is ``serving_hf_token_secret``)."""
@@ -43,6 +47,7 @@ SERVING_DEFAULTS: Final[dict[str, Any]] = {
     "serving_hf_token_secret": "sparkrack-hf-token",
     "serving_startup_timeout": 1800,
     "serving_liveness_timeout": 120,
+    "serving_gateway_key_secret": "sparkrack-gateway-key",
 }
 
 LABEL_VALUE_MAX: Final = 63
@@ -71,7 +76,9 @@ def contract_fact() -> dict[str, Any]:
         "part_of": dict(PART_OF),
         "label_component": LABEL_COMPONENT,
         "component_serving": COMPONENT_SERVING,
+        "component_gateway": COMPONENT_GATEWAY,
         "label_profile": LABEL_PROFILE,
+        "label_deployment": LABEL_DEPLOYMENT,
         "api_service": API_SERVICE,
         "launcher_mount": LAUNCHER_MOUNT,
         "smoke_file": SMOKE_FILE,

@@ -39,6 +39,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--nodes", type=int, default=None, help="Sparks available (checks tp x pp)")
     p.add_argument(
+        "--inventory",
+        "-i",
+        help="the per-Spark memory of every deployment of this inventory (exit 1 on over-commit)",
+    )
+    p.add_argument(
         "--os-headroom-gb",
         type=float,
         default=DEFAULT_OS_HEADROOM_GB,
@@ -113,6 +118,8 @@ def to_dict(plan: CapacityPlan) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     hw = Hardware(os_headroom_gb=args.os_headroom_gb, runtime_overhead_gb=args.overhead_gb)
+    if args.inventory:
+        return run_inventory(args.inventory, hw, args.format)
     plans = [plan_profile(p, nodes=args.nodes, hardware=hw) for p in _profiles(args.profiles)]
     if args.format == "json":
         print(json.dumps([to_dict(p) for p in plans], indent=2))
@@ -131,3 +138,33 @@ def run(args: argparse.Namespace) -> int:
     for line in plans[0].assumptions() if plans else []:
         print(f"  - {line}")
     return 0 if all(p.fits for p in plans) else 1
+
+
+def run_inventory(inventory: str, hw: Hardware, fmt: str) -> int:
+    """Per Spark: what each deployment of the inventory plans, total vs usable."""
+    from sparkrack.profiles.deployments import format_table, memory_table
+    from sparkrack.profiles.serving import from_inventory
+
+    serving = from_inventory(inventory, check_memory=False)
+    rows, over = memory_table(serving.deployments, hw)
+    if fmt == "json":
+        print(
+            json.dumps(
+                [
+                    {
+                        "spark": r.spark,
+                        "deployments": {name: round(gb, 2) for name, gb in r.parts},
+                        "total_gb": round(r.total_gb, 2),
+                        "usable_gb": r.usable_gb,
+                        "over": r.over,
+                    }
+                    for r in rows
+                ],
+                indent=2,
+            )
+        )
+    else:
+        print(format_table(rows))
+        if over:
+            print(f"\nover-committed: {', '.join(over)}")
+    return 1 if over else 0

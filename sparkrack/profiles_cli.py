@@ -52,10 +52,18 @@ def register(sub: Any) -> None:
     r: argparse.ArgumentParser = sub.add_parser(
         "render", help="render the launch command, env or manifests of a serving profile"
     )
-    r.add_argument("profile", metavar="PROFILE")
+    r.add_argument(
+        "profile",
+        metavar="PROFILE",
+        nargs="?",
+        help="one profile on the inventory's Sparks (default: the inventory's deployments)",
+    )
     r.add_argument("--inventory", "-i", default=DEFAULT_INVENTORY)
+    r.add_argument("--deployment", "-d", help="one deployment of the inventory (by name)")
     r.add_argument("--rank", type=int, default=0)
-    r.add_argument("--what", choices=["command", "env", "manifests", "plan"], required=True)
+    r.add_argument(
+        "--what", choices=["command", "env", "manifests", "plan", "gateway"], required=True
+    )
     r.add_argument(
         "--gid-index",
         action="append",
@@ -174,6 +182,8 @@ def run_render(args: argparse.Namespace) -> int:
     from sparkrack.k8svalidate import validate_manifests
     from sparkrack.profiles import render_command, render_env, render_manifests
 
+    if args.profile is None or args.what == "gateway":
+        return run_render_inventory(args)
     profile, ctx = build(args.profile, args.inventory, _gid_overrides(args.gid_index))
     if args.what == "command":
         print(render_command(profile, ctx, args.rank))
@@ -188,4 +198,49 @@ def run_render(args: argparse.Namespace) -> int:
         if problems:
             raise SparkrackError(problems)
         sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, width=1000))
+    return 0
+
+
+def run_render_inventory(args: argparse.Namespace) -> int:
+    """``render --inventory DIR [--deployment NAME]``: the inventory's deployments."""
+    from sparkrack.k8svalidate import validate_manifests
+    from sparkrack.profiles import gateway, render_command, render_env
+    from sparkrack.profiles.manifests import deployment_objects, namespace
+    from sparkrack.profiles.serving import deployment_plan, from_inventory, render_serving
+
+    serving = from_inventory(args.inventory, _gid_overrides(args.gid_index))
+    ctx = serving.ctx
+    chosen = [serving.deployment(args.deployment)] if args.deployment else serving.deployments
+    if args.what == "gateway":
+        sys.stdout.write(gateway.config_text(serving.deployments, ctx))
+        return 0
+    if args.what in ("command", "env"):
+        if len(chosen) != 1:
+            raise SparkrackError(
+                Problem(
+                    "--deployment",
+                    "(missing)",
+                    f"the inventory has {len(chosen)} deployments",
+                    f"name one: {', '.join(d.name for d in chosen)}",
+                    "cli",
+                )
+            )
+        d = chosen[0]
+        if args.what == "command":
+            print(render_command(d.profile, d.context(ctx), args.rank))
+        else:
+            for key, value in render_env(d.profile, d.context(ctx), args.rank).items():
+                print(f"{key}={value}")
+        return 0
+    if args.what == "plan":
+        print(json.dumps([deployment_plan(d, ctx) for d in chosen], indent=2))
+        return 0
+    if args.deployment:
+        docs = [namespace(ctx), *deployment_objects(chosen[0].profile, chosen[0].context(ctx))]
+    else:
+        docs = render_serving(serving)["manifests"]
+    problems = validate_manifests(docs, source=f"render {args.inventory}")
+    if problems:
+        raise SparkrackError(problems)
+    sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, width=1000))
     return 0

@@ -139,7 +139,7 @@ def test_two_profiles_never_share_object_names(ctx: ServingContext) -> None:
         for d in render_manifests(load_profile("gemma-4-31b-it"), ctx)
     }
     # Only the namespace and the stable OpenAI endpoint are shared; both are re-applied on switch.
-    assert a & b == {("Namespace", "sparkrack"), ("Service", "sparkrack-openai")}
+    assert a & b == {("Namespace", "sparkrack")}
 
 
 def test_gid_index_from_plan_or_discovered_fact() -> None:

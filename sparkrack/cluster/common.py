@@ -5,27 +5,37 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sparkrack.contract import (
+    HOSTNAME_LABEL,
+    LABEL_RANK,
+    LABEL_ROLE,
+    LABEL_SPARK_INDEX,
+    PART_OF,
+    ROLE_CONTROL_PLANE,
+)
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inventory import plain  # exact builtin types, no tagged str
 from sparkrack.k8svalidate import validate_manifests
 
 Manifest = dict[str, Any]
 
-PART_OF = {"app.kubernetes.io/part-of": "sparkrack"}
-"""Every object sparkrack renders carries this label (removal by label, contracts.md)."""
-
 # --- K3s paths (the CNI layout K3s uses instead of /etc/cni/net.d and /opt/cni/bin) -----------
 K3S_CNI_CONF_DIR = "/var/lib/rancher/k3s/agent/etc/cni/net.d"
 K3S_CNI_BIN_DIR = "/var/lib/rancher/k3s/data/cni"
 
 # --- Node labels written by the K3s roles (config.yaml) and read by the add-on selectors -------
-LABEL_ROLE = "sparkrack.io/role"
-LABEL_SPARK_INDEX = "sparkrack.io/spark-index"
-LABEL_RANK = "sparkrack.io/rank"
+# (the names themselves live in sparkrack.contract)
 ROLE_SPARK = "spark"
-ROLE_CONTROL_PLANE = "control-plane"
 LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+__all__ = [
+    "HOSTNAME_LABEL",
+    "LABEL_RANK",
+    "LABEL_ROLE",
+    "LABEL_SPARK_INDEX",
+    "PART_OF",
+    "ROLE_CONTROL_PLANE",
+]
 
 # Node agents (CNI daemon, device plugin) must run on every node whatever its taints.
 TOLERATE_TAINTS = [

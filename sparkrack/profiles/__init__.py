@@ -20,7 +20,7 @@ from sparkrack.profiles.profile import (
     schema_problems,
 )
 from sparkrack.profiles.render import render_argv, render_command, render_env
-from sparkrack.profiles.rules import all_rules, check, rule_table, warnings
+from sparkrack.profiles.rules import all_rules, rule_table, validate, warnings
 
 __all__ = [
     "ENGINES",
@@ -51,10 +51,7 @@ def validate_profile(data: Any, source: str, nodes: int | None = None) -> list[P
 
     ``nodes`` is the number of Sparks in the inventory; ``None`` skips the tp·pp check.
     """
-    problems = schema_problems(data, source)
-    if problems:
-        return problems
-    return check(data, source, nodes)
+    return validate(data, source, nodes)
 
 
 def profile_warnings(data: Any, source: str) -> list[Problem]:

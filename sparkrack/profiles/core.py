@@ -87,29 +87,44 @@ class ServingContext:
     """Discovered RoCE GID index per node (roce role fact ``roce_gid_index``)."""
     spark: str | None = None
     """Spark that hosts a single-Spark engine (vllm/trtllm); None = the rank-0 Spark."""
+    sparks: tuple[str, ...] = ()
+    """The Sparks of one deployment, head first (empty: every Spark of the plan, in rank order)."""
+    vf_index: int | None = None
+    """The VF index the deployment's pods use on every rail (None: the plan's serving VF)."""
+    deployment: str = ""
+    """The deployment's name (empty: derived from the profile's name)."""
 
     @property
     def nodes(self) -> int:
-        return len(self.plan.nodes)
+        return len(self.group())
 
-    def rank_node(self, rank: int) -> NodePlan:
+    def node(self, name: str) -> NodePlan:
         for node in self.plan.nodes:
-            if node.rank == rank:
+            if node.name == name:
                 return node
         raise SparkrackError(
             Problem(
-                "--rank",
-                str(rank),
-                f"no such rank (the plan has ranks 0..{self.nodes - 1})",
-                "pick a rank of the inventory's Sparks",
-                "rank",
+                "sparks",
+                name,
+                "is not a Spark of the inventory",
+                f"use one of: {', '.join(n.name for n in self.plan.nodes)}",
+                "deployment-sparks",
             )
         )
 
+    def group(self) -> list[NodePlan]:
+        """The Sparks this context serves on, head first."""
+        if self.sparks:
+            return [self.node(name) for name in self.sparks]
+        return sorted(self.plan.nodes, key=lambda n: n.rank)
+
     def spark_node(self) -> NodePlan:
-        """The Spark that hosts a single-Spark engine: ``serving_spark``, else rank 0's."""
+        """The Spark that hosts a single-Spark engine: the deployment's, else ``serving_spark``,
+        else rank 0's."""
+        if self.sparks:
+            return self.node(self.sparks[0])
         if self.spark is None:
-            return self.rank_node(0)
+            return self.group()[0]
         for node in self.plan.nodes:
             if node.name == self.spark:
                 return node
@@ -124,8 +139,15 @@ class ServingContext:
         )
 
     @property
+    def name(self) -> str:
+        """The deployment name objects and labels carry."""
+        return self.deployment
+
+    @property
     def head_address(self) -> str:
-        return self.plan.head.serving_vf.address
+        """The head's address on the deployment's VF (rail 0): the rendezvous address."""
+        head = self.group()[0]
+        return head.serving_vf.address if self.vf_index is None else head.vf(self.vf_index).address
 
 
 def context_from_vars(

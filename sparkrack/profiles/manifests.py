@@ -29,37 +29,40 @@ def no_expansion(word: str) -> str:
     return word.replace("$", "$$")
 
 
-def serving_labels(profile: Profile) -> dict[str, str]:
+def deployment_name(profile: Profile, ctx: ServingContext) -> str:
+    """The deployment's name: the inventory's, else the profile's name as a DNS label."""
+    return ctx.deployment or contract.slug(profile.name)
+
+
+def serving_labels(profile: Profile, ctx: ServingContext) -> dict[str, str]:
     return {
         **contract.PART_OF,
         contract.LABEL_COMPONENT: contract.COMPONENT_SERVING,
+        contract.LABEL_DEPLOYMENT: deployment_name(profile, ctx),
         contract.LABEL_PROFILE: contract.label_value(profile.name),
     }
 
 
-def serving_selector(profile: Profile | None = None) -> str:
-    """Label selector of the serving objects (of one profile, or of all profiles)."""
+def serving_selector(profile: Profile | None = None, ctx: ServingContext | None = None) -> str:
+    """Label selector of the serving objects (of one deployment, or of all of them)."""
     base = f"{contract.LABEL_COMPONENT}={contract.COMPONENT_SERVING}"
-    if profile is None:
+    if profile is None or ctx is None:
         return base
-    return f"{base},{contract.LABEL_PROFILE}={contract.label_value(profile.name)}"
+    return f"{base},{contract.LABEL_DEPLOYMENT}={deployment_name(profile, ctx)}"
 
 
-def names(profile: Profile) -> dict[str, str]:
-    s = contract.slug(profile.name)
-    return {
-        "headless": f"{contract.OBJECT_PREFIX}-{s}",
-        "api": contract.API_SERVICE,
-        "launcher": f"{contract.OBJECT_PREFIX}-{s}-launcher",
-    }
+def names(profile: Profile, ctx: ServingContext) -> dict[str, str]:
+    """Object names of one deployment (every name starts with its deployment's name)."""
+    s = f"{contract.OBJECT_PREFIX}-{deployment_name(profile, ctx)}"
+    return {"headless": s, "api": f"{s}-api", "launcher": f"{s}-launcher"}
 
 
-def statefulset_name(profile: Profile, rank: int) -> str:
-    return f"{contract.OBJECT_PREFIX}-{contract.slug(profile.name)}-r{rank}"
+def statefulset_name(profile: Profile, ctx: ServingContext, rank: int) -> str:
+    return f"{contract.OBJECT_PREFIX}-{deployment_name(profile, ctx)}-r{rank}"
 
 
-def configmap_name(profile: Profile, files: FileSet) -> str:
-    return f"{contract.OBJECT_PREFIX}-{contract.slug(profile.name)}-{files.volume}"
+def configmap_name(profile: Profile, ctx: ServingContext, files: FileSet) -> str:
+    return f"{contract.OBJECT_PREFIX}-{deployment_name(profile, ctx)}-{files.volume}"
 
 
 def node_selector(node: NodePlan) -> dict[str, str]:
@@ -116,14 +119,16 @@ def _container(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank) -
 
 
 def _statefulset(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
-    labels = serving_labels(profile)
+    labels = serving_labels(profile, ctx)
     selector = {**labels, contract.LABEL_RANK: str(rank.rank)}
     template_meta: dict[str, Any] = {
         "labels": {**selector, contract.LABEL_SPARK_INDEX: str(rank.node.spark_index)}
     }
     if eng.uses_fabric:
         template_meta["annotations"] = {
-            contract.MULTUS_NETWORKS_ANNOTATION: pod_network_annotation(rank.node, ctx.namespace)
+            contract.MULTUS_NETWORKS_ANNOTATION: pod_network_annotation(
+                rank.node, ctx.namespace, ctx.vf_index
+            )
         }
     extras = eng.extras(profile, ctx)
     volumes: list[dict[str, Any]] = [
@@ -131,7 +136,7 @@ def _statefulset(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank)
         {"name": "hf-cache", "hostPath": {"path": ctx.hf_cache, "type": "DirectoryOrCreate"}},
     ]
     for fs in eng.files(profile):
-        source: dict[str, Any] = {"name": configmap_name(profile, fs)}
+        source: dict[str, Any] = {"name": configmap_name(profile, ctx, fs)}
         if fs.mode is not None:
             source["defaultMode"] = fs.mode
         volumes.append({"name": fs.volume, "configMap": source})
@@ -147,9 +152,9 @@ def _statefulset(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": meta(statefulset_name(profile, rank.rank), ctx.namespace, selector),
+        "metadata": meta(statefulset_name(profile, ctx, rank.rank), ctx.namespace, selector),
         "spec": {
-            "serviceName": names(profile)["headless"],
+            "serviceName": names(profile, ctx)["headless"],
             "replicas": 1,
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector},
@@ -193,27 +198,38 @@ def services(
     ]
 
 
-def render_manifests(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]:
+def namespace(ctx: ServingContext) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": ctx.namespace, "labels": dict(contract.PART_OF)},
+    }
+
+
+def deployment_objects(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]:
+    """The objects of one deployment: its ConfigMaps, Services and one StatefulSet per rank.
+
+    They depend on this deployment alone (profile, Sparks, VF) and the shared settings, so adding
+    or removing another deployment leaves them byte-identical.
+    """
     eng = engine_of(profile.data)
-    labels = serving_labels(profile)
+    labels = serving_labels(profile, ctx)
     ns = ctx.namespace
     docs: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": ns, "labels": dict(contract.PART_OF)},
-        }
-    ]
-    docs += [
-        {
-            "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": meta(configmap_name(profile, fs), ns, labels),
+            "metadata": meta(configmap_name(profile, ctx, fs), ns, labels),
             "data": dict(fs.files),
         }
         for fs in eng.files(profile)
     ]
     head = {**labels, contract.LABEL_RANK: "0"}
-    docs += services(names(profile), ns, labels, head, ctx.api_port, eng.headless_port(ctx))
+    docs += services(names(profile, ctx), ns, labels, head, ctx.api_port, eng.headless_port(ctx))
     docs += [_statefulset(eng, profile, ctx, rank) for rank in eng.ranks(ctx)]
     return docs
+
+
+def render_manifests(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]:
+    """The namespace and every object of one deployment of ``profile``."""
+    return [namespace(ctx), *deployment_objects(profile, ctx)]

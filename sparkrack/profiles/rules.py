@@ -17,6 +17,7 @@ from sparkrack.planner import RULE_CONTEXT, RULE_POOL, RULE_WEIGHTS
 from sparkrack.profiles.capacity import capacity_problems
 from sparkrack.profiles.engines import ENGINES, engine_of
 from sparkrack.profiles.images import image_facts, is_moving_tag
+from sparkrack.profiles.profile import schema_problems
 from sparkrack.profiles.ruleset import Ctx, Rule, RuleSet
 
 # Environment the renderer owns; a profile's `env` may not set these.
@@ -242,6 +243,17 @@ def check(data: dict[str, Any], source: str, nodes: int | None) -> list[Problem]
         problems.extend(r.check(ctx))
     problems.extend(engine_of(data).problems(ctx))
     return problems
+
+
+def validate(data: Any, source: str, nodes: int | None = None) -> list[Problem]:
+    """Every problem of a profile: schema first, then (on a schema-clean profile) every rule.
+
+    ``nodes`` is the number of Sparks the profile runs on; ``None`` skips the tp·pp check.
+    """
+    problems = schema_problems(data, source)
+    if problems:
+        return problems
+    return check(data, source, nodes)
 
 
 def warnings(data: dict[str, Any], source: str) -> list[Problem]:

@@ -765,8 +765,8 @@ class SGLang(Engine):
     upstream = "sglang"
 
     def ranks(self, ctx: ServingContext) -> list[Rank]:
-        """One process per Spark of the deployment, ranked by the address plan."""
-        return [Rank(node.rank, node) for node in sorted(ctx.plan.nodes, key=lambda n: n.rank)]
+        """One process per Spark of the deployment, the head (rank 0) first."""
+        return [Rank(i, node) for i, node in enumerate(ctx.group())]
 
     def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
         if knob.runtime == "nnodes":
@@ -778,7 +778,10 @@ class SGLang(Engine):
         return super().runtime_value(knob, ctx, rank)
 
     def env(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, str]:
-        return {**super().env(profile, ctx, rank), **fabric_env(profile, ctx, rank.node)}
+        return {
+            **super().env(profile, ctx, rank),
+            **fabric_env(profile, ctx, rank.node, ctx.vf_index),
+        }
 
     def container_command(self, profile: Profile, argv: list[str]) -> tuple[list[str], list[str]]:
         """The launcher applies the profile's SM121 patches, then execs the server argv."""
