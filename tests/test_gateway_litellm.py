@@ -96,7 +96,7 @@ def stream(url: str, model: str) -> tuple[int, str]:
         "model": model,
         "messages": [{"role": "user", "content": "Say something."}],
         "stream": True,
-        "max_tokens": 16,
+        "max_tokens": 64,
     }
     req = urllib.request.Request(
         f"{url}/v1/chat/completions",
@@ -110,7 +110,8 @@ def stream(url: str, model: str) -> tuple[int, str]:
                 line = raw.decode().strip()
                 if line.startswith("data: ") and line != "data: [DONE]":
                     for choice in json.loads(line[6:]).get("choices", []):
-                        text.append((choice.get("delta") or {}).get("content") or "")
+                        delta = choice.get("delta") or {}
+                        text.append(delta.get("content") or delta.get("reasoning_content") or "")
             return resp.status, "".join(text)
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
