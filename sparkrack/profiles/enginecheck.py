@@ -452,7 +452,9 @@ def check_trtllm(argv: Sequence[str], config: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _check_keys(config: Mapping[str, Any], known: Mapping[str, Any], path: str, where: str) -> list[str]:
+def _check_keys(
+    config: Mapping[str, Any], known: Mapping[str, Any], path: str, where: str
+) -> list[str]:
     problems = []
     for key, value in config.items():
         if key not in known:
