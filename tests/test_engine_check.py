@@ -1,0 +1,64 @@
+"""Every shipped profile, every rank: the rendered command passes the real upstream engine's parser
+and start-up checks of the release its image corresponds to (``sparkrack validate --engine-check``).
+
+The negative controls that prove the check can fail (unknown flag, invalid choice, missing top-k,
+NemotronH radix cache with no_buffer, unknown env) are in ``tests/test_enginecheck.py``; here the
+same harness refuses a shipped profile that has been broken the way the seeds' printouts were.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import pytest
+
+from sparkrack.profiles import Profile, list_profiles, load_profile
+from sparkrack.profiles.core import ServingContext, context_from_inventory
+from sparkrack.profiles.upstream_check import Row, check_profiles, problems_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    os.environ.setdefault("SPARKRACK_CACHE_DIR", str(ROOT / ".cache"))
+
+
+@pytest.fixture(scope="module")
+def ctx() -> ServingContext:
+    return context_from_inventory("inventories/example")
+
+
+@pytest.fixture(scope="module")
+def rows(ctx: ServingContext) -> list[Row]:
+    return check_profiles([load_profile(p.stem) for p in list_profiles()], ctx)
+
+
+def test_every_shipped_profile_and_rank_passes_its_engine(rows: list[Row]) -> None:
+    table = "\n".join(
+        f"{r.profile:<42} rank {r.rank}  {r.engine} {r.version:<9} "
+        f"{'ok' if r.ok and not r.unknown_env else 'FAIL ' + r.error[:200]}"
+        + (f" unknown env {list(r.unknown_env)}" if r.unknown_env else "")
+        for r in rows
+    )
+    print("\n" + table)
+    ranks = {p.stem: (4 if load_profile(p.stem).engine == "sglang" else 1) for p in list_profiles()}
+    assert sorted((r.profile, r.rank) for r in rows) == sorted(
+        (name, rank) for name, count in ranks.items() for rank in range(count)
+    )
+    assert all(r.ok and not r.unknown_env for r in rows), table
+
+
+def test_the_seed_printout_without_topk_is_refused_by_sglang(ctx: ServingContext) -> None:
+    base = load_profile("glm-4.7-nvfp4")
+    data = copy.deepcopy(base.data)
+    del data["speculative"]["eagle_topk"]  # exactly the three flags seed 003 printed
+    broken = Profile("glm-4.7-nvfp4-as-printed", base.path, data)
+    rows = check_profiles([broken], ctx, offline=True)
+    assert rows and not any(r.ok for r in rows)
+    assert all("NoneType" in r.error for r in rows), [r.error for r in rows]
+    problems = problems_of(rows, {broken.name: "glm.yml"})
+    assert {p.rule for p in problems} == {"engine-check"}
+    assert all(p.file == "glm.yml" for p in problems)
