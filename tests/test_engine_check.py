@@ -56,9 +56,61 @@ def test_the_seed_printout_without_topk_is_refused_by_sglang(ctx: ServingContext
     data = copy.deepcopy(base.data)
     del data["speculative"]["eagle_topk"]  # exactly the three flags seed 003 printed
     broken = Profile("glm-4.7-nvfp4-as-printed", base.path, data)
-    rows = check_profiles([broken], ctx, offline=True)
+    rows = check_profiles([broken], ctx)
     assert rows and not any(r.ok for r in rows)
     assert all("NoneType" in r.error for r in rows), [r.error for r in rows]
     problems = problems_of(rows, {broken.name: "glm.yml"})
     assert {p.rule for p in problems} == {"engine-check"}
     assert all(p.file == "glm.yml" for p in problems)
+
+
+HOSTILE_EXTRA = {
+    "sglang": [
+        "--node-r",
+        "--tensor-parallel-size",
+        "--expert-parallel-s=4",
+        "--model",
+        "--config",
+    ],
+    "vllm": ["--tensor_parallel_size", "-tp", "--model", "--config", "--max_model_len"],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "engine"),
+    [("glm-4.7-nvfp4", "sglang"), ("nemotron-3-super-120b-a12b-nvfp4-vllm", "vllm")],
+)
+def test_extra_args_resolved_by_the_real_parser_are_refused(name: str, engine: str) -> None:
+    from sparkrack.profiles.engines import engine_of
+    from sparkrack.profiles.upstream_check import extra_args_problems
+
+    base = load_profile(name)
+    for word in HOSTILE_EXTRA[engine]:
+        data = copy.deepcopy(base.data)
+        data["extra_args"] = [word, "2"] if "=" not in word else [word]
+        profile = Profile(name, base.path, data)
+        problems = extra_args_problems(profile)
+        assert [p.rule for p in problems] == ["extra-args-owned"], (word, problems)
+        # The static rule, which validate runs without the engine, refuses the same word.
+        assert engine_of(data).owner_of(word) is not None, word
+    data = copy.deepcopy(base.data)
+    data["extra_args"] = ["--api-key", "k"] if engine == "sglang" else ["--seed", "1"]
+    assert extra_args_problems(Profile(name, base.path, data)) == []
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_table_aliases_are_the_real_parsers(engine: str) -> None:
+    """Every alias the static check knows resolves to its flag's destination upstream."""
+    from sparkrack.profiles import enginecheck
+    from sparkrack.profiles.engines import engine as get
+
+    eng = get(engine)
+    version = eng.upstream_version(
+        load_profile(next(p.stem for p in list_profiles() if load_profile(p.stem).engine == engine))
+    )
+    assert version is not None
+    for knob in eng.knobs:
+        if knob.flag and knob.aliases:
+            words = [knob.flag, *knob.aliases]
+            dests = {d for _w, d in enginecheck.option_dests(engine, version, words)}
+            assert len(dests) == 1 and None not in dests, (knob.key, dests)

@@ -36,6 +36,9 @@ class Knob:
     help: str
     flag: str | None = None
     """CLI flag; ``None`` for environment-only knobs."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings the engine's parser maps to the same option (checked against the real
+    parser by the engine-check tests)."""
     env: str | None = None
     """Environment variable for ``env_bool`` knobs."""
     kind: Kind = "value"

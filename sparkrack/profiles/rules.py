@@ -142,15 +142,16 @@ def _kv(c: Ctx) -> Iterator[Problem]:
     "extra_args may not repeat a flag the registry or the renderer owns",
 )
 def _extra(c: Ctx) -> Iterator[Problem]:
-    owned = engine_of(c.data).owned_flags()
+    eng = engine_of(c.data)
     for word in c.data.get("extra_args") or []:
-        flag = str(word).split("=", 1)[0]
-        if flag in owned:
+        owner = eng.owner_of(str(word))
+        if owner is not None:
+            flag = str(word).split("=", 1)[0]
             yield c.p(
                 "extra_args",
-                f"{flag} is set by {owned[flag]}",
-                f"set {owned[flag]} instead of passing {flag}"
-                if "." in owned[flag]
+                f"{flag} sets what {owner} owns",
+                f"set {owner} instead of passing {flag}"
+                if owner.count(".") == 1 and " " not in owner
                 else "remove it",
                 "extra-args-owned",
             )

@@ -13,13 +13,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import sparkrack.profiles.enginecheck as enginecheck
 from sparkrack.errors import Problem
-from sparkrack.profiles import enginecheck
 from sparkrack.profiles.core import Profile, ServingContext, context_from_inventory
 from sparkrack.profiles.engines import engine_of
 
 RULE = "engine-check"
 RULE_ENV = "engine-env-unknown"
+RULE_EXTRA = "extra-args-owned"
+CONFIG_DESTS = frozenset({"config"})
+"""Parser destinations that read settings from a file (SGLang's and vLLM's ``--config``)."""
 
 
 @dataclass(frozen=True)
@@ -123,11 +126,41 @@ def problems_of(rows: Sequence[Row], sources: dict[str, str]) -> list[Problem]:
     return out
 
 
+def extra_args_problems(profile: Profile, *, offline: bool = False) -> list[Problem]:
+    """``extra_args`` resolved by the real parser of the profile's engine release: refused when
+    an option lands on a destination a table flag owns, loads a config file, or is unknown."""
+    eng = engine_of(profile.data)
+    extra = [str(w) for w in profile.data.get("extra_args") or []]
+    version = eng.upstream_version(profile)
+    if not extra or eng.upstream is None or version is None:
+        return []
+    owners = eng.owned_flags()
+    resolved = enginecheck.option_dests(eng.upstream, version, list(owners), offline=offline)
+    owned = {dest: owners[flag] for flag, dest in resolved if dest is not None}
+    out = []
+    for word, dest in enginecheck.option_dests(eng.upstream, version, extra, offline=offline):
+        flag = word.split("=", 1)[0]
+        if dest is None:
+            message, fix = f"{flag} is not an option of {eng.name} {version}", "remove it"
+        elif dest in CONFIG_DESTS:
+            message, fix = f"{flag} loads settings from a file, past the profile", "remove it"
+        elif dest in owned:
+            message = f"{flag} is {eng.name} {version}'s {dest}, which {owned[dest]} sets"
+            fix = f"set {owned[dest]} instead" if "." in owned[dest] else "remove it"
+        else:
+            continue
+        out.append(Problem(profile.source, "extra_args", message, fix, RULE_EXTRA))
+    return out
+
+
 def engine_check(
     profiles: Sequence[Profile], inventory: str, *, offline: bool = False
 ) -> list[Problem]:
     """``sparkrack validate --engine-check``: problems of every rank of ``profiles``."""
     ctx = context_from_inventory(inventory)
+    extra = [p for profile in profiles for p in extra_args_problems(profile, offline=offline)]
+    if extra:
+        return extra
     rows = check_profiles(profiles, ctx, offline=offline)
     for row in rows:
         verdict = "ok" if row.ok else "FAIL"

@@ -114,6 +114,11 @@ def fabric_env(
     }
 
 
+def dashed(option: str) -> str:
+    """``--a_b`` -> ``--a-b``: vLLM's parser and others accept both spellings."""
+    return option[:2] + option[2:].replace("_", "-") if option.startswith("--") else option
+
+
 def section(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     block = data.get(name)
     return block if isinstance(block, Mapping) else {}
@@ -153,12 +158,37 @@ class Engine:
         return [k for k in self.knobs if k.section == name and k.from_profile]
 
     def owned_flags(self) -> dict[str, str]:
-        """Every flag the table renders -> the profile key that sets it (or who sets it)."""
-        return {
-            k.flag: (k.key if k.from_profile else "sparkrack (inventory and address plan)")
-            for k in self.knobs
-            if k.flag
-        }
+        """Every flag the table renders, and its aliases -> the profile key that sets it (or who
+        sets it)."""
+        out: dict[str, str] = {}
+        for k in self.knobs:
+            owner = k.key if k.from_profile else "sparkrack (inventory and address plan)"
+            for flag in (k.flag, *k.aliases) if k.flag else ():
+                out[flag] = owner
+        return out
+
+    config_options: tuple[str, ...] = ("--config",)
+    """Options that load settings from a file, past the table (refused in ``extra_args``)."""
+
+    def owner_of(self, word: str) -> str | None:
+        """Who owns the option ``word`` of ``extra_args`` would set, as argparse would resolve it
+        without knowing the engine's other options: an exact flag or alias, its ``_`` spelling,
+        or an unambiguous prefix of one (argparse accepts abbreviations). None: not owned."""
+        option = word.split("=", 1)[0]
+        if not option.startswith("-"):
+            return None
+        spelled = dashed(option)
+        owned = {dashed(flag): owner for flag, owner in self.owned_flags().items()}
+        for config in self.config_options:
+            if spelled == config or (len(spelled) > 3 and config.startswith(spelled)):
+                return "a config file (it would override what sparkrack renders)"
+        if spelled in owned:
+            return owned[spelled]
+        if spelled.startswith("--") and len(spelled) > 3:
+            matches = sorted({owner for flag, owner in owned.items() if flag.startswith(spelled)})
+            if matches:
+                return " or ".join(matches)
+        return None
 
     def owned_env(self) -> dict[str, str]:
         """Every environment variable the table renders -> the profile key that sets it."""

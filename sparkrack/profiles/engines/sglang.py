@@ -114,9 +114,30 @@ KNOBS: tuple[Knob, ...] = (
         "--quantization",
         choices=QUANTIZATIONS,
     ),
-    k("topology.tp", "integer", "tensor-parallel size", "--tp-size", minimum=1),
-    k("topology.pp", "integer", "pipeline-parallel size", "--pp-size", minimum=1),
-    k("topology.ep", "integer", "expert-parallel size", "--ep-size", minimum=1),
+    k(
+        "topology.tp",
+        "integer",
+        "tensor-parallel size",
+        "--tp-size",
+        minimum=1,
+        aliases=("--tensor-parallel-size",),
+    ),
+    k(
+        "topology.pp",
+        "integer",
+        "pipeline-parallel size",
+        "--pp-size",
+        minimum=1,
+        aliases=("--pipeline-parallel-size",),
+    ),
+    k(
+        "topology.ep",
+        "integer",
+        "expert-parallel size",
+        "--ep-size",
+        minimum=1,
+        aliases=("--expert-parallel-size",),
+    ),
     # -- memory, context, scheduling
     k("sglang.context_length", "integer", "maximum context length", "--context-length", minimum=1),
     k(
