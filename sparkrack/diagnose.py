@@ -13,8 +13,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from sparkrack import safeyaml
 from sparkrack.errors import Problem, SparkrackError
 
 SIGNATURES_FILE = "failure_signatures.yml"
@@ -83,8 +82,8 @@ def _compile(sig: dict[str, Any], index: int) -> Signature:
 
 @lru_cache(maxsize=1)
 def load_signatures() -> tuple[Signature, ...]:
-    raw = resources.files("sparkrack").joinpath("data", SIGNATURES_FILE).read_text("utf-8")
-    data = yaml.safe_load(raw)
+    raw = resources.files("sparkrack").joinpath("data", SIGNATURES_FILE).read_bytes()
+    data = safeyaml.load_bytes(raw, SIGNATURES_FILE)
     sigs = tuple(_compile(s, i) for i, s in enumerate(data["signatures"]))
     ids = [s.id for s in sigs]
     dupes = sorted({i for i in ids if ids.count(i) > 1})

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
+from sparkrack import safeyaml
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.profiles.images import IMAGES, ImageFacts
 from sparkrack.profiles.schema import build_schema
@@ -93,7 +93,15 @@ def image_facts(data: dict[str, Any]) -> ImageFacts | None:
 
 @cache
 def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(build_schema())
+    def strict_integer(checker: Any, instance: object) -> bool:
+        """An integer is an ``int`` as written: ``4.0`` and ``true`` are not (``--tp-size 4.0``)."""
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", strict_integer)
+    strict = jsonschema.validators.extend(base, type_checker=checker)  # type: ignore[no-untyped-call]
+    validator: jsonschema.Draft202012Validator = strict(build_schema())
+    return validator
 
 
 def schema_problems(data: Any, source: str) -> list[Problem]:
@@ -155,12 +163,7 @@ def _candidates(ref: str) -> list[Path]:
 
 
 def _read(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SparkrackError(
-            Problem(str(path), "(yaml)", f"is not valid YAML ({exc})", "fix the syntax", "yaml")
-        ) from None
+    return safeyaml.load_file(path)
 
 
 def resolve(ref: str) -> Path:
