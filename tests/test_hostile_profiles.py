@@ -62,9 +62,9 @@ def _warm() -> None:
     validate_profile({}, "warm-up")
 
 
-def run_validate(path: Path) -> Outcome:
+def run_validate(path: Path, workdir: Path) -> Outcome:
     """``sparkrack validate --nodes 4 PATH`` in a forked child; killed after HANG_SECONDS."""
-    result = path.with_suffix(".result.json")
+    result = workdir / f"{path.stem}.result.json"
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through the result file
         # A regression (an alias bomb that expands again) fails the entry, not the machine.
@@ -106,7 +106,7 @@ def _param(entry: Entry) -> object:
 @pytest.mark.parametrize("entry", [_param(e) for e in CORPUS])
 def test_hostile_profile_is_refused(entry: Entry, tmp_path: Path) -> None:
     path = write(entry, tmp_path)
-    got = run_validate(path)
+    got = run_validate(path, tmp_path)
     print(f"measure {entry.id} {got.seconds:.3f}s {got.rss_mb:.0f}MB")
     assert "Traceback" not in got.out + got.err, got.err
     assert got.code == 1, (got.code, got.out, got.err)
@@ -125,8 +125,8 @@ def test_hostile_profile_is_refused(entry: Entry, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", sorted(PROFILE_DIR.glob("*.yml")), ids=lambda p: p.stem)
-def test_the_same_harness_accepts_every_shipped_profile(path: Path) -> None:
-    got = run_validate(path)
+def test_the_same_harness_accepts_every_shipped_profile(path: Path, tmp_path: Path) -> None:
+    got = run_validate(path, tmp_path)
     assert (got.code, got.err) == (0, "")
     assert "1 profile(s) valid for 4 Sparks" in got.out
 
@@ -149,7 +149,7 @@ def test_a_hang_is_reported_not_waited_for(tmp_path: Path, monkeypatch: pytest.M
     path = tmp_path / "p.yml"
     path.write_text("model: x/y\n")
     with pytest.raises(pytest.fail.Exception, match="still running"):
-        run_validate(path)
+        run_validate(path, tmp_path)
 
 
 def test_a_traceback_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,5 +161,5 @@ def test_a_traceback_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(globals(), "main", boom)
     path = tmp_path / "p.yml"
     path.write_text("model: x/y\n")
-    got = run_validate(path)
+    got = run_validate(path, tmp_path)
     assert got.code is None and "Traceback" in got.err and "RecursionError" in got.err
