@@ -49,7 +49,7 @@ class Limits:
     max_bytes: int = 512 * 1024
     max_depth: int = 32
     max_aliases: int = 64
-    max_nodes: int = 10_000
+    max_nodes: int = 5_000
     """Scalars and collections, counted as written and again after alias expansion."""
 
 
