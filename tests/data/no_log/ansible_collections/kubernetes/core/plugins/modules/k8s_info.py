@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Test stand-in for kubernetes.core.k8s_info: resolves at parse time; the tests never reach it."""
+"""Test stand-in for kubernetes.core.k8s_info: always fails, so a deploy stops at its first wait."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec={}, check_invalid_arguments=False)
+    module = AnsibleModule(
+        argument_spec={
+            "kubeconfig": {"type": "raw"},
+            "kind": {"type": "raw"},
+            "namespace": {"type": "raw"},
+            "label_selectors": {"type": "raw"},
+        }
+    )
     module.fail_json(msg="k8s_info is not stubbed")
 
 
