@@ -25,6 +25,12 @@ def near_matches(lines: int) -> list[str]:
     return [block[i % len(block)] for i in range(lines)]
 
 
+def dense_matches(size: int) -> str:
+    """``size`` characters of illegal-instruction lines: every line matches, none has context."""
+    line = "RuntimeError: CUDA error: an illegal instruction was encountered\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
 def hostile_log(size: int) -> str:
     """``size`` characters: a third in one huge line, the rest spam lines and near-matches."""
     third = size // 3
