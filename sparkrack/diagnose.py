@@ -7,17 +7,20 @@ LOG...`` the CLI; ``sparkrack matrix`` and the serve play call it when a deploym
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from sparkrack import safeyaml
 from sparkrack.errors import Problem, SparkrackError
 
 SIGNATURES_FILE = "failure_signatures.yml"
+MAX_LINE_CHARS = 1000
+"""Characters of a log line the signatures see. Server and NCCL messages start their line; a
+longer line (a dumped config, a hostile log) is cut, which keeps every search bounded."""
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,8 @@ def _compile(sig: dict[str, Any], index: int) -> Signature:
 
 @lru_cache(maxsize=1)
 def load_signatures() -> tuple[Signature, ...]:
-    raw = resources.files("sparkrack").joinpath("data", SIGNATURES_FILE).read_text("utf-8")
-    data = yaml.safe_load(raw)
+    raw = resources.files("sparkrack").joinpath("data", SIGNATURES_FILE).read_bytes()
+    data = safeyaml.load_bytes(raw, SIGNATURES_FILE)
     sigs = tuple(_compile(s, i) for i, s in enumerate(data["signatures"]))
     ids = [s.id for s in sigs]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
@@ -95,30 +98,61 @@ def load_signatures() -> tuple[Signature, ...]:
     return sigs
 
 
-def _context_ok(sig: Signature, lines: list[str], index: int) -> bool:
-    if not sig.near and not sig.not_near:
-        return True
-    lo, hi = max(0, index - sig.window), min(len(lines), index + sig.window + 1)
-    context = lines[lo:hi]
-    if sig.near and not any(p.search(line) for p in sig.near for line in context):
-        return False
-    return not any(p.search(line) for p in sig.not_near for line in context)
+def _within(positions: list[int], index: int, window: int) -> bool:
+    """Is any of the sorted line numbers ``positions`` within ``window`` lines of ``index``?"""
+    first = bisect.bisect_left(positions, index - window)
+    return first < len(positions) and positions[first] <= index + window
+
+
+class _Lines:
+    """The log's lines, cut to MAX_LINE_CHARS, and where each context pattern occurs (computed
+    once per pattern, on first use): every line is searched once per pattern."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = [line[:MAX_LINE_CHARS] for line in text.splitlines()]
+        self._where: dict[str, list[int]] = {}
+
+    def where(self, patterns: tuple[re.Pattern[str], ...]) -> list[int]:
+        found: set[int] = set()
+        for pattern in patterns:
+            if pattern.pattern not in self._where:
+                search = pattern.search
+                self._where[pattern.pattern] = [
+                    i for i, line in enumerate(self.lines) if search(line)
+                ]
+            found.update(self._where[pattern.pattern])
+        return sorted(found)
 
 
 def diagnose(text: str) -> list[Finding]:
-    """Every known failure signature found in ``text``, in order of first appearance."""
-    lines = text.splitlines()
+    """Every known failure signature found in ``text``, in order of first appearance.
+
+    Time is linear in the size of ``text``: each line is cut to MAX_LINE_CHARS and searched once
+    per pattern; the near/not_near windows are answered from sorted match positions.
+    """
+    log = _Lines(text)
     found: dict[str, Finding] = {}
     for sig in load_signatures():
-        first: tuple[int, str] | None = None
-        count = 0
-        for i, line in enumerate(lines):
-            if sig.match.search(line) and _context_ok(sig, lines, i):
-                count += 1
-                if first is None:
-                    first = (i + 1, line.strip()[:300])
-        if first is not None:
+        search = sig.match.search
+        hits = [i for i, line in enumerate(log.lines) if search(line)]
+        if not hits:
+            continue
+        if sig.near:
+            near = log.where(sig.near)
+            hits = [i for i in hits if _within(near, i, sig.window)]
+        if sig.not_near:
+            not_near = log.where(sig.not_near)
+            hits = [i for i in hits if not _within(not_near, i, sig.window)]
+        if hits:
+            evidence = log.lines[hits[0]].strip()[:300]
             found[sig.id] = Finding(
-                sig.id, sig.cause, sig.fix, sig.profile_key, sig.seed, first[0], first[1], count
+                sig.id,
+                sig.cause,
+                sig.fix,
+                sig.profile_key,
+                sig.seed,
+                hits[0] + 1,
+                evidence,
+                len(hits),
             )
     return sorted(found.values(), key=lambda f: f.line)

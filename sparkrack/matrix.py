@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from sparkrack import safeyaml
 from sparkrack.bench.runner import RunResult
 from sparkrack.diagnose import diagnose
 from sparkrack.errors import Problem, SparkrackError
@@ -105,10 +106,7 @@ def _problem(path: Path, key: str, msg: str, fix: str) -> SparkrackError:
 
 
 def load_matrix(path: Path) -> Matrix:
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise _problem(path, "(file)", f"cannot read: {exc}", "give a readable YAML file") from exc
+    raw = safeyaml.load_file(path)
     if not isinstance(raw, dict):
         raise _problem(path, "(root)", "must be a mapping", "see `sparkrack matrix --help`")
     ref = raw.get("base_profile")
@@ -121,7 +119,7 @@ def load_matrix(path: Path) -> Matrix:
             base_path = from_repo
         else:
             raise _problem(path, "base_profile", f"{ref}: no such file", "give a profile path")
-    base = yaml.safe_load(base_path.read_text(encoding="utf-8"))
+    base = safeyaml.load_file(base_path)
     if not isinstance(base, dict):
         raise _problem(base_path, "(root)", "profile must be a mapping", "fix the profile")
     specs: list[tuple[str, dict[str, Any]]] = []

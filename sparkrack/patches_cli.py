@@ -14,7 +14,7 @@ from typing import Any
 
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.patches import PATCHES, run_catalog
-from sparkrack.patches.engine import DRIFT, expand_roots
+from sparkrack.patches.engine import DRIFT
 
 
 def register(subparsers: Any) -> None:
@@ -72,9 +72,10 @@ def _run(args: argparse.Namespace) -> int:
                 fix="point --site-packages at an existing site-packages directory",
             )
         )
+    # Only the directories given: a .pth file or PYTHONPATH never widens what is written.
     reports = run_catalog(
         PATCHES,
-        expand_roots(roots),
+        roots,
         model_arch=args.arch,
         server_argv=list(args.server_argv),
         write=bool(args.apply),

@@ -102,7 +102,7 @@ def run_validate(args: argparse.Namespace) -> int:
         if not found:
             loaded.append(profile)
         for warning in profile_warnings(profile.data, profile.source):
-            print(f"warning: {warning}")
+            print(f"warning: {warning}", file=sys.stderr)
     if not problems and args.engine_check:
         from sparkrack.profiles.upstream_check import engine_check
 

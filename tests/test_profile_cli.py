@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hostile_corpus import by_id, write
 
 from sparkrack.cli import main
 from sparkrack.k8svalidate import validate_manifests
 
-BAD = Path(__file__).parent / "data" / "bad_profiles"
 LINE = re.compile(r"^\S+: \S+: .+ \[[a-z0-9-]+\]$")
 
 
@@ -27,9 +27,10 @@ def test_validate_all_profiles_exit_0(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_validate_bad_profiles_exit_1_one_line_per_problem(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    files = [str(BAD / "ultra-mfs-085.yml"), str(BAD / "gemma-flashinfer.yml"), "glm-4.7-nvfp4"]
+    bad = [str(write(by_id(i), tmp_path)) for i in ("ultra-mfs-085", "gemma-flashinfer")]
+    files = [*bad, "glm-4.7-nvfp4"]
     assert main(["validate", *files]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
@@ -116,8 +117,9 @@ def test_render_plan_of_a_single_spark_engine(capsys: pytest.CaptureFixture[str]
     assert plan["command_rank0"].startswith("vllm serve ")
 
 
-def test_render_refuses_invalid_profile(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["render", str(BAD / "qwen-eager.yml"), "--what", "command"]) == 1
+def test_render_refuses_invalid_profile(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = write(by_id("qwen-eager"), tmp_path)
+    assert main(["render", str(bad), "--what", "command"]) == 1
     assert "[cutlass-fp4-eager]" in capsys.readouterr().err
 
 

@@ -8,6 +8,7 @@ from types import ModuleType
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from hostile_corpus import by_id, write
 
 from sparkrack.addressplan import compute_plan, nodes_from_hostvars
 from sparkrack.inventory import load_inventory
@@ -84,9 +85,9 @@ def test_discovered_gid_index_reaches_the_pods() -> None:
         assert env["NCCL_IB_GID_INDEX"] == "3"
 
 
-def test_refused_profile_stops_with_rule_id() -> None:
+def test_refused_profile_stops_with_rule_id(tmp_path: Path) -> None:
     inv = load_inventory("inventories/lab")
-    bad = str(ROOT / "tests" / "data" / "bad_profiles" / "super-cudnn.yml")
+    bad = str(write(by_id("super-cudnn"), tmp_path))
     with pytest.raises(AnsibleFilterError, match=r"\[fp4-gemm-cudnn-missing\]"):
         F.serving_render(one(bad), inv.plan().to_dict(), inv.hostvars, {})
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from sparkrack import safeyaml
 from sparkrack.addressplan import FabricPlan, NodeInput
 from sparkrack.cluster.common import (
     LABEL_GPU_PRESENT,
@@ -212,17 +213,7 @@ def rewrite_kubeconfig(text: str, server: str, name: str = "sparkrack") -> str:
 
     Cluster, user and context are renamed to ``name`` so it merges cleanly with other configs.
     """
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SparkrackError(
-            Problem(
-                "/etc/rancher/k3s/k3s.yaml",
-                "(file)",
-                f"is not YAML ({exc})",
-                "re-run the k3s_server role",
-            )
-        ) from None
+    data = safeyaml.loads(text, "/etc/rancher/k3s/k3s.yaml")
     if not isinstance(data, dict) or not data.get("clusters") or not data.get("users"):
         raise SparkrackError(
             Problem(

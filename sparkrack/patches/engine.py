@@ -237,6 +237,23 @@ class PatchReport:
         return f"[sparkrack-patch] {self.status:<14} {self.patch_id} — {parts}"
 
 
+def relative_path_problem(rel: str) -> str:
+    """Why ``rel`` is not a plain path below a site-packages root ('' when it is)."""
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in parts):
+        return "must be a relative path inside site-packages (no '..', no leading '/')"
+    return ""
+
+
+def inside(root: Path, path: Path) -> bool:
+    """True when ``path``, symlinks resolved, lies below ``root`` (symlinks resolved too)."""
+    try:
+        real_root, real = root.resolve(strict=True), path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return False
+    return real_root in real.parents
+
+
 def validate_catalog(patches: tuple[Patch, ...] | list[Patch]) -> list[str]:
     """Self-check of declarations; returns one message per mistake (empty = sound)."""
     errors: list[str] = []
@@ -259,8 +276,10 @@ def validate_catalog(patches: tuple[Patch, ...] | list[Patch]) -> list[str]:
             if p.marker in h.anchor:
                 errors.append(f"{p.id}: hunk {i}: anchor contains the marker")
         for t in p.targets:
-            if t.path.startswith("/") or ".." in t.path.split("/"):
-                errors.append(f"{p.id}: target {t.path}: must be relative to site-packages")
+            for rel in (t.path, *(r for r, _ in t.requires)):
+                problem = relative_path_problem(rel)
+                if problem:
+                    errors.append(f"{p.id}: target {t.path}: {rel} {problem}")
             if not t.dists:
                 errors.append(f"{p.id}: target {t.path}: no owning distribution")
             if t.versions:
@@ -421,11 +440,11 @@ def apply_to_file(patch: Patch, path: Path, display: str, *, write: bool) -> tup
 # Running a catalog
 
 
-def _find(roots: list[Path], rel: str) -> Path | None:
+def _find(roots: list[Path], rel: str) -> tuple[Path, Path] | None:
     for root in roots:
         candidate = root / rel
         if candidate.is_file():
-            return candidate
+            return root, candidate
     return None
 
 
@@ -437,7 +456,13 @@ def run_patch(
     server_argv: list[str],
     write: bool,
     versions: dict[str, tuple[str, Path]] | None = None,
+    shadows: list[Path] | tuple[Path, ...] = (),
 ) -> PatchReport:
+    """Run one patch on the files below ``roots`` and nowhere else.
+
+    ``shadows``: directories the server imports before ``roots`` (PYTHONPATH). They are never
+    written; a target file found there is DRIFT, since the server would load it unpatched.
+    """
     report = PatchReport(patch.id)
     if patch.archs and not any(fnmatch.fnmatchcase(model_arch, a) for a in patch.archs):
         report.outcomes.append(
@@ -492,14 +517,44 @@ def run_patch(
                 )
             )
             continue
-        path = _find([root, *roots], target.path)
-        if path is None:
+        escape = relative_path_problem(target.path) or next(
+            (f"{rel} {why}" for rel, _ in target.requires if (why := relative_path_problem(rel))),
+            "",
+        )
+        if escape:
+            report.outcomes.append(Outcome(patch.id, DRIFT, target.path, f"refused: {escape}"))
+            continue
+        shadow = next((s / target.path for s in shadows if (s / target.path).is_file()), None)
+        if shadow is not None and not any(inside(r, shadow) for r in roots):
+            report.outcomes.append(
+                Outcome(
+                    patch.id,
+                    DRIFT,
+                    target.path,
+                    f"{shadow} (PYTHONPATH) shadows the installed file and lies outside the"
+                    " site-packages roots; not patched, the server would load it unpatched",
+                )
+            )
+            continue
+        found = _find([root, *roots], target.path)
+        if found is None:
             report.outcomes.append(
                 Outcome(
                     patch.id,
                     DRIFT,
                     target.path,
                     f"{dist} {version} is installed but the file is missing (package layout changed)",
+                )
+            )
+            continue
+        found_root, path = found
+        if not inside(found_root, path):
+            report.outcomes.append(
+                Outcome(
+                    patch.id,
+                    DRIFT,
+                    target.path,
+                    f"refused: {path} resolves to {path.resolve()}, outside {found_root}",
                 )
             )
             continue
@@ -535,7 +590,9 @@ def run_catalog(
     model_arch: str,
     server_argv: list[str],
     write: bool,
+    shadows: list[Path] | tuple[Path, ...] = (),
 ) -> list[PatchReport]:
+    """Every patch on ``roots`` (see :func:`run_patch`); nothing outside them is written."""
     versions = installed_versions(roots)
     return [
         run_patch(
@@ -545,16 +602,22 @@ def run_catalog(
             server_argv=server_argv,
             write=write,
             versions=versions,
+            shadows=shadows,
         )
         for p in patches
     ]
 
 
+def python_path() -> list[Path]:
+    """PYTHONPATH entries: the launcher runs with -I, the server it execs imports them first."""
+    return [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
 def expand_roots(site_dirs: list[Path]) -> list[Path]:
-    """``site_dirs`` plus the source checkouts they point to: directories named in their *.pth
-    files (editable installs, e.g. ``pip install -e sglang/python``) and PYTHONPATH entries (the
-    launcher runs with -I, the server it execs will not)."""
-    extra = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    """``site_dirs`` plus the source checkouts their *.pth files name (editable installs, e.g.
+    ``pip install -e sglang/python``): the interpreter's own layout. Used for the interpreter's
+    site-packages only; directories given explicitly are taken as they are."""
+    extra: list[Path] = []
     for d in site_dirs:
         if not d.is_dir():
             continue
@@ -572,11 +635,11 @@ def expand_roots(site_dirs: list[Path]) -> list[Path]:
 
 
 def default_roots() -> list[Path]:
-    """site-packages of the running interpreter, or SPARKRACK_SITE_PACKAGES (os.pathsep list),
-    expanded by ``expand_roots``."""
+    """SPARKRACK_SITE_PACKAGES (os.pathsep list) as given, else the site-packages of the running
+    interpreter expanded by ``expand_roots``."""
     env = os.environ.get("SPARKRACK_SITE_PACKAGES", "")
     if env:
-        return expand_roots([Path(p) for p in env.split(os.pathsep) if p])
+        return [Path(p) for p in env.split(os.pathsep) if p and Path(p).is_dir()]
     import site
     import sysconfig
 

@@ -23,10 +23,15 @@ if not __package__ and _HERE not in sys.path:  # python3 -I leaves the script's 
 
 if __package__:  # imported from the sparkrack package
     from sparkrack.patches.catalog import PATCHES
-    from sparkrack.patches.engine import DRIFT, default_roots, run_catalog
+    from sparkrack.patches.engine import DRIFT, default_roots, python_path, run_catalog
 else:  # run as a script: the flat copy in the serving container (/opt/sparkrack)
     from catalog import PATCHES  # type: ignore[import-not-found,no-redef]
-    from engine import DRIFT, default_roots, run_catalog  # type: ignore[import-not-found,no-redef]
+    from engine import (  # type: ignore[import-not-found,no-redef]
+        DRIFT,
+        default_roots,
+        python_path,
+        run_catalog,
+    )
 
 EXIT_REQUIRED_DRIFT = 3
 EXIT_USAGE = 2
@@ -65,7 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     reports = run_catalog(
-        PATCHES, roots, model_arch=opts.model_arch, server_argv=server, write=True
+        PATCHES,
+        roots,
+        model_arch=opts.model_arch,
+        server_argv=server,
+        write=True,
+        shadows=python_path(),
     )
     fatal: list[str] = []
     for report in reports:

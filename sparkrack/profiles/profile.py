@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
+from sparkrack import safeyaml
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.profiles.core import Profile
 from sparkrack.profiles.schema import build_schema
@@ -20,7 +20,15 @@ SCHEMA_PATH = PROFILE_DIR / "schema.json"
 
 @cache
 def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(build_schema())
+    def strict_integer(checker: Any, instance: object) -> bool:
+        """An integer is an ``int`` as written: ``4.0`` and ``true`` are not (``--tp-size 4.0``)."""
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", strict_integer)
+    strict = jsonschema.validators.extend(base, type_checker=checker)  # type: ignore[no-untyped-call]
+    validator: jsonschema.Draft202012Validator = strict(build_schema())
+    return validator
 
 
 def schema_problems(data: Any, source: str) -> list[Problem]:
@@ -82,12 +90,7 @@ def _candidates(ref: str) -> list[Path]:
 
 
 def _read(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SparkrackError(
-            Problem(str(path), "(yaml)", f"is not valid YAML ({exc})", "fix the syntax", "yaml")
-        ) from None
+    return safeyaml.load_file(path)
 
 
 def resolve(ref: str) -> Path:
