@@ -136,3 +136,26 @@ def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(tmp_path: Path) -
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "FABRIC GATE NOT RUN" in proc.stdout
     assert "5 manifests" in proc.stdout  # script ConfigMap + one pod per Spark
+
+
+def test_rdma_preflight_says_not_run_in_the_lab(tmp_path: Path) -> None:
+    play: list[dict[str, object]] = [
+        {
+            "name": "rdma preflight in the lab",
+            "hosts": "sparks",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "preflight",
+                    "ansible.builtin.include_role": {
+                        "name": "roce",
+                        "tasks_from": "rdma_preflight",
+                    },
+                }
+            ],
+        }
+    ]
+    proc = run_playbook(play, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("RDMA PREFLIGHT NOT RUN") == 1  # once, not per Spark
+    assert "(enp1s0f0np0)" in proc.stdout
