@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkrack.addressplan import FabricPlan, compute_plan, nodes_from_hostvars
+from sparkrack.addressplan import FabricPlan, compute_plan, nodes_from_hostvars, rail_subnets
 from sparkrack.errors import Problem, SparkrackError
 
 SPARK_GROUP = "sparks"
@@ -64,23 +64,28 @@ def group_problems(
             )
     fabric = next((hostvars.get(h, {}).get("fabric") for h in sparks + control), None)
     subnet_raw = fabric.get("subnet") if isinstance(fabric, Mapping) else None
+    rails = fabric.get("rails") if isinstance(fabric, Mapping) else None
     try:
-        subnet = ipaddress.IPv4Network(str(subnet_raw)) if subnet_raw else None
+        nets = rail_subnets(
+            ipaddress.IPv4Network(str(subnet_raw)),
+            len(rails) if isinstance(rails, list) and rails else 1,
+        )
     except ValueError:
-        subnet = None  # compute_plan names a bad subnet
-    for host in control if subnet else []:
+        nets = []  # compute_plan names a bad subnet or too many rails
+    for host in control if subnet_raw else []:
         for var in ADDRESS_VARS:
             value = hostvars.get(host, {}).get(var)
             try:
                 address = ipaddress.IPv4Address(str(value))
             except ValueError:
                 continue  # a DNS name or unset: nothing to compare
-            if subnet is not None and address in subnet:
+            inside = next((net for net in nets if address in net), None)
+            if inside is not None:
                 problems.append(
                     Problem(
                         source,
                         f"{host}.{var}",
-                        f"control-plane address {address} lies inside the fabric subnet {subnet}",
+                        f"control-plane address {address} lies inside the fabric subnet {inside}",
                         "reach the control plane over the management network; the QSFP fabric "
                         "links the Sparks only",
                     )

@@ -117,7 +117,7 @@ def test_healthy_rails_pass_and_every_rail_is_measured(tmp_path: Path) -> None:
     # s2 is the client of s1, once per rail, against s1's PF address of that rail
     assert [(c.split()[c.split().index("-d") + 1], c.split()[-1]) for c in clients] == [
         ("rocep1s0f0", "10.77.0.1"),
-        ("roceP2p1s0f0", "10.77.0.17"),
+        ("roceP2p1s0f0", "10.77.1.17"),
     ]
     assert all("--report_gbits" in c and "-R" in c.split() for c in calls)
     out = " ".join(proc.stdout.split())
