@@ -15,6 +15,7 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 
 from sparkrack.addressplan import compute_plan, nodes_from_hostvars  # noqa: E402
 from sparkrack.errors import SparkrackError  # noqa: E402
+from sparkrack.inventory import group_problems  # noqa: E402
 
 
 def fabric_plan(
@@ -28,6 +29,14 @@ def fabric_plan(
     return plan.to_dict()
 
 
+def inventory_problems(groups: Any, hostvars: Any, source: str = "inventory") -> list[str]:
+    """``{{ groups | sparkrack_inventory_problems(hostvars, inventory_dir) }}`` -> [] when sound."""
+    return [str(p) for p in group_problems(groups, hostvars, source)]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"sparkrack_fabric_plan": fabric_plan}
+        return {
+            "sparkrack_fabric_plan": fabric_plan,
+            "sparkrack_inventory_problems": inventory_problems,
+        }

@@ -14,6 +14,7 @@ from ansible.errors import AnsibleFilterError  # noqa: E402
 
 from sparkrack.driverlock import check_driver_version  # noqa: E402
 from sparkrack.errors import SparkrackError  # noqa: E402
+from sparkrack.rdma import pair_rounds, rail_verdict  # noqa: E402
 from sparkrack.roce import roce_v2_ipv4_index  # noqa: E402
 
 
@@ -31,9 +32,32 @@ def sparkrack_driver_check(text: str, expected: str, source: str = "group_vars")
         raise AnsibleFilterError(str(exc)) from None
 
 
+def sparkrack_rdma_rounds(order: list[str]) -> list[dict[str, dict[str, str]]]:
+    """``{{ sparkrack_plan.order | sparkrack_rdma_rounds }}``: ib_write_bw pairs, round by round."""
+    return pair_rounds([str(h) for h in order])
+
+
+def sparkrack_rdma_rail(
+    output: str,
+    netdev: str,
+    rdma_device: str,
+    rdma_links: str,
+    sysfs_lines: str,
+    floor_gbps: float,
+    source: str = "rdma preflight",
+) -> dict[str, Any]:
+    """Judge one rail: ``sysfs_lines`` are ``key=value`` lines (speed, current_link_width, ...)."""
+    sysfs = dict(line.split("=", 1) for line in str(sysfs_lines).splitlines() if "=" in line)
+    return rail_verdict(
+        str(output), netdev, rdma_device, str(rdma_links), sysfs, float(floor_gbps), source
+    )
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "sparkrack_roce_gid_index": sparkrack_roce_gid_index,
             "sparkrack_driver_check": sparkrack_driver_check,
+            "sparkrack_rdma_rounds": sparkrack_rdma_rounds,
+            "sparkrack_rdma_rail": sparkrack_rdma_rail,
         }

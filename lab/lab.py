@@ -9,8 +9,9 @@ create/destroy all call this file; callers serialize on ``flock /tmp/sparkrack-l
 * ``image``    build the node image from scratch (mmdebstrap -> docker import), tagged with the
                hash of its recipe (lab/image/*) so it is rebuilt only when the recipe changes;
 * ``up``       networks + nodes: ``sparkrack-<host>`` for every host of inventories/lab on the
-               management network, and on the Sparks the fabric network renamed to the real
-               ConnectX-7 port name (``fabric.ports[0]``), attached with the planned PF address;
+               management network, and on the Sparks one fabric network per rail
+               (``fabric.rails``, each in its own planned network), its NIC renamed to the real
+               ConnectX-7 port name and attached with the planned PF address;
 * ``converge`` run site.yml, run it again and fail unless the rerun reports changed=0;
 * ``lab``      all of the above plus a per-node summary and the converge/rerun wall times;
 * ``molecule`` ``molecule test`` of the default scenario, printing its converge/idempotence times;
@@ -53,6 +54,7 @@ MGMT_NETWORK = "sparkrack-mgmt"
 MGMT_SUBNET = ipaddress.IPv4Network("172.28.250.0/24")
 MGMT_GATEWAY = "172.28.250.1"
 FABRIC_NETWORK = "sparkrack-fabric"
+"""Docker network standing in for the first rail; rail r > 0 uses ``sparkrack-fabric<r>``."""
 LABEL = "io.sparkrack.lab"
 DOCKERD_LOG = Path("/var/log/sparkrack-dockerd.log")
 DOCKER_SOCKET = Path("/var/run/docker.sock")
@@ -270,13 +272,25 @@ def ensure_image() -> tuple[str, float | None]:
 # --- topology -----------------------------------------------------------------------------
 
 
+def fabric_network(rail: int) -> str:
+    return FABRIC_NETWORK if rail == 0 else f"{FABRIC_NETWORK}{rail}"
+
+
+@dataclass(frozen=True)
+class FabricPort:
+    """One rail PF of a Spark: the ConnectX-7 name, its planned address and its Docker network."""
+
+    name: str
+    address: str
+    network: str
+
+
 @dataclass(frozen=True)
 class Node:
     host: str
     mgmt_ip: str
     spark: bool
-    fabric_port: str | None = None
-    fabric_address: str | None = None
+    fabric: tuple[FabricPort, ...] = ()
 
     @property
     def container(self) -> str:
@@ -284,11 +298,17 @@ class Node:
 
 
 @dataclass(frozen=True)
+class RailNetwork:
+    name: str
+    subnet: ipaddress.IPv4Network
+    gateway: str
+
+
+@dataclass(frozen=True)
 class Topology:
     nodes: tuple[Node, ...]
-    fabric_subnet: ipaddress.IPv4Network
+    rails: tuple[RailNetwork, ...]
     fabric_mtu: int
-    fabric_gateway: str
 
 
 def _venv_tool(name: str) -> str:
@@ -306,17 +326,20 @@ def load_topology() -> Topology:
     hosts = list(inv.get("control_plane", {}).get("hosts", [])) + [
         h for h in plan["order"] if h in sparks
     ]
-    subnet = ipaddress.IPv4Network(plan["subnet"])
     planned = {
         str(a)
         for n in plan["nodes"].values()
         for a in [*(p["address"] for p in n["ports"]), *(v["address"] for v in n["vfs"])]
     }
-    # Docker's bridge needs an address on the fabric network: the last host address, which
-    # the plan never hands out (checked, not assumed).
-    gateway = str(subnet.broadcast_address - 1)
-    if gateway in planned:
-        raise LabError(f"fabric gateway {gateway} collides with the address plan")
+    rails = []
+    for r, cidr in enumerate(plan["rail_subnets"]):
+        subnet = ipaddress.IPv4Network(cidr)
+        # Docker's bridge needs an address on each fabric network: the last host address,
+        # which the plan never hands out (checked, not assumed).
+        gateway = str(subnet.broadcast_address - 1)
+        if gateway in planned:
+            raise LabError(f"fabric gateway {gateway} collides with the address plan")
+        rails.append(RailNetwork(fabric_network(r), subnet, gateway))
     nodes = []
     for host in hosts:
         mgmt = str(hostvars.get(host, {}).get("mgmt_ip", ""))
@@ -325,11 +348,14 @@ def load_topology() -> Topology:
                 f"{INVENTORY}/hosts.yml: {host}.mgmt_ip {mgmt!r} must lie in {MGMT_SUBNET}"
             )
         if host in sparks:
-            port = plan["nodes"][host]["ports"][0]
-            nodes.append(Node(host, mgmt, True, port["name"], port["address"]))
+            ports = {p["name"]: p["address"] for p in plan["nodes"][host]["ports"]}
+            fabric = tuple(
+                FabricPort(pf, ports[pf], fabric_network(r)) for r, pf in enumerate(plan["rails"])
+            )
+            nodes.append(Node(host, mgmt, True, fabric))
         else:
             nodes.append(Node(host, mgmt, False))
-    return Topology(tuple(nodes), subnet, int(plan["mtu"]), gateway)
+    return Topology(tuple(nodes), tuple(rails), int(plan["mtu"]))
 
 
 def _exists(kind: str, name: str) -> bool:
@@ -337,7 +363,8 @@ def _exists(kind: str, name: str) -> bool:
 
 
 def ensure_networks(topo: Topology) -> None:
-    for net, subnet in ((MGMT_NETWORK, MGMT_SUBNET), (FABRIC_NETWORK, topo.fabric_subnet)):
+    wanted = [(MGMT_NETWORK, MGMT_SUBNET), *((r.name, r.subnet) for r in topo.rails)]
+    for net, subnet in wanted:
         if _exists("network", net) and _network_subnets(net) != [str(subnet)]:
             raise LabError(
                 f"network {net} exists with subnet {_network_subnets(net)}, the lab needs "
@@ -349,13 +376,15 @@ def ensure_networks(topo: Topology) -> None:
             "network", "create", "--driver", "bridge", "--subnet", str(MGMT_SUBNET),
             "--gateway", MGMT_GATEWAY, "--label", f"{LABEL}=mgmt", MGMT_NETWORK,
         )  # fmt: skip
-    if not _exists("network", FABRIC_NETWORK):
-        log(f"network {FABRIC_NETWORK} {topo.fabric_subnet} MTU {topo.fabric_mtu} (internal)")
+    for rail in topo.rails:
+        if _exists("network", rail.name):
+            continue
+        log(f"network {rail.name} {rail.subnet} MTU {topo.fabric_mtu} (internal)")
         docker(
             "network", "create", "--driver", "bridge", "--internal",
-            "--subnet", str(topo.fabric_subnet), "--gateway", topo.fabric_gateway,
+            "--subnet", str(rail.subnet), "--gateway", rail.gateway,
             "-o", f"com.docker.network.driver.mtu={topo.fabric_mtu}",
-            "--label", f"{LABEL}=fabric", FABRIC_NETWORK,
+            "--label", f"{LABEL}=fabric", rail.name,
         )  # fmt: skip
 
 
@@ -373,31 +402,29 @@ def _create_node(node: Node, tag: str) -> None:
         "--network", MGMT_NETWORK, "--ip", node.mgmt_ip,
         "--label", f"{LABEL}=node", *SYSTEMD_RUN_ARGS, tag, "/sbin/init",
     )  # fmt: skip
-    if node.spark:
-        assert node.fabric_address is not None
-        docker("network", "connect", "--ip", node.fabric_address, FABRIC_NETWORK, node.container)
+    for port in node.fabric:
+        docker("network", "connect", "--ip", port.address, port.network, node.container)
 
 
 def _exec(node: Node, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return docker("exec", node.container, *cmd, check=check)
 
 
-def _rename_fabric_port(node: Node, info: dict[str, Any]) -> None:
-    """Give the fabric NIC the ConnectX-7 name and hand it over bare (no address)."""
-    assert node.fabric_port is not None
-    mac = info["NetworkSettings"]["Networks"][FABRIC_NETWORK]["MacAddress"].lower()
+def _rename_fabric_port(node: Node, port: FabricPort, info: dict[str, Any]) -> None:
+    """Give a rail's NIC the ConnectX-7 name and hand it over bare (no address)."""
+    mac = info["NetworkSettings"]["Networks"][port.network]["MacAddress"].lower()
     links = json.loads(_exec(node, "ip", "-j", "link", "show").stdout)
     current = next((ln["ifname"] for ln in links if ln.get("address", "").lower() == mac), None)
     if current is None:
-        raise LabError(f"{node.container}: no interface with the fabric MAC {mac}")
-    if current != node.fabric_port:
+        raise LabError(f"{node.container}: no interface with the {port.network} MAC {mac}")
+    if current != port.name:
         _exec(node, "ip", "link", "set", "dev", current, "down")
-        _exec(node, "ip", "link", "set", "dev", current, "name", node.fabric_port)
+        _exec(node, "ip", "link", "set", "dev", current, "name", port.name)
         # Docker configured the planned PF address; qsfp_network (netplan) must configure it,
         # so the lab hands over the port without an address, like a freshly installed Spark.
-        _exec(node, "ip", "-4", "addr", "flush", "dev", node.fabric_port)
-        log(f"{node.container}: {current} -> {node.fabric_port}")
-    _exec(node, "ip", "link", "set", "dev", node.fabric_port, "up")
+        _exec(node, "ip", "-4", "addr", "flush", "dev", port.name)
+        log(f"{node.container}: {current} -> {port.name}")
+    _exec(node, "ip", "link", "set", "dev", port.name, "up")
 
 
 def _wait_booted(node: Node, timeout: float = 120) -> str:
@@ -424,6 +451,12 @@ def up(fresh: bool = False) -> Topology:
             log(f"{node.container}: image changed, recreating")
             docker("rm", "-f", node.container)
             info = None
+        if info is not None and {p.network for p in node.fabric} - set(
+            info["NetworkSettings"]["Networks"]
+        ):
+            log(f"{node.container}: fabric.rails changed, recreating")
+            docker("rm", "-f", node.container)
+            info = None
         if info is None:
             log(f"create {node.container} ({node.mgmt_ip})")
             _create_node(node, tag)
@@ -434,10 +467,11 @@ def up(fresh: bool = False) -> Topology:
         if state != "running":
             failed = _exec(node, "systemctl", "--failed", "--no-legend", "--plain", check=False)
             log(f"{node.container}: systemd {state}: {failed.stdout.strip()}")
-        if node.spark:
+        if node.fabric:
             info = _inspect(node.container)
             assert info is not None
-            _rename_fabric_port(node, info)
+            for port in node.fabric:
+                _rename_fabric_port(node, port, info)
     log("nodes up: " + ", ".join(f"{n.container} {n.mgmt_ip}" for n in topo.nodes))
     return topo
 
@@ -449,7 +483,10 @@ def down(topo: Topology | None = None) -> None:
     if present:
         log("removing " + ", ".join(present))
         docker("rm", "-f", "-v", *present)
-    for net in (FABRIC_NETWORK, MGMT_NETWORK):
+    fabric = docker(
+        "network", "ls", "--filter", f"label={LABEL}=fabric", "--format", "{{.Name}}"
+    ).stdout.split()  # every rail network, also those of an earlier, larger fabric.rails
+    for net in (*sorted(set(fabric) | {r.name for r in topo.rails}), MGMT_NETWORK):
         if _exists("network", net):
             log(f"removing network {net}")
             _remove_network(net)

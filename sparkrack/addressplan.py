@@ -7,12 +7,16 @@ computes an address on its own.
 Layout inside ``fabric.subnet`` (default block of 16 addresses)::
 
     block 0 .. P-1        PF address of port p          host offset = p * block + spark_index
-    block P+r*V+v         VF v on rail r                 host offset = (P + r*V + v) * block + spark_index
+    block P .. P+V-1      VF v on the rail               host offset = (P + v) * block + spark_index
 
 A *rail* is a PF whose VFs serve NCCL (``fabric.rails``, default: the first port only). Each GB10
 QSFP cage enumerates as two PCIe Gen5 x4 functions (``enp1s0f0np0`` and ``enP2p1s0f0np0``) of about
 100 Gb/s each; NCCL reaches the cable's ~200 Gb/s only with a VF of both in ``NCCL_IB_HCA``, so a
-serving pod gets VF v of *every* rail. Rail 0's layout is the single-rail layout unchanged.
+serving pod gets VF v of *every* rail. Rail r has its own network, the r-th network of the same
+size from ``fabric.subnet`` on (rail 0 = ``fabric.subnet``, so the one-rail plan is unchanged):
+two interfaces of one host in one subnet would leave the kernel one route for both. Inside its
+network a rail uses the layout above with its own PF and VFs, so only the third octet tells the
+rail: ``10.77.0.35`` is spark3's VF1 on rail 0, ``10.77.1.35`` on rail 1.
 
 With ``10.77.0.0/24``, one port and 4 VFs: spark3's PF is ``10.77.0.3`` and its VF1 is
 ``10.77.0.35`` — the last digits always tell the node. Every VF gets a fixed, locally
@@ -152,6 +156,8 @@ class FabricPlan:
     nodes: tuple[NodePlan, ...] = field(default_factory=tuple)
     rails: tuple[str, ...] = ()
     """PFs whose VFs serve NCCL, in rail order (``rails[0] == sriov_port``)."""
+    rail_subnets: tuple[str, ...] = ()
+    """The network of every rail (``rail_subnets[0] == subnet``)."""
 
     @property
     def serving_vf_index(self) -> int:
@@ -222,6 +228,7 @@ class FabricPlan:
                 gid_index=None if gid is None else int(gid),
                 nodes=nodes,
                 rails=tuple(str(r) for r in data.get("rails") or [data["sriov_port"]]),
+                rail_subnets=tuple(str(n) for n in data.get("rail_subnets") or [data["subnet"]]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SparkrackError(
@@ -241,6 +248,7 @@ class FabricPlan:
             "mtu": self.mtu,
             "sriov_port": self.sriov_port,
             "rails": list(self.rails),
+            "rail_subnets": list(self.rail_subnets),
             "vf_count": self.vf_count,
             "vfs_in_use": list(self.vfs_in_use),
             "gid_index": self.gid_index,
@@ -526,6 +534,20 @@ def compute_plan(
                 )
             )
         by_index.setdefault(index, node.name)
+    nets: list[ipaddress.IPv4Network] = []
+    if subnet is not None:
+        try:
+            nets = rail_subnets(subnet, max(len(rails), 1))
+        except ValueError:
+            problems.append(
+                _problem(
+                    "rails",
+                    f"{len(rails)} rails need {len(rails)} networks of /{subnet.prefixlen} from "
+                    f"{subnet} on, beyond the IPv4 space",
+                    "use a lower fabric.subnet",
+                    source,
+                )
+            )
     node_ips: dict[str, str] = {}
     for _, node in indexed:
         try:
@@ -540,12 +562,13 @@ def compute_plan(
                 )
             )
             continue
-        if subnet is not None and ip in subnet:
+        inside = next((net for net in nets if ip in net), None)
+        if inside is not None:
             problems.append(
                 Problem(
                     source,
                     f"{node.name}.node_ip",
-                    f"management address {ip} lies inside the fabric subnet {subnet}",
+                    f"management address {ip} lies inside the fabric subnet {inside}",
                     "use separate networks for management and the QSFP fabric",
                 )
             )
@@ -561,7 +584,7 @@ def compute_plan(
         node_ips.setdefault(str(ip), node.name)
 
     if subnet is not None and block >= 2 and isinstance(ports, list):
-        blocks_needed = len(ports) + max(len(rails), 1) * max(vf_count, 0)
+        blocks_needed = len(ports) + max(vf_count, 0)
         last_offset = blocks_needed * block - 1
         if last_offset >= subnet.num_addresses - 1:
             problems.append(
@@ -569,7 +592,7 @@ def compute_plan(
                     "subnet",
                     f"{subnet} has {subnet.num_addresses} addresses but the "
                     f"plan needs {blocks_needed} blocks of {block} "
-                    f"({len(ports)} port(s) + {vf_count} VFs x {max(len(rails), 1)} rail(s))",
+                    f"({len(ports)} port(s) + {vf_count} VFs)",
                     "use a larger subnet (e.g. /24), fewer VFs or a smaller block",
                     source,
                 )
@@ -578,14 +601,20 @@ def compute_plan(
         raise SparkrackError(problems)
     assert subnet is not None
 
-    def addr(block_no: int, index: int) -> str:
-        return str(subnet.network_address + block_no * block + index)
+    def addr(block_no: int, index: int, rail: int = 0) -> str:
+        return str(nets[rail].network_address + block_no * block + index)
+
+    def rail_of(port: str) -> int:
+        return rails.index(port) if port in rails else 0
 
     plans: list[NodePlan] = []
     for rank, (index, node) in enumerate(sorted(indexed, key=lambda item: item[0])):
         port_plans = tuple(
             PortPlan(
-                name=p, address=addr(i, index), prefixlen=subnet.prefixlen, rdma_device=rdma_name(p)
+                name=p,
+                address=addr(i, index, rail_of(p)),
+                prefixlen=subnet.prefixlen,
+                rdma_device=rdma_name(p),
             )
             for i, p in enumerate(ports)
         )
@@ -594,7 +623,7 @@ def compute_plan(
                 index=v,
                 netdev=f"{port_base(pf)}v{v}",
                 rdma_device=f"{rdma_name(pf)}v{v}",
-                address=addr(len(ports) + r * vf_count + v, index),
+                address=addr(len(ports) + v, index, r),
                 prefixlen=subnet.prefixlen,
                 mac=f"{mac_prefix}:{index:02x}:{ports.index(pf):02x}:{v:02x}",
                 in_use=v in in_use,
@@ -626,13 +655,24 @@ def compute_plan(
         subnet=str(subnet),
         prefixlen=subnet.prefixlen,
         mtu=mtu,
-        sriov_port=ports[0],
+        sriov_port=rails[0] if rails else ports[0],
         vf_count=vf_count,
         vfs_in_use=tuple(in_use),
         gid_index=gid_index,
         nodes=tuple(plans),
         rails=tuple(rails),
+        rail_subnets=tuple(str(net) for net in nets),
     )
+
+
+def rail_subnets(subnet: ipaddress.IPv4Network, rails: int) -> list[ipaddress.IPv4Network]:
+    """The network of every rail: ``fabric.subnet`` for the first, then the next networks of the
+    same size (``10.77.0.0/24`` -> ``10.77.1.0/24`` for rail 1). Raises ValueError past IPv4."""
+    base = int(subnet.network_address)
+    return [
+        ipaddress.IPv4Network((base + r * subnet.num_addresses, subnet.prefixlen))
+        for r in range(rails)
+    ]
 
 
 def nodes_from_hostvars(

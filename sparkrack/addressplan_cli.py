@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(plan.to_dict(), sort_keys=False), end="")
     else:
         print(
-            f"fabric {plan.subnet}  mtu {plan.mtu}  VFs on {plan.sriov_port}: "
+            f"fabric {', '.join(plan.rail_subnets)}  mtu {plan.mtu}  VFs on {', '.join(plan.rails)}: "
             f"{plan.vf_count} (in use: {', '.join(map(str, plan.vfs_in_use))})"
         )
         print(f"{'node':<10} {'rank':>4} {'node-ip':<15} {'PF':<22} {'VF (in use)':<40}")

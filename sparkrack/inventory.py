@@ -6,15 +6,91 @@ this uses ansible-core's own InventoryManager/VariableManager instead of parsing
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkrack.addressplan import FabricPlan, compute_plan, nodes_from_hostvars
+from sparkrack.addressplan import FabricPlan, compute_plan, nodes_from_hostvars, rail_subnets
 from sparkrack.errors import Problem, SparkrackError
 
 SPARK_GROUP = "sparks"
 CONTROL_PLANE_GROUP = "control_plane"
+HARDWARE = ("real", "simulated")
+ADDRESS_VARS = ("ansible_host", "k3s_node_ip", "mgmt_ip")
+"""Host variables that carry a host's management address."""
+
+
+def group_problems(
+    groups: Mapping[str, Sequence[str]],
+    hostvars: Mapping[str, Mapping[str, Any]],
+    source: str = "inventory",
+) -> list[Problem]:
+    """What the inventory's groups must satisfy before a plan is computed (preflight and
+    ``sparkrack addresses`` both ask): Sparks, exactly one control plane, ``spark_hardware``, and
+    no control-plane address inside ``fabric.subnet``."""
+    problems: list[Problem] = []
+    sparks = list(groups.get(SPARK_GROUP) or [])
+    control = list(groups.get(CONTROL_PLANE_GROUP) or [])
+    if not sparks:
+        problems.append(
+            Problem(
+                source,
+                SPARK_GROUP,
+                "the inventory has no 'sparks' group or it is empty",
+                "list the DGX Sparks under 'sparks' (see inventories/example/hosts.yml)",
+            )
+        )
+    if len(control) != 1:
+        problems.append(
+            Problem(
+                source,
+                CONTROL_PLANE_GROUP,
+                f"has {len(control)} host(s) ({', '.join(control) or 'none'}); exactly one is needed",
+                "put the one x86 K3s server under 'control_plane' (see inventories/example/hosts.yml)",
+            )
+        )
+    for host in sparks + control:
+        hardware = hostvars.get(host, {}).get("spark_hardware")
+        if hardware not in HARDWARE:
+            problems.append(
+                Problem(
+                    source,
+                    f"{host}.spark_hardware",
+                    f"is {hardware!r}, not one of {', '.join(HARDWARE)}",
+                    "set spark_hardware: real (DGX Sparks) or simulated (the lab) in group_vars",
+                )
+            )
+    fabric = next((hostvars.get(h, {}).get("fabric") for h in sparks + control), None)
+    subnet_raw = fabric.get("subnet") if isinstance(fabric, Mapping) else None
+    rails = fabric.get("rails") if isinstance(fabric, Mapping) else None
+    try:
+        nets = rail_subnets(
+            ipaddress.IPv4Network(str(subnet_raw)),
+            len(rails) if isinstance(rails, list) and rails else 1,
+        )
+    except ValueError:
+        nets = []  # compute_plan names a bad subnet or too many rails
+    for host in control if subnet_raw else []:
+        for var in ADDRESS_VARS:
+            value = hostvars.get(host, {}).get(var)
+            try:
+                address = ipaddress.IPv4Address(str(value))
+            except ValueError:
+                continue  # a DNS name or unset: nothing to compare
+            inside = next((net for net in nets if address in net), None)
+            if inside is not None:
+                problems.append(
+                    Problem(
+                        source,
+                        f"{host}.{var}",
+                        f"control-plane address {address} lies inside the fabric subnet {inside}",
+                        "reach the control plane over the management network; the QSFP fabric "
+                        "links the Sparks only",
+                    )
+                )
+    return problems
 
 
 @dataclass(frozen=True)
@@ -36,6 +112,17 @@ class Inventory:
         return default
 
     def plan(self) -> FabricPlan:
+        """The address plan, after the same group checks preflight makes (all problems at once)."""
+        problems = group_problems(self.groups, self.hostvars, str(self.path))
+        try:
+            plan = self._plan()
+        except SparkrackError as exc:
+            raise SparkrackError(problems + list(exc.problems)) from None
+        if problems:
+            raise SparkrackError(problems)
+        return plan
+
+    def _plan(self) -> FabricPlan:
         fabric = self.var("fabric")
         if fabric is None:
             raise SparkrackError(

@@ -215,28 +215,40 @@ def test_default_rail_is_the_first_port() -> None:
 def test_two_rails_pinned() -> None:
     plan = compute_plan(TWO_RAILS, nodes(4))
     assert plan.rails == tuple(RAILS)
+    assert plan.rail_subnets == ("10.77.0.0/24", "10.77.1.0/24")
     spark3 = plan.node("spark3")
     assert [(p.name, p.address, p.rdma_device) for p in spark3.ports] == [
         ("enp1s0f0np0", "10.77.0.3", "rocep1s0f0"),
-        ("enP2p1s0f0np0", "10.77.0.19", "roceP2p1s0f0"),
+        ("enP2p1s0f0np0", "10.77.1.19", "roceP2p1s0f0"),
     ]
-    # rail 0 keeps the one-rail layout (blocks 2..5 with two ports), rail 1 follows (6..9)
+    # each rail has its own network with the same layout: only the third octet tells the rail
     assert [(v.rail, v.index, v.netdev, v.rdma_device, v.address, v.mac) for v in spark3.vfs] == [
         (0, 0, "enp1s0f0v0", "rocep1s0f0v0", "10.77.0.35", "02:53:50:03:00:00"),
         (0, 1, "enp1s0f0v1", "rocep1s0f0v1", "10.77.0.51", "02:53:50:03:00:01"),
         (0, 2, "enp1s0f0v2", "rocep1s0f0v2", "10.77.0.67", "02:53:50:03:00:02"),
         (0, 3, "enp1s0f0v3", "rocep1s0f0v3", "10.77.0.83", "02:53:50:03:00:03"),
-        (1, 0, "enP2p1s0f0v0", "roceP2p1s0f0v0", "10.77.0.99", "02:53:50:03:01:00"),
-        (1, 1, "enP2p1s0f0v1", "roceP2p1s0f0v1", "10.77.0.115", "02:53:50:03:01:01"),
-        (1, 2, "enP2p1s0f0v2", "roceP2p1s0f0v2", "10.77.0.131", "02:53:50:03:01:02"),
-        (1, 3, "enP2p1s0f0v3", "roceP2p1s0f0v3", "10.77.0.147", "02:53:50:03:01:03"),
+        (1, 0, "enP2p1s0f0v0", "roceP2p1s0f0v0", "10.77.1.35", "02:53:50:03:01:00"),
+        (1, 1, "enP2p1s0f0v1", "roceP2p1s0f0v1", "10.77.1.51", "02:53:50:03:01:01"),
+        (1, 2, "enP2p1s0f0v2", "roceP2p1s0f0v2", "10.77.1.67", "02:53:50:03:01:02"),
+        (1, 3, "enP2p1s0f0v3", "roceP2p1s0f0v3", "10.77.1.83", "02:53:50:03:01:03"),
     ]
     assert spark3.serving_vf.netdev == "enp1s0f0v0"
     assert [vf.netdev for vf in spark3.rail_vfs(2)] == ["enp1s0f0v2", "enP2p1s0f0v2"]
     one = compute_plan({**FABRIC, "ports": RAILS, "vfs_in_use": [0, 2]}, nodes(4))
     assert [v.address for v in one.node("spark3").vfs] == [v.address for v in spark3.vfs[:4]]
+    assert one.rail_subnets == ("10.77.0.0/24",)
     again = type(plan).from_dict(plan.to_dict())
     assert again == plan
+
+
+def test_management_inside_a_later_rail_network_is_refused() -> None:
+    inside = [NodeInput("spark1", "10.77.1.200"), NodeInput("spark2", "192.168.1.12")]
+    problems = refused(TWO_RAILS, inside)
+    assert (
+        "spark1.node_ip",
+        "management address 10.77.1.200 lies inside the fabric subnet 10.77.1.0/24",
+    ) in problems
+    assert compute_plan(FABRIC, inside).rail_subnets == ("10.77.0.0/24",)
 
 
 def test_two_rails_pod_annotation_has_one_interface_per_rail() -> None:
@@ -244,7 +256,7 @@ def test_two_rails_pod_annotation_has_one_interface_per_rail() -> None:
     nets = json.loads(pod_network_annotation(spark2, "sparkrack", vf_index=2))
     assert [(n["name"], n["interface"], n["ips"], n["mac"]) for n in nets] == [
         ("sparkrack-vf2", "net1", ["10.77.0.66/24"], "02:53:50:02:00:02"),
-        ("sparkrack-rail1-vf2", "net2", ["10.77.0.130/24"], "02:53:50:02:01:02"),
+        ("sparkrack-rail1-vf2", "net2", ["10.77.1.66/24"], "02:53:50:02:01:02"),
     ]
     assert json.loads(pod_network_annotation(spark2, "sparkrack"))[0]["name"] == "sparkrack-vf0"
 
@@ -273,7 +285,6 @@ def test_negative_gid_index_and_small_mtu_are_refused() -> None:
     assert compute_plan({**FABRIC, "gid_index": 0, "mtu": 9000}, nodes(2)).gid_index == 0
 
 
-def test_two_rails_need_room_for_every_rails_vfs() -> None:
-    small = {**TWO_RAILS, "subnet": "10.77.0.0/25"}  # 2 ports + 2 x 4 VFs = 10 blocks > 8
-    problems = refused(small, nodes(2))
-    assert any(k == "fabric.subnet" and "x 2 rail(s)" in m for k, m in problems)
+def test_rails_beyond_the_ipv4_space_are_refused() -> None:
+    problems = refused({**TWO_RAILS, "subnet": "255.255.255.0/24"}, nodes(2))
+    assert any(k == "fabric.rails" and "beyond the IPv4 space" in m for k, m in problems)

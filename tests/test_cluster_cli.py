@@ -103,8 +103,9 @@ ADDONS_PLAY: list[dict[str, object]] = [
 def test_addons_role_renders_validates_and_says_it_did_not_apply(tmp_path: Path) -> None:
     proc = run_playbook(ADDONS_PLAY, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "9 manifests rendered and validated offline" in proc.stdout
+    assert "10 manifests rendered and validated offline" in proc.stdout  # a NAD per rail
     assert "NetworkAttachmentDefinition/sparkrack-vf0" in proc.stdout
+    assert "NetworkAttachmentDefinition/sparkrack-rail1-vf0" in proc.stdout
     assert "NOT APPLIED: k3s_api_ready is false on cp1" in proc.stdout
 
 
@@ -136,3 +137,26 @@ def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(tmp_path: Path) -
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "FABRIC GATE NOT RUN" in proc.stdout
     assert "5 manifests" in proc.stdout  # script ConfigMap + one pod per Spark
+
+
+def test_rdma_preflight_says_not_run_in_the_lab(tmp_path: Path) -> None:
+    play: list[dict[str, object]] = [
+        {
+            "name": "rdma preflight in the lab",
+            "hosts": "sparks",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "preflight",
+                    "ansible.builtin.include_role": {
+                        "name": "roce",
+                        "tasks_from": "rdma_preflight",
+                    },
+                }
+            ],
+        }
+    ]
+    proc = run_playbook(play, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("RDMA PREFLIGHT NOT RUN") == 1  # once, not per Spark
+    assert "(enp1s0f0np0, enP2p1s0f0np0)" in " ".join(proc.stdout.split())

@@ -57,21 +57,31 @@ def test_shipped_recipe_has_what_the_roles_need(lab: ModuleType) -> None:
 def test_topology_reads_the_plan(lab: ModuleType) -> None:
     topo = lab.load_topology()
     plan = load_inventory(ROOT / "inventories" / "lab").plan()
+    assert len(plan.rails) == 2, "the lab runs both halves of the QSFP cage as rails"
     assert [n.host for n in topo.nodes] == ["cp1", *(n.name for n in plan.nodes)]
     for node in topo.nodes:
         assert node.container == f"sparkrack-{node.host}"
         assert ipaddress.IPv4Address(node.mgmt_ip) in lab.MGMT_SUBNET
         if node.spark:
-            port = plan.node(node.host).ports[0]
-            assert (node.fabric_port, node.fabric_address) == (port.name, port.address)
+            ports = {p.name: p.address for p in plan.node(node.host).ports}
+            assert [(f.name, f.address, f.network) for f in node.fabric] == [
+                (rail, ports[rail], "sparkrack-fabric" if r == 0 else f"sparkrack-fabric{r}")
+                for r, rail in enumerate(plan.rails)
+            ]
         else:
-            assert node.fabric_port is None
-    assert str(topo.fabric_subnet) == plan.subnet and topo.fabric_mtu == plan.mtu == 9000
+            assert node.fabric == ()
+    assert [str(r.subnet) for r in topo.rails] == list(plan.rail_subnets)
+    assert topo.fabric_mtu == plan.mtu == 9000
     used = {p.address for n in plan.nodes for p in n.ports} | {
         v.address for n in plan.nodes for v in n.vfs
     }
-    assert topo.fabric_gateway not in used
-    assert ipaddress.IPv4Address(topo.fabric_gateway) in topo.fabric_subnet
+    for rail in topo.rails:
+        assert rail.gateway not in used
+        assert ipaddress.IPv4Address(rail.gateway) in rail.subnet
+    for node in topo.nodes:
+        for port in node.fabric:
+            rail = next(r for r in topo.rails if r.name == port.network)
+            assert ipaddress.IPv4Address(port.address) in rail.subnet
 
 
 def test_recap_parser(lab: ModuleType) -> None:

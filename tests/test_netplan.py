@@ -88,6 +88,7 @@ def test_two_rails_address_both_pfs_and_each_rails_vf_in_use() -> None:
         "enP2p1s0f0v0",
         "enP2p1s0f0v2",
     ]
-    assert eth["enP2p1s0f0v0"]["addresses"] == ["10.77.0.98/24"]
+    assert eth["enP2p1s0f0np0"]["addresses"] == ["10.77.1.18/24"]
+    assert eth["enP2p1s0f0v0"]["addresses"] == ["10.77.1.34/24"]
     assert eth["enP2p1s0f0v0"]["macaddress"] == "02:53:50:02:01:00"
     assert {e["mtu"] for e in eth.values()} == {9000}

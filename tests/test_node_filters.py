@@ -38,6 +38,8 @@ def test_filters_are_registered() -> None:
     assert set(load("sparkrack_node").FilterModule().filters()) == {
         "sparkrack_roce_gid_index",
         "sparkrack_driver_check",
+        "sparkrack_rdma_rounds",
+        "sparkrack_rdma_rail",
     }
 
 

@@ -81,3 +81,69 @@ def test_preflight_refuses_a_broken_fabric(tmp_path: Path) -> None:
     assert "fabric.vfs_in_use: VF index 6 is beyond the VF count (4 VFs: 0..3)" in output
     assert "fix: use a lower index or raise fabric.vf_count" in output
     assert not (tmp_path / "plan.json").exists()
+
+
+def broken_copy(tmp_path: Path, **changes: object) -> Path:
+    """The example inventory with the control plane moved and/or fabric keys changed."""
+    inventory = tmp_path / "inv"
+    shutil.copytree(ROOT / "inventories" / "example", inventory)
+    hosts = inventory / "hosts.yml"
+    data = yaml.safe_load(hosts.read_text())
+    cp = data["all"]["children"]["k3s_cluster"]["children"]["control_plane"]["hosts"]["cp1"]
+    cp["ansible_host"] = changes.pop("cp_address", cp["ansible_host"])
+    hosts.write_text(yaml.safe_dump(data))
+    group_vars = inventory / "group_vars" / "all.yml"
+    gv = yaml.safe_load(group_vars.read_text())
+    gv["fabric"].update(changes)
+    group_vars.write_text(yaml.safe_dump(gv))
+    return inventory
+
+
+def addresses(inventory: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sparkrack", "addresses", "-i", str(inventory)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+
+
+def test_preflight_and_addresses_name_the_same_inventory_gaps(tmp_path: Path) -> None:
+    inventory = broken_copy(tmp_path, cp_address="10.77.0.40", gid_index=-1, mtu=1500)
+    expected = [
+        "cp1.ansible_host: control-plane address 10.77.0.40 lies inside the fabric subnet "
+        "10.77.0.0/24",
+        "fabric.gid_index: -1 is not a GID table index",
+        "fabric.mtu: 1500 is below 9000",
+        "fix: set fabric.mtu: 9000",
+    ]
+    cli = addresses(inventory)
+    assert cli.returncode != 0
+    for text in expected:
+        assert text in cli.stdout + cli.stderr, cli.stdout + cli.stderr
+    assert "Traceback" not in cli.stderr
+    play = run_preflight(inventory, tmp_path)
+    assert play.returncode != 0
+    assert expected[0] in play.stdout + play.stderr  # the group check runs first
+    fixed = run_preflight(broken_copy(tmp_path / "ok", cp_address="192.168.1.10"), tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+
+
+def test_addresses_makes_the_group_checks_preflight_makes(tmp_path: Path) -> None:
+    inventory = broken_copy(tmp_path)
+    hosts = inventory / "hosts.yml"
+    data = yaml.safe_load(hosts.read_text())
+    data["all"]["children"]["k3s_cluster"]["children"]["control_plane"]["hosts"]["cp2"] = {
+        "ansible_host": "192.168.1.9"
+    }
+    hosts.write_text(yaml.safe_dump(data))
+    cli = addresses(inventory)
+    assert cli.returncode != 0
+    assert (
+        "control_plane: has 2 host(s) (cp1, cp2); exactly one is needed" in cli.stdout + cli.stderr
+    )
+    play = run_preflight(inventory, tmp_path)
+    assert "exactly one is needed" in play.stdout + play.stderr
+    assert addresses(ROOT / "inventories" / "example").returncode == 0

@@ -68,7 +68,8 @@ def test_each_rank_pinned_and_wired_from_the_plan(name: str, ctx: ServingContext
         assert container["securityContext"] == {"privileged": True}
         assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
         env = {e["name"]: e for e in container["env"]}
-        assert env["NCCL_IB_HCA"]["value"] == f"={node.serving_vf.rdma_device}"
+        rails = node.rail_vfs(node.serving_vf.index)
+        assert env["NCCL_IB_HCA"]["value"] == "=" + ",".join(vf.rdma_device for vf in rails)
         assert env["NCCL_SOCKET_IFNAME"]["value"] == POD_FABRIC_IFNAME
         assert env["GLOO_SOCKET_IFNAME"]["value"] == POD_FABRIC_IFNAME
         assert env["NCCL_DEBUG"]["value"] == "INFO"

@@ -19,13 +19,19 @@ SCRIPT = ROOT / "roles" / "sriov" / "files" / "sparkrack-sriov"
 PCI = "0000:01:00.0"
 
 
-def planned_vfs() -> str:
+def planned_vfs(rails: tuple[str, ...] = ("enp1s0f0np0",)) -> str:
     plan = compute_plan(
-        {"subnet": "10.77.0.0/24", "ports": ["enp1s0f0np0"], "vf_count": 4, "vfs_in_use": [0]},
+        {
+            "subnet": "10.77.0.0/24",
+            "ports": ["enp1s0f0np0", "enP2p1s0f0np0"],
+            "rails": list(rails),
+            "vf_count": 4,
+            "vfs_in_use": [0],
+        },
         [NodeInput("spark1", "192.168.1.11"), NodeInput("spark2", "192.168.1.12")],
     )
-    # Same format as roles/sriov/templates/sriov.env.j2: index:netdev:mac
-    return " ".join(f"{v.index}:{v.netdev}:{v.mac}" for v in plan.node("spark2").vfs)
+    # Same format as roles/sriov/templates/sriov.env.j2: pf:index:netdev:mac
+    return " ".join(f"{v.pf}:{v.index}:{v.netdev}:{v.mac}" for v in plan.node("spark2").vfs)
 
 
 def fake_host(tmp_path: Path, total: int, vf_names: list[str] | None = None) -> dict[str, str]:
@@ -48,7 +54,7 @@ def fake_host(tmp_path: Path, total: int, vf_names: list[str] | None = None) -> 
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "SRIOV_SYSFS": str(sysfs),
         "SPARKRACK_HARDWARE": "real",
-        "SRIOV_PF": "enp1s0f0np0",
+        "SRIOV_PFS": "enp1s0f0np0",
         "SRIOV_VF_COUNT": "4",
         "SRIOV_TIMEOUT": "1",
         "SRIOV_TRUST": "on",
@@ -78,7 +84,7 @@ def test_too_few_vfs_in_firmware_is_refused(tmp_path: Path) -> None:
 
 def test_missing_pf_is_named(tmp_path: Path) -> None:
     env = fake_host(tmp_path, total=8)
-    env["SRIOV_PF"] = "enp9s0f0np0"
+    env["SRIOV_PFS"] = "enp9s0f0np0"
     result = run(env)
     assert result.returncode == 1 and "PF enp9s0f0np0 did not appear" in result.stderr
 
@@ -113,3 +119,31 @@ def test_vf_that_never_appears_fails(tmp_path: Path, created: int) -> None:
     result = run(fake_host(tmp_path, total=8, vf_names=names))
     assert result.returncode == 1
     assert f"VF {created} of enp1s0f0np0 has no netdev after 1s" in result.stderr
+
+
+def test_every_rail_gets_its_vfs(tmp_path: Path) -> None:
+    rails = ("enp1s0f0np0", "enP2p1s0f0np0")
+    env = fake_host(tmp_path, total=8, vf_names=[f"enp1s0f0v{i}" for i in range(4)])
+    sysfs = Path(env["SRIOV_SYSFS"])
+    second = sysfs / "devices" / "pci0002:00" / "0002:01:00.0"
+    second.mkdir(parents=True)
+    (second / "sriov_totalvfs").write_text("8\n")
+    (second / "sriov_numvfs").write_text("0\n")
+    for index in range(4):
+        (second / f"virtfn{index}" / "net" / f"enP2p1s0f0v{index}").mkdir(parents=True)
+    (sysfs / "class" / "net" / rails[1]).mkdir(parents=True)
+    (sysfs / "class" / "net" / rails[1] / "device").symlink_to(second)
+    env.update({"SRIOV_PFS": " ".join(rails), "SRIOV_VFS": planned_vfs(rails)})
+    result = run(env)
+    assert result.returncode == 0, result.stderr
+    assert (second / "sriov_numvfs").read_text().strip() == "4"
+    calls = (tmp_path / "ip.log").read_text().splitlines()
+    assert "link set dev enP2p1s0f0np0 vf 1 mac 02:53:50:02:01:01 trust on" in calls
+    assert "link set dev enp1s0f0np0 vf 1 mac 02:53:50:02:00:01 trust on" in calls
+    assert "link set dev enP2p1s0f0v3 up" in calls
+    # negative control: a rail whose PF is missing stops the unit before anything changes
+    (tmp_path / "ip.log").unlink()
+    env["SRIOV_PFS"] = "enp1s0f0np0 enP9p1s0f0np0"
+    result = run(env)
+    assert result.returncode == 1 and "PF enP9p1s0f0np0 did not appear" in result.stderr
+    assert not (tmp_path / "ip.log").exists()

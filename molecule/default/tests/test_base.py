@@ -86,17 +86,19 @@ def test_memlock_dropin_applies_to_units(spark: str) -> None:
 def test_fabric_port_named_like_connectx7(spark: str) -> None:
     host = host_of(spark)
     node = plan()["nodes"][spark]
-    port = node["ports"][0]
-    link = json.loads(host.check_output(f"ip -j addr show dev {port['name']}"))[0]
-    assert link["mtu"] == plan()["mtu"] == 9000
-    assert link["operstate"] == "UP"
-    assert port["address"] in [a["local"] for a in link["addr_info"] if a["family"] == "inet"]
+    rails = [p for p in node["ports"] if p["name"] in plan()["rails"]]
+    assert [p["name"] for p in rails] == plan()["rails"]
+    for port in rails:
+        link = json.loads(host.check_output(f"ip -j addr show dev {port['name']}"))[0]
+        assert link["mtu"] == plan()["mtu"] == 9000
+        assert link["operstate"] == "UP"
+        assert port["address"] in [a["local"] for a in link["addr_info"] if a["family"] == "inet"]
 
 
 def test_control_plane_has_no_fabric_port(control_plane: str) -> None:
     host = host_of(control_plane)
     links = host.check_output("ip -o link show")
-    port = plan()["sriov_port"]
-    assert not re.search(rf"\b{port}\b", links)
+    for port in plan()["rails"]:
+        assert not re.search(rf"\b{port}\b", links)
     mgmt = next(n.mgmt_ip for n in topology().nodes if n.host == control_plane)
     assert mgmt in host.interface("eth0").addresses

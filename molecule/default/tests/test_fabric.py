@@ -105,18 +105,40 @@ def _ping(spark: str, address: str, size: int) -> Any:
     return host_of(spark).run(f"ping -M do -s {size} -c 2 -i 0.2 -W 2 {address}")
 
 
+def _rail_targets(node: dict[str, Any], kind: str) -> list[tuple[str, str]]:
+    """(interface, address) of every rail of a peer: its PF, or its serving VF."""
+    if kind == "pf":
+        return [(p["name"], p["address"]) for p in node["ports"] if p["name"] in plan()["rails"]]
+    return [
+        (vf["netdev"], vf["address"]) for vf in node["vfs"] if vf["index"] == node["serving_vf"]
+    ]
+
+
 @pytest.mark.parametrize("kind", ["pf", "vf"])
-def test_jumbo_ping_without_fragmentation_to_every_peer(spark: str, kind: str) -> None:
+def test_jumbo_ping_without_fragmentation_to_every_peer_on_every_rail(
+    spark: str, kind: str
+) -> None:
     for peer, node in plan()["nodes"].items():
         if peer == spark:
             continue
-        if kind == "pf":
-            target = node["ports"][0]["address"]
-        else:
-            target = next(vf["address"] for vf in node["vfs"] if vf["index"] == node["serving_vf"])
-        result = _ping(spark, target, 8972)
-        assert result.rc == 0, f"{spark} -> {peer} {kind} {target}: {result.stdout}{result.stderr}"
-        assert "0% packet loss" in result.stdout
+        targets = _rail_targets(node, kind)
+        assert len(targets) == len(plan()["rails"]) == 2
+        for iface, target in targets:
+            result = _ping(spark, target, 8972)
+            assert result.rc == 0, (
+                f"{spark} -> {peer} {kind} {iface} {target}: {result.stdout}{result.stderr}"
+            )
+            assert "0% packet loss" in result.stdout
+
+
+def test_each_rail_is_routed_over_its_own_pf(spark: str) -> None:
+    """Rails live in their own networks: the kernel sends a rail's traffic out of that rail."""
+    peer = next(n for name, n in plan()["nodes"].items() if name != spark)
+    for iface, target in _rail_targets(peer, "pf"):
+        route = json.loads(host_of(spark).check_output(f"ip -j route get {target}"))[0]
+        assert route["dev"] in {iface} | {
+            vf["netdev"] for vf in _node(spark)["vfs"] if vf["pf"] == iface and vf["in_use"]
+        }, route
 
 
 def test_frame_above_mtu_is_refused(spark: str) -> None:
