@@ -11,7 +11,6 @@ from hostile_corpus import build, by_id
 
 from sparkrack.errors import SparkrackError
 from sparkrack.profiles import all_rules, load_checked, validate_profile
-from sparkrack.profiles.engines import engine
 
 
 def test_rule_ids_unique_and_sourced() -> None:
