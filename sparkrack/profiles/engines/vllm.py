@@ -197,7 +197,7 @@ def _nvfp4(c: Ctx) -> bool:
 def _mtp_nightly(c: Ctx) -> Iterator[Problem]:
     spec = _v(c, "speculative_config")
     method = spec.get("method") if isinstance(spec, dict) else None
-    image = str(c.data.get("image", ""))
+    image = str(c.data.get("image", "")).split("@", 1)[0]  # a pinned digest keeps its tag
     if method == "mtp" and _nvfp4(c) and not NIGHTLY_TAG.search(image):
         yield c.p(
             "image",
