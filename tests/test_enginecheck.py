@@ -166,7 +166,7 @@ def test_sglang_option_dests_follow_the_real_parser(sglang_0_5_13: str) -> None:
     got = option_dests("sglang", sglang_0_5_13, words, offline=True)
     assert got == [
         ("--node-r", "node_rank"),
-        ("--tp-size=4", "tp_size"),
+        ("--tp-size=4", "tensor_parallel_size"),
         ("--ep", "ep_size"),
         ("--no-such-flag", None),
         ("--model-path", "model_path"),
