@@ -437,6 +437,8 @@ def check_trtllm(argv: Sequence[str], config: Mapping[str, Any]) -> list[str]:
         spec = options.get(name)
         if spec is None:
             problems.append(f"trtllm-serve: no such option {name} ({where})")
+            if not inline and i < len(words) and not words[i].startswith("--"):
+                i += 1  # its value
             continue
         if spec["flag"]:
             continue
