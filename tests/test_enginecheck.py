@@ -167,7 +167,7 @@ def test_sglang_option_dests_follow_the_real_parser(sglang_0_5_13: str) -> None:
     assert got == [
         ("--node-r", "node_rank"),
         ("--tp-size=4", "tensor_parallel_size"),
-        ("--ep", "ep_size"),
+        ("--ep", "expert_parallel_size"),
         ("--no-such-flag", None),
         ("--model-path", "model_path"),
     ]
