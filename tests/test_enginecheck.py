@@ -188,8 +188,8 @@ def test_unknown_engine_version_is_refused() -> None:
 
 @pytest.fixture(scope="session")
 def vllm_version(engine_cache: None) -> str:
-    enginecheck.ensure_env("vllm", "0.18.0")
-    return "0.18.0"
+    enginecheck.ensure_env("vllm", "0.19.0")
+    return "0.19.0"
 
 
 def vllm_inv(argv: tuple[str, ...], env: dict[str, str], label: str) -> Invocation:

@@ -296,7 +296,7 @@ class VLLM:
         import transformers  # type: ignore[import-not-found]
         import vllm.transformers_utils.configs as configs  # type: ignore[import-not-found]
 
-        for model, files in models.items():
+        for files in models.values():
             config = files["config.json"]
             model_type = config.get("model_type")
             if model_type in transformers.CONFIG_MAPPING:
