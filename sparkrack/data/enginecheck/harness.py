@@ -255,7 +255,7 @@ class VLLM:
     op_namespaces = ("_C", "_moe_C", "_C_cache_ops", "_C_custom_ar", "_flashmla_C")
 
     def __init__(self) -> None:
-        import torch  # type: ignore[import-not-found]
+        import torch
 
         for namespace in self.op_namespaces:
             setattr(torch.ops, namespace, inert(f"torch.ops.{namespace}")())
