@@ -166,8 +166,8 @@ def test_sglang_option_dests_follow_the_real_parser(sglang_0_5_13: str) -> None:
     got = option_dests("sglang", sglang_0_5_13, words, offline=True)
     assert got == [
         ("--node-r", "node_rank"),
-        ("--tp-size=4", "tp_size"),
-        ("--ep", "ep_size"),
+        ("--tp-size=4", "tensor_parallel_size"),
+        ("--ep", "expert_parallel_size"),
         ("--no-such-flag", None),
         ("--model-path", "model_path"),
     ]
@@ -188,8 +188,8 @@ def test_unknown_engine_version_is_refused() -> None:
 
 @pytest.fixture(scope="session")
 def vllm_version(engine_cache: None) -> str:
-    enginecheck.ensure_env("vllm", "0.18.0")
-    return "0.18.0"
+    enginecheck.ensure_env("vllm", "0.19.0")
+    return "0.19.0"
 
 
 def vllm_inv(argv: tuple[str, ...], env: dict[str, str], label: str) -> Invocation:

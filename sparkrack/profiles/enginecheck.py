@@ -14,6 +14,7 @@ and ``extra-llm-api-config.yml`` keys are checked against a table taken from its
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -125,25 +126,33 @@ def _missing_offline(path: Path, what: str) -> SparkrackError:
 
 
 def _install(target: Path, pins: Sequence[str], *, offline: bool) -> None:
-    """``pip install --no-deps --target`` of exactly ``pins``, wheels kept in ``<cache>/wheels``."""
-    done = target / ".complete"
+    """``pip install --no-deps --target`` of exactly ``pins``, wheels kept in ``<cache>/wheels``.
+
+    Built in a sibling directory and renamed into place, so a half-built environment is
+    never used.
+    """
     stamp = "\n".join(sorted(pins))
+    done = target / ".complete"
     if done.is_file() and done.read_text(encoding="utf-8") == stamp:
         return
-    wheels = cache_dir() / "wheels"
     if offline:
         raise _missing_offline(target, "environment")
+    wheels = cache_dir() / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     common = ["--no-deps", "--only-binary=:all:", "--quiet"]
     _pip(["download", *common, "-d", str(wheels), *pins], f"download {target.name}")
-    if target.exists():
-        _rmtree(target)
+    building = target.with_name(target.name + ".building")
+    if building.exists():
+        _rmtree(building)
     _pip(
-        ["install", *common, "--no-index", "--find-links", str(wheels), "--target", str(target)]
+        ["install", *common, "--no-index", "--find-links", str(wheels), "--target", str(building)]
         + list(pins),
         f"install {target.name}",
     )
-    done.write_text(stamp, encoding="utf-8")
+    (building / ".complete").write_text(stamp, encoding="utf-8")
+    if target.exists():
+        _rmtree(target)
+    building.rename(target)
 
 
 def _rmtree(path: Path) -> None:
@@ -179,23 +188,36 @@ def ensure_env(dist: str, version: str, *, offline: bool = False) -> Path:
     """The cached isolated environment of ``dist==version``; built (downloads once) if needed."""
     recipe = _recipe(dist, version)
     root = cache_dir() / "enginecheck"
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time (parallel test workers)
+        return _ensure_env(root, dist, version, recipe, offline=offline)
+
+
+def _ensure_env(
+    root: Path, dist: str, version: str, recipe: dict[str, Any], *, offline: bool
+) -> Path:
     _install(root / "base", recipes()["base"], offline=offline)
     env = root / f"{dist}-{version}"
     deps = [*recipe["common"], *recipe["versions"][version]]
     _install(env / "deps", deps, offline=offline)
     engine = env / "engine"
-    marker = engine / ".complete"
-    if not marker.is_file():
+    if not (engine / ".complete").is_file():
         wheel = _engine_wheel(dist, version, offline=offline)
-        if engine.exists():
-            _rmtree(engine)
+        building = env / "engine.building"
+        if building.exists():
+            _rmtree(building)
         with zipfile.ZipFile(wheel) as zf:
             names = zf.namelist()
-            zf.extractall(engine, [n for n in names if n not in _binary_members(names)])
-        (engine / "extensions.json").write_text(
-            json.dumps(_extension_modules(_binary_members(names))), encoding="utf-8"
+            binary = _binary_members(names)
+            zf.extractall(building, [n for n in names if n not in binary])
+        (building / "extensions.json").write_text(
+            json.dumps(_extension_modules(binary)), encoding="utf-8"
         )
-        marker.write_text(wheel.name, encoding="utf-8")
+        (building / ".complete").write_text(wheel.name, encoding="utf-8")
+        if engine.exists():
+            _rmtree(engine)
+        building.rename(engine)
     return env
 
 
@@ -437,6 +459,8 @@ def check_trtllm(argv: Sequence[str], config: Mapping[str, Any]) -> list[str]:
         spec = options.get(name)
         if spec is None:
             problems.append(f"trtllm-serve: no such option {name} ({where})")
+            if not inline and i < len(words) and not words[i].startswith("--"):
+                i += 1  # its value
             continue
         if spec["flag"]:
             continue

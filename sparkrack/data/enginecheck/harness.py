@@ -251,7 +251,14 @@ class SGLang:
 class VLLM:
     env_prefixes = ("VLLM_",)
 
+    # torch.ops namespaces that vLLM's compiled extensions register (kernels: inert here).
+    op_namespaces = ("_C", "_moe_C", "_C_cache_ops", "_C_custom_ar", "_flashmla_C")
+
     def __init__(self) -> None:
+        import torch
+
+        for namespace in self.op_namespaces:
+            setattr(torch.ops, namespace, inert(f"torch.ops.{namespace}")())
         import vllm.third_party.pynvml as nvml  # type: ignore[import-not-found]
 
         install_nvml(nvml)
@@ -280,6 +287,30 @@ class VLLM:
         engine_args = self.engine_args.from_cli_args(namespace)
         engine_args.create_engine_config()
 
+    def adapt_hub(self, hub: str, models: dict[str, dict[str, Any]]) -> None:
+        """Model types this transformers lacks load as the checkpoint's remote code would.
+
+        The real checkpoints ship their config class as remote code (``auto_map``); the
+        stand-in's remote code is vLLM's own config class of that model type.
+        """
+        import transformers  # type: ignore[import-not-found]
+        import vllm.transformers_utils.configs as configs  # type: ignore[import-not-found]
+
+        for files in models.values():
+            config = files["config.json"]
+            model_type = config.get("model_type")
+            if model_type in transformers.CONFIG_MAPPING:
+                continue
+            for name in getattr(configs, "__all__", dir(configs)):
+                cls = getattr(configs, name, None)
+                if getattr(cls, "model_type", None) == model_type:
+                    config["auto_map"] = {"AutoConfig": f"configuration_standin.{name}"}
+                    files["configuration_standin.py"] = (
+                        f"from vllm.transformers_utils.configs import {name}  # noqa: F401\n"
+                    )
+                    break
+        write_hub_cache(hub, models)
+
     def known_env(self) -> set[str]:
         import vllm.envs as envs  # type: ignore[import-not-found]
 
@@ -305,7 +336,7 @@ def option_dest(parser: argparse.ArgumentParser, word: str) -> str | None:
     argparse.ArgumentParser._parse_known_args = capture  # type: ignore[method-assign]
     try:
         with contextlib.suppress(Stop):
-            run_quiet(lambda: parser.parse_known_args([word]))
+            run_quiet(lambda: parser.parse_args([word]))
     finally:
         argparse.ArgumentParser._parse_known_args = original  # type: ignore[method-assign]
     normalized = seen[0] if seen else word
@@ -342,6 +373,8 @@ def main() -> None:
 
         install_gb10(torch)
         engine, log = run_quiet(ENGINES[request["dist"]])
+        if hasattr(engine, "adapt_hub"):
+            engine.adapt_hub(hub, request.get("models", {}))
     except BaseException as exc:  # the engine does not even import: every answer is this error
         answer["fatal"] = describe(exc) + "\n" + traceback.format_exc()[-3000:]
         engine = None
