@@ -67,12 +67,12 @@ IMAGES: dict[str, dict[str, ImageFacts]] = {
     "vllm": {
         "vllm/vllm-openai:cu130-nightly": ImageFacts(
             engine="vllm",
-            version="0.18.0",
+            version="0.19.0",
             cudnn=None,
             source=(
-                "seed 004 (MTP + NVFP4 needs the nightly after release 0.17.1); 0.18.0 is the first "
-                "PyPI release after it and still defines the seed's VLLM_NVFP4_GEMM_BACKEND and "
-                "VLLM_USE_FLASHINFER_MOE_FP4"
+                "seed 004 (MTP + NVFP4 needs the nightly after release 0.17.1; its speculative "
+                "config passes moe_backend); 0.19.0 is the first PyPI release whose "
+                "speculative config has moe_backend"
             ),
         ),
     },
