@@ -9,6 +9,7 @@ bottleneck (the accuracy tests measure that: see ``client_cpu_s_per_1k_tok``).
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from dataclasses import dataclass, field
@@ -55,7 +56,8 @@ class RequestSpec:
             headers["Authorization"] = f"Bearer {self.api_key}"
         elif self.basic_auth:
             user, password = self.basic_auth
-            headers["Authorization"] = aiohttp.BasicAuth(user, password).encode()
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            headers["Authorization"] = f"Basic {token}"
         return headers
 
     def body(self, prompt: str, index: int) -> dict[str, Any]:

@@ -148,7 +148,7 @@ def repeat_share(text: str, n: int) -> float:
     return repeats / total
 
 
-_NGRAM_CHECK_BELOW = 0.45
+_NGRAM_CHECK_BELOW = 0.30
 """zlib ratio above which a stretch is too varied for the n-gram check (saves its cost)."""
 
 

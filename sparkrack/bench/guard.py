@@ -76,6 +76,7 @@ class RepetitionGuard:
         self._chars_since_check = 0
         self._checks = 0
         self._words: list[str] = []  # trailing partial-word handling: last element may be partial
+        self._wordy: list[bool] = []  # per word in _words: holds a letter or digit
         self._partial = ""
         self._ngrams: Counter[tuple[str, ...]] = Counter()
         self._ngram_total = 0
@@ -135,14 +136,16 @@ class RepetitionGuard:
     def _add_word(self, word: str) -> None:
         cfg = self.config
         self._words.append(word)
+        self._wordy.append(_ALNUM.search(word) is not None)
         if len(self._words) > cfg.ngram:
             del self._words[0]
+            del self._wordy[0]
         if len(self._words) < cfg.ngram:
             return
-        gram = tuple(self._words)
         self._ngram_total += 1
-        if sum(1 for w in gram if _ALNUM.search(w)) < 2:
+        if sum(self._wordy) < 2:
             return  # table rules, bullets, emoji cells: structure, not a looping phrase
+        gram = tuple(self._words)
         self._ngrams[gram] += 1
         count = self._ngrams[gram]
         if count > self._top_count:
