@@ -661,6 +661,7 @@ GARBAGE: dict[str, str] = {
     "json-loop": '{"items": [' + '{"id": 1, "value": "x"}, ' * 60,
     "code-line-loop": "def f(x):\n" + "    return x\n" * 60,
     "whitespace-spaces-flood": "Sure." + " " * 800,
+    "blank-answer": " " * 64,
     "two-token-alternation": "Answer: " + "yes no " * 200,
     "counting-loop": "".join(
         f"Step {i}: wait, let me re-check the value of x again before continuing.\n"

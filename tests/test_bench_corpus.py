@@ -123,6 +123,7 @@ def _only(**limits: Any) -> DetectorConfig:
     off = DetectorConfig(
         min_loop_chars=10**6,
         min_blank_lines=10**6,
+        min_blank_chars=10**6,
         max_whitespace_run=10**6,
         max_compression_ratio=0.0,
         max_repeat_share=1.01,
@@ -147,6 +148,8 @@ def _only(**limits: Any) -> DetectorConfig:
         ("newline-flood", {"min_blank_lines": 300}, False),
         ("whitespace-spaces-flood", {"max_whitespace_run": 800}, True),
         ("whitespace-spaces-flood", {"max_whitespace_run": 801}, False),
+        ("blank-answer", {"min_blank_chars": 64}, True),
+        ("blank-answer", {"min_blank_chars": 65}, False),
         ("replacement-char-junk", {"max_junk_share": 0.5}, True),
         ("replacement-char-junk", {"max_junk_share": 0.99}, False),
         ("random-token-soup", {"min_scripts": 3}, True),

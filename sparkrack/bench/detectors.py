@@ -10,6 +10,8 @@ none of them decides from English words.  Each returns ``None`` or a :class:`Sig
     a looped phrase);
   - ``whitespace-flood`` — one run of whitespace holding ``min_blank_lines`` newlines or
     ``max_whitespace_run`` characters;
+  - ``blank-output`` — a finished answer of ``min_blank_chars`` characters or more, all of them
+    whitespace (checked on whole answers only: a stream may start with blank lines);
   - ``compression`` — a ``window``-character stretch that zlib shrinks below
     ``max_compression_ratio`` of its UTF-8 size (near-verbatim repetition, exact or not);
   - ``ngram-repeat`` — in such a stretch, the share of character ``ngram``-grams (whitespace
@@ -44,6 +46,8 @@ class DetectorConfig:
     max_period: int = 200
     """Longest repeating unit, in characters, looked for at the tail."""
     min_blank_lines: int = 24
+    min_blank_chars: int = 8
+    """``blank-output``: a finished answer this long with no visible character."""
     max_whitespace_run: int = 400
     window: int = 1024
     """Characters per stretch for the compression and n-gram checks (stride: half of it)."""
@@ -123,6 +127,13 @@ def whitespace_flood(text: str, cfg: DetectorConfig) -> Signal | None:
                 f"{len(run)} whitespace characters in a row ({lines} line breaks) "
                 f"at character {match.start()}",
             )
+    return None
+
+
+def blank_output(text: str, cfg: DetectorConfig) -> Signal | None:
+    """A whole answer of ``min_blank_chars`` or more characters, none of them visible."""
+    if len(text) >= cfg.min_blank_chars and not text.strip():
+        return Signal("blank-output", f"{len(text)} characters, all whitespace")
     return None
 
 
@@ -400,7 +411,8 @@ def text_signals(text: str, cfg: DetectorConfig | None = None) -> list[Signal]:
     """Every signal of a finished text; see :func:`is_garbage` for the verdict."""
     cfg = cfg or DetectorConfig()
     found: list[Signal] = []
-    for check in (char_loop, whitespace_flood, repetitive_stretch, junk_chars, script_mix):
+    checks = (blank_output, char_loop, whitespace_flood, repetitive_stretch, junk_chars, script_mix)
+    for check in checks:
         signal = check(text, cfg)
         if signal is not None:
             found.append(signal)

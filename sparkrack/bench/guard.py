@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from sparkrack.bench.detectors import (
     DetectorConfig,
+    blank_output,
     char_loop,
     repetitive_stretch,
     whitespace_flood,
@@ -169,5 +170,7 @@ class RepetitionGuard:
         signal = char_loop(tail, cfg) or whitespace_flood(tail, cfg)
         if signal is None and (full or self._checks % 4 == 0):
             signal = repetitive_stretch(tail[-cfg.window :], cfg)
+        if signal is None and full and self.chars_seen == len(tail):
+            signal = blank_output(tail, cfg)  # the whole stream, finished
         if signal is not None:
             self.verdict = GuardVerdict(signal.name, signal.detail)

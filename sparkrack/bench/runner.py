@@ -325,7 +325,12 @@ async def warm_up(
     session: aiohttp.ClientSession, config: BenchConfig, prompts: list[Prompt]
 ) -> dict[str, Any]:
     """Send ``config.warmup`` short requests at once (cold start, graph capture, caches)."""
-    spec = replace(config.spec, max_tokens=min(config.spec.max_tokens, WARMUP_TOKENS))
+    # No guard: a warm-up answer is thrown away, only transport failures are worth recording.
+    spec = replace(
+        config.spec,
+        max_tokens=min(config.spec.max_tokens, WARMUP_TOKENS),
+        guard=replace(config.spec.guard, enabled=False),
+    )
     t0 = time.perf_counter()
     results = await asyncio.gather(
         *(
