@@ -92,7 +92,8 @@ class StreamError(Exception):
     """The server broke the protocol or reported an error: the request fails with this text."""
 
 
-def _clip(text: str, limit: int = 300) -> str:
+def clip(text: str, limit: int = 300) -> str:
+    """``text`` on one line, at most ``limit`` characters (server messages in errors)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -103,14 +104,14 @@ def decode_event(payload: bytes) -> dict[str, Any]:
         obj = json.loads(payload)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError
         raise StreamError(
-            f"malformed SSE event (not JSON): {_clip(payload.decode('utf-8', 'replace'), 80)!r}"
+            f"malformed SSE event (not JSON): {clip(payload.decode('utf-8', 'replace'), 80)!r}"
         ) from None
     if not isinstance(obj, dict):
         raise StreamError(f"malformed SSE event: a JSON {type(obj).__name__}, not an object")
     error = obj.get("error")
     if error:
         message = error.get("message") if isinstance(error, dict) else None
-        raise StreamError(f"server error event: {_clip(str(message or error))}")
+        raise StreamError(f"server error event: {clip(str(message or error))}")
     return obj
 
 
@@ -126,7 +127,7 @@ def token_count(usage: Any) -> int | None:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise StreamError(f"invalid usage.completion_tokens: {_clip(repr(value), 60)}")
+        raise StreamError(f"invalid usage.completion_tokens: {clip(repr(value), 60)}")
     return value
 
 
@@ -195,7 +196,7 @@ async def run_request(
             timeout=timeout,
         ) as resp:
             if resp.status != 200:
-                text = _clip(await resp.text(errors="replace"))
+                text = clip(await resp.text(errors="replace"))
                 raise StreamError(f"HTTP {resp.status}: {text}")
             async for raw in resp.content:
                 now = time.perf_counter()  # arrival time, before any parsing
@@ -213,7 +214,7 @@ async def run_request(
                     break
                 if event_name == "error":
                     raise StreamError(
-                        f"server error event: {_clip(payload.decode('utf-8', 'replace'))}"
+                        f"server error event: {clip(payload.decode('utf-8', 'replace'))}"
                     )
                 obj = decode_event(payload)
                 ctok = token_count(obj.get("usage"))
@@ -264,7 +265,7 @@ async def run_request(
         else:
             result.status, result.error = "failed", f"request timed out after {spec.timeout_s:g} s"
     except Exception as exc:  # noqa: BLE001 - any transport or decoding failure fails ONE request
-        result.status, result.error = "failed", _clip(f"{type(exc).__name__}: {exc}")
+        result.status, result.error = "failed", clip(f"{type(exc).__name__}: {exc}")
     verdict = guard.verdict or guard.finish()
     if verdict is not None:
         result.status, result.guard = "failed", "tripped"

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparkrack import __version__
-from sparkrack.bench.client import LiveCounters, RequestSpec, run_request
+from sparkrack.bench.client import LiveCounters, RequestSpec, clip, run_request
 from sparkrack.bench.fingerprint import FingerprintConfig, fingerprint_level
 from sparkrack.bench.mtp import LogFollower, parse_metrics
 from sparkrack.bench.stats import LevelResult
@@ -167,7 +167,7 @@ async def preflight(
                 )
             body = await resp.text(errors="replace")
             if resp.status != 200:
-                problem = f"GET /v1/models answered HTTP {resp.status}: {_clip(body, 200)}"
+                problem = f"GET /v1/models answered HTTP {resp.status}: {clip(body, 200)}"
             else:
                 served, problem = _served_models(body)
     except SparkrackError:
@@ -177,7 +177,7 @@ async def preflight(
             Problem(
                 url,
                 "--url",
-                f"endpoint not reachable ({type(exc).__name__}: {_clip(str(exc), 200)})",
+                f"endpoint not reachable ({type(exc).__name__}: {clip(str(exc), 200)})",
                 "check the address/port (kubectl port-forward?) and that the serving pod is Ready",
                 "bench-endpoint-down",
             )
@@ -209,17 +209,12 @@ async def preflight(
     return served
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _served_models(body: str) -> tuple[list[str], str | None]:
     """(model ids, problem) of a /v1/models answer."""
     try:
         data = json.loads(body)
     except ValueError:
-        return [], f"GET /v1/models did not answer JSON: {_clip(body, 120)!r}"
+        return [], f"GET /v1/models did not answer JSON: {clip(body, 120)!r}"
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         return [], "GET /v1/models answered JSON without a 'data' list"
