@@ -35,54 +35,57 @@ from sparkrack.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 TRANSFORMERS = "5.23.0"
-TORCH = "2.13.0+cpu"  # the CPU wheel; pinned with its local label so pip never takes a CUDA build
-# Every package of the environment, pinned (pip resolves within exactly these versions).
-PINS = [
-    "accelerate==1.15.0",
-    "annotated-doc==0.0.7",
-    "annotated-types==0.8.0",
-    "anyio==4.16.0",
-    "click==8.5.1",
-    "fastapi==0.165.0",
-    "filelock==4.2.11",
-    "fsspec==2026.9.0",
-    "h11==0.16.0",
-    "hf-xet==1.8.0",
-    "httpcore2==2.16.2",
-    "httpx2==2.16.2",
-    "huggingface_hub==2.4.0",
-    "idna==3.20",
-    "Jinja2==3.1.6",
-    "jiter==0.19.0",
-    "markdown-it-py==4.3.0",
-    "MarkupSafe==3.0.4",
-    "mdurl==0.1.2",
-    "mpmath==1.3.0",
-    "networkx==3.6.1",
-    "numpy==2.4.6",
-    "openai==3.54.0",
-    "opentelemetry-api==1.45.2",
-    "packaging==26.3",
-    "psutil==7.2.2",
-    "pydantic==2.14.3",
-    "pydantic_core==2.50.4",
-    "Pygments==2.21.0",
-    "PyYAML==6.0.3",
-    "regex==2026.11.15",
-    "rich==15.0.0",
-    "safetensors==0.8.0",
-    "shellingham==1.5.4",
-    "sniffio==1.3.1",
-    "starlette==1.10.0",
-    "sympy==1.14.0",
-    "tokenizers==0.23.3",
-    "tqdm==4.70.1",
-    "truststore==0.10.5",
-    "typer==0.29.2",
-    "typing-inspection==0.4.5",
-    "typing_extensions==4.16.0",
-    "uvicorn==0.54.0",
-]
+# Every wheel of the environment: name==version and its sha256 (pip --require-hashes checks them;
+# pip resolves nothing outside this list). torch is the CPU build, so pip never takes a CUDA one.
+LOCK = """
+accelerate==1.15.0 97eacca0b73e45cb867dbf8c5d5d4dc32219544300e0c8992c7334dc2ef33cec
+annotated-doc==0.0.7 6bc31bbbec6dfaaedc1676dbc11dbda96fe22a2b5c400e9ebad113fec44a9dc6
+annotated-types==0.8.0 f072f4d804ea359e4eaf198b1af7a8b0943881a87f31bb764f8bf219bb9419e0
+anyio==4.16.0 c66ae634e0b8228396b801741beb3294326d4b6102f7bba4041c0dfb58c29026
+click==8.5.1 8bb5376d2006950386f8c6427613334a2acadc5f559cb80e638d00b4df957e37
+fastapi==0.165.0 896f48462042bb4f162147eb8fac7e858753dc1f486765709baf105d70e4fc5b
+filelock==4.2.11 020e229e4bb9d410fc799c07ddf45fa217cba970278f40b30751d94f309b69e2
+fsspec==2026.9.0 8dd6e646e99ea382bd85f97a45e6b526a442d79423a7dc673f1e2756d05fcb5f
+h11==0.16.0 63cf8bbe7522de3bf65932fda1d9c2772064ffb3dae62d55932da54b31cb6c86
+hf-xet==1.8.0 29dab7c904cd1914a0439c6e1306c12c7497c8bd32290fbe563ebf51ca4b6d6d
+httpcore2==2.16.2 16051ae2a42f776007543f32de9349a317b23d2cbb4e1456b4bac0e88b87419a
+httpx2==2.16.2 f05c13aade4c45dbf1c9060647a1058f0acad62398fad96e741269edb33d46f5
+huggingface-hub==2.4.0 42ecfd93ede47bdd333daebbf66a32d7bfe2e18752754fe4d2d4f98a0179d801
+idna==3.20 ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c
+jinja2==3.1.6 85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67
+jiter==0.19.0 cc4a2b70ecd4f102583344c1f8cc5dc11618665b1889286bb3b4279c19b337dd
+markdown-it-py==4.3.0 7aa1511a46c39138de78d9eba92ce47e63124d8003fc98b3a351909e04239efa
+markupsafe==3.0.4 6da83a088f8ef93b2d483a8232a4dbf4d69d3d8496b568a03c56becac43e1808
+mdurl==0.1.2 84008a41e51615a49fc9966191ff91509e3c40b939176e643fd50a5c2196b8f8
+mpmath==1.3.0 a0b2b9fe80bbcd81a6647ff13108738cfb482d481d826cc0e02f5b35e5c88d2c
+networkx==3.6.1 d47fbf302e7d9cbbb9e2555a0d267983d2aa476bac30e90dfbe5669bd57f3762
+numpy==2.4.6 89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93
+openai==3.54.0 3cdb7d0d85bb765c7c92e7e2922c4a6cb9beb085b161b03da07f4dff61805916
+opentelemetry-api==1.45.2 2cbd737377e710ee740d261c94e93fa0f08e6d037c18f17513cc0a2d94479a34
+packaging==26.3 d7193f7c8e4e93f444fde0262bf90af30e16fa0ad0ad44cb553c87339b23cd1c
+psutil==7.2.2 076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9
+pydantic==2.14.3 3f7b347782ab7e4cf4c798496ae3a82787d9f21ec12676a9c564355eeef8daa8
+pydantic-core==2.50.4 0574866e05f6adeecc520d87e87dd06210c0a51706341f6ef8421572f5a64444
+pygments==2.21.0 2363c69b61c4a97c838da3b130dcd6468f4848992b21a82f2a63ec34377137d9
+pyyaml==6.0.3 b8bb0864c5a28024fac8a632c443c87c5aa6f215c0b126c449ae1a150412f31d
+regex==2026.11.15 aafeb64c8569d69edfbf772feba49d2a001d3dca0f43e6a71e3735587ecb8222
+rich==15.0.0 33bd4ef74232fb73fe9279a257718407f169c09b78a87ad3d296f548e27de0bb
+safetensors==0.8.0 fd6f3f93c9a0a7cc2788ee63fb763353d4bd2e89b0751bc78fcf7dda00bea774
+setuptools==84.2.1 ca140b45d5325a9478f880e351484f62fef15f336462e449ca0c03c873d589c2
+shellingham==1.5.4 7ecfff8f2fd72616f7481040475a65b2bf8af90a56c89140852d1120324e8686
+sniffio==1.3.1 2f6da418d1f1e0fddd844478f41680e794e6051915791a034ff65e5f100525a2
+starlette==1.10.0 478c0ab3b4ced6e82719849c118fa406f0278a3499c1a898cd15cd31bdc38ce4
+sympy==1.14.0 e091cc3e99d2141a0ba2847328f5479b05d94a6635cb96148ccb3f34671bd8f5
+tokenizers==0.23.3 376851d22bcf9d650a5c3090bb83e6cf9e895fbf0595369fa4cd43c1f69b5f87
+torch==2.13.0+cpu 6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b
+tqdm==4.70.1 c293e525e6fef9c20e8728fd4612df02a0aa31bb5fe91ecd93e123b1b7bffa73
+transformers==5.23.0 018e82fd07490ad5bb58414f65e31576033dc7f36bed10c574843f69b90991bf
+truststore==0.10.5 9aaaedaefaf06d8b206278cf8b5012bc897f485a874503501e12d776df78951c
+typer==0.29.2 f30731f8ca758368b836b3714872e58e395cef8fcaff918c853b1969ed5274e7
+typing-extensions==4.16.0 481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8
+typing-inspection==0.4.5 bc210535442b39e1bf2805e0c7a17dfd6a4ace760c84c7f7d16245d23a6b1c39
+uvicorn==0.54.0 505bdb0f318731d45f1f712071fc781a8981f6847a31c902c9f5e652d4f67faf
+"""
 VENV = Path(
     os.environ.get("SPARKRACK_TSERVE_VENV") or REPO / ".cache" / "bench" / f"tserve-{TRANSFORMERS}"
 )
@@ -137,22 +140,35 @@ def _build_venv() -> None:
             return
         shutil.rmtree(VENV, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, timeout=120)
-        constraints = VENV / "constraints.txt"
-        constraints.write_text("\n".join([*PINS, f"torch=={TORCH}"]) + "\n")
-        cmd = [
-            str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet",
-            "--disable-pip-version-check", "-c", str(constraints),
-            f"torch=={TORCH}", f"transformers[serving]=={TRANSFORMERS}",
-        ]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+        requirements = VENV / "requirements.txt"
+        lines = []
+        for entry in LOCK.split("\n"):
+            if entry:
+                pin, digest = entry.split()
+                if pin.startswith("transformers=="):
+                    pin = pin.replace("transformers", "transformers[serving]", 1)
+                lines.append(f"{pin} --hash=sha256:{digest}")
+        requirements.write_text("\n".join(lines) + "\n")
+        pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        pip += ["--disable-pip-version-check", "--only-binary=:all:", "--require-hashes"]
+        proc = subprocess.run(
+            [*pip, "-r", str(requirements)], capture_output=True, text=True, timeout=1200
+        )
         if proc.returncode != 0:
             pytest.fail(f"cannot build {VENV}: {proc.stderr.strip()[-800:]}")
         # tokenizers alone, for the project's interpreter (--tokenizer); no other package leaks.
-        target = ["--no-deps", "--target", str(VENV / "tokenizers-only"), "tokenizers==0.23.3"]
-        proc = subprocess.run([*cmd[:5], *target], capture_output=True, text=True, timeout=600)
+        (tok,) = [ln for ln in lines if ln.startswith("tokenizers==")]
+        (VENV / "tokenizers.txt").write_text(tok + "\n")
+        target = ["--no-deps", "--target", str(VENV / "tokenizers-only")]
+        proc = subprocess.run(
+            [*pip, *target, "-r", str(VENV / "tokenizers.txt")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if proc.returncode != 0:
             pytest.fail(f"cannot install tokenizers: {proc.stderr.strip()[-800:]}")
-        (VENV / ".complete").write_text(" ".join(cmd) + "\n")
+        (VENV / ".complete").write_text(requirements.read_text())
 
 
 def _free_port() -> int:
