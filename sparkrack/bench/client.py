@@ -44,7 +44,8 @@ class RequestSpec:
     seed: int = 0
     timeout_s: float = 1800.0
     stall_timeout_s: float = DEFAULT_STALL_S
-    """A request fails when no generated text arrived for this long (from sending it, too)."""
+    """A request fails when neither generated text nor a growing usage count arrived for this
+    long (counted from sending it, too)."""
     guard: GuardConfig = field(default_factory=GuardConfig)
     basic_auth: tuple[str, str] | None = field(default=None, repr=False)
     """user:password taken out of the URL; sent as HTTP Basic auth, never printed."""
@@ -219,6 +220,8 @@ async def run_request(
                 obj = decode_event(payload)
                 ctok = token_count(obj.get("usage"))
                 if ctok is not None:
+                    if usage_final is None or ctok > usage_final:
+                        t_progress = now  # tokens generated, even if not shown (hidden reasoning)
                     usage_final, usage_raw = ctok, obj["usage"]
                 reasoning, content, finish = choice_texts(obj)
                 if finish:
