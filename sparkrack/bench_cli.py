@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import enum
 import json
 import os
 import sys
@@ -16,10 +17,18 @@ from typing import Any
 from rich.console import Console
 
 from sparkrack.bench import server as test_server
-from sparkrack.bench.client import RequestSpec
+from sparkrack.bench.client import DEFAULT_STALL_S, RequestSpec
 from sparkrack.bench.guard import GuardConfig
-from sparkrack.bench.report import load_results, plot_runs, render_testlog, write_outputs
-from sparkrack.bench.runner import BenchConfig, RunResult, normalize_url, run_bench
+from sparkrack.bench.report import (
+    load_results,
+    plot_runs,
+    render_testlog,
+    summary_lines,
+    write_outputs,
+)
+from sparkrack.bench.runner import BenchConfig, RunResult, normalize_url, parse_url, run_bench
+from sparkrack.bench.stats import NO_TOKEN_COUNTS
+from sparkrack.bench.tokens import FileTokenizer
 from sparkrack.diagnose import diagnose
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.matrix import (
@@ -32,7 +41,18 @@ from sparkrack.matrix import (
     write_summary,
 )
 
-EXIT_GARBAGE = 2
+
+class BenchExit(enum.IntEnum):
+    """Exit codes of ``sparkrack bench`` (the highest applicable one wins)."""
+
+    OK = 0
+    """Every level ok (overlap warnings allowed; no token counts allowed with --allow-no-usage)."""
+    ERROR = 1
+    """Bad input, endpoint down, API key refused, model not listed (see its message)."""
+    BAD_LEVEL = 2
+    """A level was GARBAGE (fingerprint) or FAILED (no request succeeded)."""
+    NO_TOKEN_COUNTS = 3
+    """A level had no token counts (no usage in the stream) and --allow-no-usage was not given."""
 
 
 def _concurrency(text: str) -> list[int]:
@@ -43,6 +63,16 @@ def _concurrency(text: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError("comma-separated integers >= 1, e.g. 1,4,8")
     return values
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a number of seconds, e.g. 120") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("a number of seconds > 0, e.g. 120")
+    return value
 
 
 def _thinking(text: str) -> bool | None:
@@ -59,8 +89,9 @@ def register(subparsers: Any) -> None:
         description=(
             "Streams chat completions at each concurrency level and writes results.json, "
             "TESTLOG.md and PNG plots. peak_tok_s = Σ per-request decode tok/s of successful "
-            "requests; aggregate_tok_s = tokens / wall time. Exit 1: endpoint down or model "
-            "unknown; exit 2: a level was GARBAGE or FAILED."
+            "requests; aggregate_tok_s = tokens / wall time. Exit 1: bad input, endpoint down or "
+            "model unknown; exit 2: a level was GARBAGE or FAILED; exit 3: a level had no token "
+            "counts (no usage; see --allow-no-usage)."
         ),
     )
     p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
@@ -82,6 +113,35 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-metrics", action="store_true", help="do not scrape /metrics")
     p.add_argument("--logs-from", default=None, help="SGLang log file to follow, or - (stdin)")
     p.add_argument("--timeout", type=float, default=1800.0, help="per request, seconds")
+    p.add_argument(
+        "--stall-timeout",
+        type=_positive,
+        default=DEFAULT_STALL_S,
+        help=f"fail a request after this many seconds without generated text "
+        f"(default {DEFAULT_STALL_S:g})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=BenchConfig.warmup,
+        help="short requests sent at once before the first level, not in the results (default 1)",
+    )
+    p.add_argument(
+        "--skip-model-check",
+        action="store_true",
+        help="do not refuse a model that GET /v1/models does not list",
+    )
+    p.add_argument(
+        "--allow-no-usage",
+        action="store_true",
+        help="exit 0 when the server sends no usage (token counts from --tokenizer, else none)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="tokenizer.json (or the model folder) to count tokens when the server sends no usage",
+    )
     p.add_argument("--no-guard", action="store_true", help="disable the repetition guard")
     g = GuardConfig()
     p.add_argument("--guard-ngram", type=int, default=g.ngram)
@@ -130,7 +190,25 @@ def register(subparsers: Any) -> None:
 
 
 def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
-    url = normalize_url(args.url)
+    endpoint = parse_url(args.url)
+    url = endpoint.url
+    if args.warmup < 0:
+        raise SparkrackError(
+            Problem("--warmup", "--warmup", "must be 0 or more", "e.g. --warmup 1", "bench-args")
+        )
+    counter = None
+    if args.tokenizer is not None:
+        if not args.allow_no_usage:
+            raise SparkrackError(
+                Problem(
+                    str(args.tokenizer),
+                    "--tokenizer",
+                    "only used when the server sends no usage",
+                    "add --allow-no-usage",
+                    "bench-args",
+                )
+            )
+        counter = FileTokenizer(args.tokenizer)
     guard = GuardConfig(
         ngram=args.guard_ngram,
         ngram_max_count=args.guard_max_count,
@@ -147,7 +225,10 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
         temperature=args.temperature,
         seed=args.seed,
         timeout_s=args.timeout,
+        stall_timeout_s=args.stall_timeout,
         guard=guard,
+        basic_auth=endpoint.basic_auth,
+        token_counter=counter,
     )
     if args.logs_from and args.logs_from != "-" and not Path(args.logs_from).is_file():
         raise SparkrackError(
@@ -166,16 +247,34 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
         metrics_url=None if args.no_metrics else (args.metrics_url or f"{url}/metrics"),
         logs_from=args.logs_from,
         progress=False if args.no_progress else None,
+        warmup=args.warmup,
+        skip_model_check=args.skip_model_check,
     )
 
 
-def _report(run: RunResult, out: Path) -> int:
+def verdict(run: RunResult, allow_no_usage: bool = False) -> BenchExit:
+    """The exit code of a finished run (see :class:`BenchExit`)."""
+    statuses = {lv.status for lv in run.levels}
+    if statuses & {"GARBAGE", "FAILED"}:
+        return BenchExit.BAD_LEVEL
+    if NO_TOKEN_COUNTS in statuses and not allow_no_usage:
+        return BenchExit.NO_TOKEN_COUNTS
+    return BenchExit.OK
+
+
+def _report(run: RunResult, out: Path, allow_no_usage: bool = False) -> int:
     print(render_testlog([run]))
     print(f"results: {out}/results.json · TESTLOG: {out}/TESTLOG.md · plots: {out}/*.png")
-    bad = [lv for lv in run.levels if lv.status != "ok"]
-    for lv in bad:
-        print(f"n={lv.concurrency}: {lv.status} {'; '.join(lv.garbage_reasons)}", file=sys.stderr)
-    return EXIT_GARBAGE if bad else 0
+    for line in summary_lines(run):
+        print(line, file=sys.stderr)
+    code = verdict(run, allow_no_usage)
+    if code == BenchExit.NO_TOKEN_COUNTS:
+        print(
+            "no token counts: the server sent no usage; tok/s not computed. Pass "
+            "--allow-no-usage (and --tokenizer to count tokens) to accept this.",
+            file=sys.stderr,
+        )
+    return int(code)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -184,7 +283,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     run = run_bench(config, console)
     write_outputs(run, out)
-    return _report(run, out)
+    return _report(run, out, args.allow_no_usage)
 
 
 def cmd_bench_report(args: argparse.Namespace) -> int:

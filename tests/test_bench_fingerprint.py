@@ -6,7 +6,8 @@ import itertools
 
 from sparkrack.bench import server
 from sparkrack.bench.client import RequestSpec
-from sparkrack.bench.fingerprint import fingerprint_level, mattr, text_signals
+from sparkrack.bench.detectors import mattr
+from sparkrack.bench.fingerprint import fingerprint_level, request_is_garbage, request_signals
 from sparkrack.bench.guard import GuardConfig
 from sparkrack.bench.runner import BenchConfig, RunResult, run_bench
 from sparkrack.bench.stats import LevelResult, RequestResult
@@ -40,7 +41,7 @@ def test_word_salad_passes_the_guard_but_not_the_fingerprint() -> None:
     assert level.status == "GARBAGE"
     assert level.garbage_reasons == ["text signals in 4/4 successful requests"]
     notes = " ".join(n for r in level.requests for n in r.notes)
-    assert "word-salad" in notes and "loop-markers" in notes
+    assert "no-punctuation" in notes and "loop-markers" in notes
 
 
 def test_healthy_level_is_not_garbage() -> None:
@@ -88,12 +89,14 @@ def test_uniform_rule_needs_every_signal() -> None:
 
 def test_text_signals() -> None:
     natural = "".join(itertools.islice(server.token_stream("normal", 3), 3000))
-    assert text_signals(natural) == []
+    assert request_signals(natural) == []
     assert mattr(natural.split(), 50) > 0.5
     bang = " ".join(["!"] * 400)
-    assert text_signals(bang)[0].startswith("low-type-token-ratio")
+    assert str(request_is_garbage(bang)[0]).startswith("char-loop")
     salad = "".join(itertools.islice(server.token_stream("word-salad", 3), 800))
-    sig = " ".join(text_signals(salad))
-    assert "word-salad" in sig and "loop-markers" in sig
+    sig = " ".join(str(s) for s in request_is_garbage(salad))
+    assert "few-function-words" in sig and "loop-markers" in sig
     rambling = natural[:2000] + " wait, self-correct: stop rambling, retire retire. " * 3
-    assert any(s.startswith("loop-markers") for s in text_signals(rambling))
+    signals = request_signals(rambling)
+    assert [s.name for s in signals] == ["loop-markers"]
+    assert request_is_garbage(rambling) == []  # English markers alone never decide

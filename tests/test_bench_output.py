@@ -72,7 +72,10 @@ def test_results_json_schema_testlog_and_plots(url: str, tmp_path: Path) -> None
     assert again.to_json() == data
     # TESTLOG: the seeds' columns, one row for the config.
     table = (tmp_path / "TESTLOG.md").read_text()
-    header = "| Config | n=1 tok/s | n=4 peak | n=8 peak | n=8 ok/failed | accept_len | n=8 TTFT p50 (s) | status |"
+    header = (
+        "| Config | n=1 tok/s (agg) | n=4 peak (agg) | n=8 peak (agg) | n=8 ok/failed | "
+        "accept_len | n=8 TTFT p50 (s) | status |"
+    )
     assert header in table
     row = next(line for line in table.splitlines() if line.startswith(f"| {server.BASE_MODEL} |"))
     assert "| 8/0 | ≈ 2.70 |" in row and row.endswith("| ok |")
@@ -87,9 +90,11 @@ def test_missing_usage_is_reported_not_estimated() -> None:
     level = run.levels[0]
     for req in level.requests:
         assert req.output_tokens is None and req.output_tokens_source == "missing"
-        assert req.decode_tok_s is None and req.token_split_source == "chunk-count"
+        assert req.decode_tok_s is None and req.token_split_source is None
+        assert req.content_tokens is None and req.reasoning_tokens is None
         assert any("never estimated from characters" in n for n in req.notes)
-    assert level.peak_tok_s == 0 and any("reported no usage" in n for n in level.notes)
+    assert level.peak_tok_s == 0 and any("no token counts" in n for n in level.notes)
+    assert level.status == "NO-TOKEN-COUNTS"
     assert validate_results(run.to_json()) == []
 
 

@@ -7,25 +7,29 @@ a whole.  Signals:
   output-token count, produced no content, and all tok/s values are identical to two decimals
   (the seed's observation) or within ``uniform_spread`` of each other (our client measures
   with real clocks, so honest jitter separates values that a broken model makes equal).
-* ``low-type-token-ratio`` — moving-average type-token ratio of the generated words far below
-  natural language (a collapsed model repeats a handful of tokens).
-* ``loop-markers`` — the self-correction / doubled-word markers grepped for in seed 001
-  ("self-correct", "stop rambling", "thinking thinking", "retire retire") and triple words.
-* ``word-salad`` — long text with almost no function words (the/of/and/...): words without
-  grammar.
+* the text detectors of :mod:`sparkrack.bench.detectors` over each request's whole text (the
+  live guard runs the same ones over the tail), plus ``loop-markers``: the self-correction /
+  doubled-word markers grepped for in seed 001 ("self-correct", "stop rambling", "thinking
+  thinking", "retire retire").  The markers are English, so they only add evidence.
 
-Text signals count per request; the level is GARBAGE when ``uniform-stats`` fires or when at least
-half of the successful requests carry a text signal.
+A request is garbage when :func:`sparkrack.bench.detectors.is_garbage` says so; the level is
+GARBAGE when ``uniform-stats`` fires or when at least half of its successful requests are garbage.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from sparkrack.bench.detectors import (
+    EVIDENCE,
+    DetectorConfig,
+    Signal,
+    is_garbage,
+    text_signals,
+)
 from sparkrack.bench.stats import LevelResult, RequestResult
 
-_WORD = re.compile(r"[A-Za-z']+|[^\sA-Za-z']")
 MARKERS: tuple[str, ...] = (
     "self-correct",
     "stop rambling",
@@ -33,125 +37,40 @@ MARKERS: tuple[str, ...] = (
     "retire retire",
 )
 _TRIPLE = re.compile(r"\b(\w+)(?:\s+\1\b){2,}", re.IGNORECASE)
-FUNCTION_WORDS = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "of",
-        "and",
-        "or",
-        "to",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "by",
-        "from",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "as",
-        "not",
-        "but",
-        "if",
-        "then",
-        "so",
-        "than",
-        "we",
-        "you",
-        "they",
-        "he",
-        "she",
-        "i",
-        "my",
-        "our",
-        "your",
-        "their",
-        "there",
-        "which",
-        "what",
-        "when",
-        "how",
-        "can",
-        "will",
-        "would",
-        "should",
-        "could",
-        "do",
-        "does",
-        "has",
-        "have",
-        "had",
-        "into",
-        "over",
-        "under",
-        "about",
-    ]
-)
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
 class FingerprintConfig:
     uniform_spread: float = 0.01
-    mattr_window: int = 50
-    min_mattr: float = 0.30
-    min_words: int = 60
-    min_function_ratio: float = 0.12
     max_markers_per_1k_words: float = 2.0
+    detectors: DetectorConfig = field(default_factory=DetectorConfig)
 
 
-def mattr(words: list[str], window: int) -> float:
-    """Moving-average type-token ratio (robust against text length, unlike plain TTR)."""
-    if not words:
-        return 1.0
-    if len(words) <= window:
-        return len(set(words)) / len(words)
-    counts: dict[str, int] = {}
-    for w in words[:window]:
-        counts[w] = counts.get(w, 0) + 1
-    total = len(counts)
-    steps = 1
-    for i in range(window, len(words)):
-        old, new = words[i - window], words[i]
-        counts[old] -= 1
-        if counts[old] == 0:
-            del counts[old]
-        counts[new] = counts.get(new, 0) + 1
-        total += len(counts)
-        steps += 1
-    return total / (steps * window)
-
-
-def text_signals(text: str, cfg: FingerprintConfig | None = None) -> list[str]:
-    """Garbage signals of one request's generated text (empty list = looks like language)."""
-    cfg = cfg or FingerprintConfig()
-    words = [w.lower() for w in _WORD.findall(text)]
-    alpha = [w for w in words if w[0].isalpha()]
-    signals: list[str] = []
-    if len(words) >= cfg.min_words:
-        ratio = mattr(words, cfg.mattr_window)
-        if ratio < cfg.min_mattr:
-            signals.append(f"low-type-token-ratio (MATTR {ratio:.2f} < {cfg.min_mattr})")
-    if len(alpha) >= cfg.min_words:
-        func = sum(1 for w in alpha if w in FUNCTION_WORDS) / len(alpha)
-        if func < cfg.min_function_ratio:
-            signals.append(f"word-salad (function words {100 * func:.0f}% of words)")
+def loop_markers(text: str, cfg: FingerprintConfig) -> Signal | None:
+    words = len(_WORD.findall(text))
     lowered = text.lower()
     hits = sum(lowered.count(m) for m in MARKERS) + len(_TRIPLE.findall(text))
-    if hits and len(alpha) and hits * 1000 / max(len(alpha), 1) >= cfg.max_markers_per_1k_words:
-        signals.append(f"loop-markers ({hits} self-correction/doubled-word markers)")
-    return signals
+    if hits and words and hits * 1000 / words >= cfg.max_markers_per_1k_words:
+        return Signal("loop-markers", f"{hits} self-correction/doubled-word markers", EVIDENCE)
+    return None
+
+
+def request_signals(text: str, cfg: FingerprintConfig | None = None) -> list[Signal]:
+    """Every garbage signal of one request's generated text (empty: looks like an answer)."""
+    cfg = cfg or FingerprintConfig()
+    found = text_signals(text, cfg.detectors)
+    marker = loop_markers(text, cfg)
+    if marker is not None:
+        found.append(marker)
+    return found
+
+
+def request_is_garbage(text: str, cfg: FingerprintConfig | None = None) -> list[Signal]:
+    """The signals of ``text`` when they make it garbage, else an empty list."""
+    cfg = cfg or FingerprintConfig()
+    found = request_signals(text, cfg)
+    return found if is_garbage(found, cfg.detectors) else []
 
 
 def _uniform_stats(good: list[RequestResult], cfg: FingerprintConfig) -> str | None:
@@ -186,7 +105,7 @@ def fingerprint_level(level: LevelResult, cfg: FingerprintConfig | None = None) 
         reasons.append(uniform)
     flagged = 0
     for req in good:
-        sig = text_signals(req.text, cfg)
+        sig = request_is_garbage(req.text, cfg)
         if sig:
             flagged += 1
             req.notes.extend(f"fingerprint: {s}" for s in sig)

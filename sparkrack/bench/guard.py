@@ -8,24 +8,39 @@ detector had looked at enough output.  This guard cannot have that blind spot by
 * each stream owns its own :class:`RepetitionGuard` (no shared state, no shared task, no lock);
 * :meth:`RepetitionGuard.feed` is called synchronously, inline, for every chunk of the stream, so
   the check happens before the next chunk is read, whatever the other streams do;
-* the expensive suffix-loop check runs at least every ``check_every_chars`` characters *and*
-  once more in :meth:`RepetitionGuard.finish`, which the client calls when the stream ends for any
-  reason (``[DONE]``, ``finish_reason=length``, connection close).  A stream can therefore never
-  end un-checked, however fast all streams hit ``max_tokens`` together.
+* the tail checks run at least every ``check_every_chars`` characters *and* once more in
+  :meth:`RepetitionGuard.finish`, which the client calls when the stream ends for any reason
+  (``[DONE]``, ``finish_reason=length``, connection close).  A stream can therefore never end
+  un-checked, however fast all streams hit ``max_tokens`` together.
+
+Besides the seed's word 4-gram flood and blank-chunk stagnation, the guard runs the decisive tail
+detectors of :mod:`sparkrack.bench.detectors` (character loops of any unit, sub-word loops
+included; whitespace floods; zlib ratio and character n-gram repeats of the tail), the same code
+the post-hoc fingerprint runs over the whole text.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from sparkrack.bench.detectors import (
+    DetectorConfig,
+    blank_output,
+    char_loop,
+    repetitive_stretch,
+    whitespace_flood,
+)
 
 _WORD = re.compile(r"\S+")
+_ALNUM = re.compile(r"[^\W_]")
+_MAX_WORD = 256  # a longer run without whitespace counts as a word (keeps feed() linear)
 
 
 @dataclass(frozen=True)
 class GuardConfig:
-    """Thresholds (defaults from seed 003, Finding 3)."""
+    """Thresholds (the word n-gram flood's are seed 003's, Finding 3)."""
 
     ngram: int = 4
     """n of the word n-grams counted by the flood detector."""
@@ -33,20 +48,20 @@ class GuardConfig:
     """Flood trips when one n-gram occurs at least this often ..."""
     ngram_ratio: float = 0.14
     """... and makes up at least this share of all n-grams seen so far."""
-    suffix_window: int = 600
-    """Characters at the end of the stream examined by the suffix-loop detector."""
-    max_period: int = 200
-    """Longest repeating unit (characters) the suffix-loop detector looks for."""
-    stagnation_chunks: int = 256
+    suffix_window: int = DetectorConfig().tail_chars
+    """Characters at the end of the stream the tail detectors examine."""
+    stagnation_chunks: int = 64
     """Stagnation trips after this many consecutive chunks that add no visible character."""
     check_every_chars: int = 64
-    """The suffix-loop check runs each time this many new characters arrived (and at the end)."""
+    """Loop and flood checks run each time this many new characters arrived (and at the end);
+    the compression / n-gram check of the tail every four such intervals."""
+    detectors: DetectorConfig = field(default_factory=DetectorConfig)
     enabled: bool = True
 
 
 @dataclass(frozen=True)
 class GuardVerdict:
-    detector: str  # "ngram-flood" | "suffix-loop" | "stagnation"
+    detector: str  # "ngram-flood" | "stagnation" | a detectors.Signal name ("char-loop", ...)
     detail: str
 
     def __str__(self) -> str:
@@ -60,7 +75,9 @@ class RepetitionGuard:
         self.config = config or GuardConfig()
         self._tail = ""  # last suffix_window characters
         self._chars_since_check = 0
+        self._checks = 0
         self._words: list[str] = []  # trailing partial-word handling: last element may be partial
+        self._wordy: list[bool] = []  # per word in _words: holds a letter or digit
         self._partial = ""
         self._ngrams: Counter[tuple[str, ...]] = Counter()
         self._ngram_total = 0
@@ -75,6 +92,8 @@ class RepetitionGuard:
         """Account one chunk's text; return the verdict when the guard trips (sticky)."""
         if self.verdict is not None or not self.config.enabled:
             return self.verdict
+        self.chars_seen += len(delta)
+        self._tail = (self._tail + delta)[-self.config.suffix_window :]
         if not delta.strip():
             self._idle_chunks += 1
             if self._idle_chunks >= self.config.stagnation_chunks:
@@ -82,15 +101,14 @@ class RepetitionGuard:
                     "stagnation",
                     f"{self._idle_chunks} consecutive chunks without a visible character",
                 )
-            return self.verdict
-        self._idle_chunks = 0
-        self.chars_seen += len(delta)
-        self._tail = (self._tail + delta)[-self.config.suffix_window :]
+                return self.verdict
+        else:
+            self._idle_chunks = 0
         self._feed_words(delta)
         if self.verdict is None:
             self._chars_since_check += len(delta)
             if self._chars_since_check >= self.config.check_every_chars:
-                self._check_suffix()
+                self._check_tail(full=False)
         return self.verdict
 
     def finish(self) -> GuardVerdict | None:
@@ -100,14 +118,14 @@ class RepetitionGuard:
                 self._add_word(self._partial)
                 self._partial = ""
             if self.verdict is None:
-                self._check_suffix()
+                self._check_tail(full=True)
         return self.verdict
 
     # -- detectors ------------------------------------------------------------------------------
     def _feed_words(self, delta: str) -> None:
         text = self._partial + delta
         words = _WORD.findall(text)
-        if words and not text[-1].isspace():
+        if words and not text[-1].isspace() and len(words[-1]) < _MAX_WORD:
             self._partial = words.pop()
         else:
             self._partial = ""
@@ -119,13 +137,17 @@ class RepetitionGuard:
     def _add_word(self, word: str) -> None:
         cfg = self.config
         self._words.append(word)
+        self._wordy.append(_ALNUM.search(word) is not None)
         if len(self._words) > cfg.ngram:
             del self._words[0]
+            del self._wordy[0]
         if len(self._words) < cfg.ngram:
             return
+        self._ngram_total += 1
+        if sum(self._wordy) < 2:
+            return  # table rules, bullets, emoji cells: structure, not a looping phrase
         gram = tuple(self._words)
         self._ngrams[gram] += 1
-        self._ngram_total += 1
         count = self._ngrams[gram]
         if count > self._top_count:
             self._top_count, self._top_ngram = count, gram
@@ -140,18 +162,15 @@ class RepetitionGuard:
                 f"(limits {cfg.ngram_max_count}x and {100 * cfg.ngram_ratio:.0f}%)",
             )
 
-    def _check_suffix(self) -> None:
+    def _check_tail(self, full: bool) -> None:
         self._chars_since_check = 0
-        window = self._tail
-        size = self.config.suffix_window
-        if len(window) < size:
-            return
-        # The window is a loop with period p when it equals itself shifted by p characters.
-        for period in range(1, min(self.config.max_period, size // 2) + 1):
-            if window[period:] == window[:-period]:
-                unit = window[-period:]
-                self.verdict = GuardVerdict(
-                    "suffix-loop",
-                    f"last {size} chars repeat a {period}-char unit {unit[:40]!r}",
-                )
-                return
+        self._checks += 1
+        cfg = self.config.detectors
+        tail = self._tail
+        signal = char_loop(tail, cfg) or whitespace_flood(tail, cfg)
+        if signal is None and (full or self._checks % 4 == 0):
+            signal = repetitive_stretch(tail[-cfg.window :], cfg)
+        if signal is None and full and self.chars_seen == len(tail):
+            signal = blank_output(tail, cfg)  # the whole stream, finished
+        if signal is not None:
+            self.verdict = GuardVerdict(signal.name, signal.detail)

@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 
 from sparkrack.bench.runner import RunResult
-from sparkrack.bench.stats import LevelResult, RequestResult
+from sparkrack.bench.stats import NO_TOKEN_COUNTS, LevelResult, RequestResult
 
 SCHEMA_FILE = "results.schema.json"
 
@@ -49,12 +49,42 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 
 def _cell(level: LevelResult | None) -> str:
+    """Peak with the aggregate beside it (n=1: the single stream's rate and its aggregate)."""
     if level is None:
         return "—"
     if level.status == "FAILED":
         return "FAILED"
-    text = _fmt(level.peak_tok_s)
+    if level.status == NO_TOKEN_COUNTS:
+        return "no token counts"
+    text = f"{_fmt(level.peak_tok_s)} (agg {_fmt(level.aggregate_tok_s)})"
+    if level.overlap_warning:
+        text += " ⚠ no overlap"
     return f"{text} GARBAGE" if level.status == "GARBAGE" else text
+
+
+def summary_lines(run: RunResult) -> list[str]:
+    """One line per level: verdict, peak beside aggregate, overlap, and what went wrong."""
+    lines = []
+    for lv in run.levels:
+        line = (
+            f"n={lv.concurrency}: {lv.status} · peak {_fmt(lv.peak_tok_s)} tok/s · aggregate "
+            f"{_fmt(lv.aggregate_tok_s)} tok/s · {lv.ok} ok / {lv.failed} failed"
+        )
+        if lv.mean_concurrent_streams is not None:
+            line += f" · {lv.mean_concurrent_streams:.2f} streams open on average"
+        lines.append(line)
+        lines += [f"  {reason}" for reason in lv.garbage_reasons]
+        if lv.overlap_warning:
+            lines.append(f"  WARNING {lv.overlap_warning}")
+        errors = sorted({r.error for r in lv.requests if r.status != "ok" and r.error})
+        lines += [f"  failed: {e}" for e in errors[:5]]
+        if lv.status == NO_TOKEN_COUNTS:
+            lines.append("  no token counts: the server sent no usage")
+    return lines
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.0f}%"
 
 
 def _accept(run: RunResult) -> str:
@@ -70,7 +100,7 @@ def render_testlog(runs: Sequence[RunResult], title: str = "sparkrack bench") ->
     """A TESTLOG-style Markdown table like the seeds' (one row per config) + per-level details."""
     levels = sorted({lv.concurrency for run in runs for lv in run.levels})
     top = levels[-1] if levels else 0
-    heads = ["Config"] + [f"n={n} tok/s" if n == 1 else f"n={n} peak" for n in levels]
+    heads = ["Config"] + [f"n={n} tok/s (agg)" if n == 1 else f"n={n} peak (agg)" for n in levels]
     heads += [f"n={top} ok/failed", "accept_len", f"n={top} TTFT p50 (s)", "status"]
     lines = [f"# {title} — TESTLOG", ""]
     if runs:
@@ -87,9 +117,19 @@ def render_testlog(runs: Sequence[RunResult], title: str = "sparkrack bench") ->
             f" · seed: {meta.get('seed')} · thinking: {thinking}",
             "- n=N = N concurrent requests; peak = Σ per-request decode tok/s over the successful "
             "requests (`peak_tok_s`); aggregate = tokens / wall time (`aggregate_tok_s`, below); "
-            "failed = server error or repetition guard; GARBAGE = post-hoc fingerprint.",
+            "failed = server error or repetition guard; GARBAGE = post-hoc fingerprint; "
+            "⚠ no overlap = fewer than half of the n streams were open on average, so peak is "
+            "not backed by concurrency (use aggregate).",
             "",
         ]
+        warnings = [
+            f"- **WARNING** {run.label} n={lv.concurrency}: {lv.overlap_warning}"
+            for run in runs
+            for lv in run.levels
+            if lv.overlap_warning
+        ]
+        if warnings:
+            lines += [*warnings, ""]
     lines += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for run in runs:
         last = run.level(top)
@@ -109,15 +149,17 @@ def render_testlog(runs: Sequence[RunResult], title: str = "sparkrack bench") ->
         "",
         "## Per level",
         "",
-        "| Config | n | peak_tok_s | aggregate_tok_s | ok/failed | TTFT p50 / p95 (s) | "
-        "decode tok/s p50 | accept_len | status | client CPU s / 1k tok |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| Config | n | peak_tok_s | aggregate_tok_s | mean streams open | all n open | "
+        "ok/failed | TTFT p50 / p95 (s) | decode tok/s p50 | accept_len | status | "
+        "client CPU s / 1k tok |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         for lv in run.levels:
             lines.append(
                 f"| {run.label} | {lv.concurrency} | {_fmt(lv.peak_tok_s)} | "
-                f"{_fmt(lv.aggregate_tok_s)} | {lv.ok}/{lv.failed} | "
+                f"{_fmt(lv.aggregate_tok_s)} | {_fmt(lv.mean_concurrent_streams)} | "
+                f"{_pct(lv.all_streaming_fraction)} | {lv.ok}/{lv.failed} | "
                 f"{_fmt(lv.ttft_p50_s)} / {_fmt(lv.ttft_p95_s)} | {_fmt(lv.decode_tok_s_p50)} | "
                 f"{_fmt(lv.accept_len)} | {lv.status} | {_fmt(lv.client_cpu_s_per_1k_tok, 4)} |"
             )

@@ -7,8 +7,9 @@ import json
 import platform
 import statistics
 import time
+import urllib.parse
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -18,13 +19,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparkrack import __version__
-from sparkrack.bench.client import LiveCounters, RequestSpec, run_request
+from sparkrack.bench.client import LiveCounters, RequestSpec, clip, run_request
 from sparkrack.bench.fingerprint import FingerprintConfig, fingerprint_level
 from sparkrack.bench.mtp import LogFollower, parse_metrics
 from sparkrack.bench.stats import LevelResult
 from sparkrack.errors import Problem, SparkrackError
 
 SCHEMA_VERSION = 1
+WARMUP_TOKENS = 16
 PROMPT_SET = "prompts-v1.json"
 
 
@@ -51,6 +53,10 @@ class BenchConfig:
     fingerprint: FingerprintConfig = field(default_factory=FingerprintConfig)
     progress: bool | None = None  # None: auto (only on a terminal)
     metrics_interval_s: float = 1.0
+    warmup: int = 1
+    """Requests sent (concurrently) before the first level and left out of the results."""
+    skip_model_check: bool = False
+    """Do not refuse a model that GET /v1/models does not list (servers serving a folder)."""
 
 
 @dataclass
@@ -69,17 +75,85 @@ class RunResult:
         return {"meta": self.meta, "levels": [lv.to_json() for lv in self.levels]}
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    url: str
+    """Base URL without credentials and without a trailing /v1."""
+    basic_auth: tuple[str, str] | None = field(default=None, repr=False)
+
+
+def parse_url(url: str) -> Endpoint:
+    """Validate ``--url``; take user:password out of it (sent as Basic auth, never printed)."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        port = parts.port
+        host = parts.hostname
+    except ValueError as exc:
+        raise SparkrackError(
+            Problem(
+                "--url",
+                "--url",
+                f"not a valid URL ({exc})",
+                "e.g. http://127.0.0.1:30000",
+                "bench-url",
+            )
+        ) from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise SparkrackError(
+            Problem(
+                "--url",
+                "--url",
+                f"not an http(s) URL with a host: {redact_url(url)!r}",
+                "e.g. http://127.0.0.1:30000",
+                "bench-url",
+            )
+        )
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc += f":{port}"
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    auth = None
+    if parts.username is not None or parts.password is not None:
+        auth = (
+            urllib.parse.unquote(parts.username or ""),
+            urllib.parse.unquote(parts.password or ""),
+        )
+    return Endpoint(urllib.parse.urlunsplit((parts.scheme, netloc, path, "", "")), auth)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any user:password replaced by ``***``."""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, tail = rest.partition("/")
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    return head + sep + netloc + slash + tail
+
+
 def normalize_url(url: str) -> str:
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return parse_url(url).url
 
 
-async def preflight(session: aiohttp.ClientSession, spec: RequestSpec) -> list[str]:
-    """Check the endpoint answers and serves ``spec.model``; return the served model ids."""
+async def preflight(
+    session: aiohttp.ClientSession, spec: RequestSpec, skip_model_check: bool = False
+) -> list[str]:
+    """Check the endpoint answers and serves ``spec.model``; return the served model ids.
+
+    With ``skip_model_check`` an unlisted model (or a server without ``/v1/models``) is accepted;
+    an unreachable endpoint or a refused API key is still an error.
+    """
     url = spec.url + "/v1/models"
+    served: list[str] = []
+    problem: str | None = None
     try:
         async with session.get(
-            url, headers=spec.headers(), timeout=aiohttp.ClientTimeout(total=15)
+            url,
+            headers=spec.headers(),
+            timeout=aiohttp.ClientTimeout(total=min(spec.stall_timeout_s, 60.0)),
         ) as resp:
             if resp.status in (401, 403):
                 raise SparkrackError(
@@ -91,40 +165,60 @@ async def preflight(session: aiohttp.ClientSession, spec: RequestSpec) -> list[s
                         "bench-auth",
                     )
                 )
+            body = await resp.text(errors="replace")
             if resp.status != 200:
-                body = (await resp.text())[:200]
-                raise SparkrackError(
-                    Problem(
-                        url,
-                        "--url",
-                        f"GET /v1/models answered HTTP {resp.status}: {body}",
-                        "point --url at an OpenAI-compatible server (SGLang: http://HOST:30000)",
-                        "bench-endpoint",
-                    )
-                )
-            data = await resp.json(content_type=None)
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                problem = f"GET /v1/models answered HTTP {resp.status}: {clip(body, 200)}"
+            else:
+                served, problem = _served_models(body)
+    except SparkrackError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any transport failure means "not reachable"
         raise SparkrackError(
             Problem(
                 url,
                 "--url",
-                f"endpoint not reachable ({type(exc).__name__}: {exc})",
+                f"endpoint not reachable ({type(exc).__name__}: {clip(str(exc), 200)})",
                 "check the address/port (kubectl port-forward?) and that the serving pod is Ready",
                 "bench-endpoint-down",
             )
-        ) from exc
-    served = [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
+        ) from None
+    if skip_model_check:
+        return served
+    if problem is not None:
+        raise SparkrackError(
+            Problem(
+                url,
+                "--url",
+                problem,
+                "point --url at an OpenAI-compatible server (SGLang: http://HOST:30000), "
+                "or pass --skip-model-check",
+                "bench-endpoint",
+            )
+        )
     if spec.model not in served:
         raise SparkrackError(
             Problem(
                 url,
                 "--model",
                 f"model {spec.model!r} is not served here; served: {', '.join(served) or 'none'}",
-                "pass --model with one of the served names (SGLang: --served-model-name)",
+                "pass --model with one of the served names (SGLang: --served-model-name), "
+                "or --skip-model-check for a server that does not list it",
                 "bench-model-unknown",
             )
         )
     return served
+
+
+def _served_models(body: str) -> tuple[list[str], str | None]:
+    """(model ids, problem) of a /v1/models answer."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return [], f"GET /v1/models did not answer JSON: {clip(body, 120)!r}"
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return [], "GET /v1/models answered JSON without a 'data' list"
+    return [str(m.get("id")) for m in entries if isinstance(m, dict) and m.get("id")], None
 
 
 async def _sample_metrics(
@@ -140,10 +234,10 @@ async def _sample_metrics(
                 if resp.status != 200:
                     state["error"] = f"HTTP {resp.status}"
                     return
-                value = parse_metrics(await resp.text())
+                value = parse_metrics(await resp.text(errors="replace"))
                 if value is not None:
                     out.append(value)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - metrics are optional: record and stop sampling
             state["error"] = f"{type(exc).__name__}"
             return
         await asyncio.sleep(interval)
@@ -193,6 +287,7 @@ async def run_level(
                 prompts[(spec.seed + i) % len(prompts)].id,
                 prompts[(spec.seed + i) % len(prompts)].text,
                 counters,
+                t0,
             )
             for i in range(n)
         )
@@ -221,6 +316,37 @@ async def run_level(
     return level
 
 
+async def warm_up(
+    session: aiohttp.ClientSession, config: BenchConfig, prompts: list[Prompt]
+) -> dict[str, Any]:
+    """Send ``config.warmup`` short requests at once (cold start, graph capture, caches)."""
+    # No guard: a warm-up answer is thrown away, only transport failures are worth recording.
+    spec = replace(
+        config.spec,
+        max_tokens=min(config.spec.max_tokens, WARMUP_TOKENS),
+        guard=replace(config.spec.guard, enabled=False),
+    )
+    t0 = time.perf_counter()
+    results = await asyncio.gather(
+        *(
+            run_request(
+                session, spec, i, prompts[i % len(prompts)].id, prompts[i % len(prompts)].text
+            )
+            for i in range(config.warmup)
+        )
+    )
+    failed = [r.error or r.status for r in results if r.status != "ok"]
+    info: dict[str, Any] = {
+        "requests": config.warmup,
+        "max_tokens": spec.max_tokens,
+        "wall_s": round(time.perf_counter() - t0, 3),
+        "failed": len(failed),
+    }
+    if failed:
+        info["errors"] = sorted(set(failed))[:3]
+    return info
+
+
 async def run_bench_async(config: BenchConfig, console: Console | None = None) -> RunResult:
     console = console or Console(stderr=True)
     show = console.is_terminal if config.progress is None else config.progress
@@ -233,6 +359,9 @@ async def run_bench_async(config: BenchConfig, console: Console | None = None) -
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "label": config.label or spec.model,
         "url": spec.url,
+        "skip_model_check": config.skip_model_check,
+        "stall_timeout_s": spec.stall_timeout_s,
+        "token_counter": spec.token_counter.name if spec.token_counter else None,
         "model": spec.model,
         "concurrency": list(config.concurrency),
         "max_tokens": spec.max_tokens,
@@ -250,12 +379,18 @@ async def run_bench_async(config: BenchConfig, console: Console | None = None) -
             "aggregate_tok_s": "output tokens of successful requests / level wall time",
             "decode_tok_s": "(output tokens - first-chunk tokens) / (last - first text chunk)",
             "ttft_s": "first text chunk arrival - request sent",
+            "mean_concurrent_streams": "time-average number of requests between their first "
+            "and last text chunk, over the level's wall time",
+            "all_streaming_fraction": "share of the level's wall time with all n requests "
+            "between their first and last text chunk",
         },
     }
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     levels: list[LevelResult] = []
     async with aiohttp.ClientSession(connector=connector) as session:
-        meta["served_models"] = await preflight(session, spec)
+        meta["served_models"] = await preflight(session, spec, config.skip_model_check)
+        if config.warmup > 0:
+            meta["warmup"] = await warm_up(session, config, prompts)
         if follower is not None:
             follower.start()
         progress = None

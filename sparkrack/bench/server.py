@@ -18,6 +18,11 @@ The served model names pick the behaviour (see :data:`MODES`):
 * ``sparkrack-test-uniform`` — seed 003's eager-mode collapse: only ``!`` reasoning tokens, no
   content, ``finish_reason=length``, identical pacing for every request.
 
+Server options model broken deployments: ``--no-usage`` (no token counts), ``--serialize`` (one
+stream at a time, so n requests never overlap), ``--error-after N`` (an error event mid-stream),
+``--unlisted`` (``/v1/models`` lists nothing), ``--cold-start S`` (the first request waits S
+seconds longer, like a model loading on first use).
+
 Pacing is on an absolute schedule: the chunk whose cumulative completion-token count is ``C`` is
 written at ``t_first + (C - c_first) / rate`` (``loop.time()``, monotonic).  A late wake-up does not
 shift later chunks, so the decode rate a client measures between the first and the last chunk is
@@ -149,6 +154,14 @@ class ServerConfig:
     usage: bool = True
     """False: never send usage (tests the client's 'usage missing' path)."""
     api_key: str | None = None
+    serialize: bool = False
+    """Generate one stream at a time (a server without batching): peak is then not concurrent."""
+    error_after: int | None = None
+    """Send an ``{"error": ...}`` event after this many chunks and end the stream."""
+    listed: bool = True
+    """False: ``GET /v1/models`` lists nothing (servers that serve a local folder)."""
+    cold_start: float = 0.0
+    """Extra seconds before the first token of the first streamed request (model load)."""
 
 
 class TestServer:
@@ -157,6 +170,7 @@ class TestServer:
         self.server: asyncio.Server | None = None
         self.requests_served = 0
         self.generation_tokens = 0
+        self._one_at_a_time = asyncio.Lock()
 
     @property
     def port(self) -> int:
@@ -223,7 +237,9 @@ class TestServer:
         if method == "GET" and path == "/v1/models":
             data = {
                 "object": "list",
-                "data": [{"id": m, "object": "model", "owned_by": "sparkrack"} for m in MODES],
+                "data": [{"id": m, "object": "model", "owned_by": "sparkrack"} for m in MODES]
+                if self.config.listed
+                else [],
             }
             self._respond(writer, "200 OK", json.dumps(data).encode())
         elif method == "GET" and path == "/health":
@@ -242,7 +258,11 @@ class TestServer:
                 msg = {"error": {"message": f"The model `{model}` does not exist.", "code": 404}}
                 self._respond(writer, "404 Not Found", json.dumps(msg).encode())
             elif request.get("stream"):
-                await self._stream(request, MODES[model], writer)
+                if self.config.serialize:
+                    async with self._one_at_a_time:
+                        await self._stream(request, MODES[model], writer)
+                else:
+                    await self._stream(request, MODES[model], writer)
                 return True
             else:
                 await self._complete(request, MODES[model], writer)
@@ -349,7 +369,8 @@ class TestServer:
 
         event(chunk({"role": "assistant", "content": ""}, 0, None))
         await writer.drain()
-        await asyncio.sleep(max(0.0, t_recv + cfg.ttft - loop.time()))
+        cold = cfg.cold_start if self.requests_served == 1 else 0.0
+        await asyncio.sleep(max(0.0, t_recv + cold + cfg.ttft - loop.time()))
         t_first = loop.time()
         done = 0
         first = 0
@@ -374,6 +395,12 @@ class TestServer:
                 self.generation_tokens += n
                 event(chunk(delta, done, None))
                 await writer.drain()
+                if cfg.error_after is not None and done >= cfg.error_after * cfg.tokens_per_chunk:
+                    message = f"the engine failed after {done} tokens (test server --error-after)"
+                    event({"error": {"message": message, "type": "InternalServerError"}})
+                    writer.write(b"0\r\n\r\n")
+                    await writer.drain()
+                    return
             event(chunk({}, done, finish))
             if include_usage:
                 usage: dict[str, Any] = {
@@ -421,6 +448,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accept-len", type=float, default=None)
     parser.add_argument("--no-usage", action="store_true", help="never report usage")
     parser.add_argument("--api-key", default=None)
+    parser.add_argument("--serialize", action="store_true", help="one stream at a time")
+    parser.add_argument("--error-after", type=int, default=None, help="error event after N chunks")
+    parser.add_argument("--unlisted", action="store_true", help="GET /v1/models lists nothing")
+    parser.add_argument("--cold-start", type=float, default=0.0, help="first request's extra TTFT")
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -437,6 +468,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         accept_len=args.accept_len,
         usage=not args.no_usage,
         api_key=args.api_key,
+        serialize=args.serialize,
+        error_after=args.error_after,
+        listed=not args.unlisted,
+        cold_start=args.cold_start,
     )
 
 
