@@ -350,6 +350,7 @@ def winners(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 best[n] = {
                     "case": name,
                     "peak_tok_s": lv["peak_tok_s"],
+                    "aggregate_tok_s": lv.get("aggregate_tok_s"),
                     "overrides": entry["overrides"],
                 }
     return dict(sorted(best.items(), key=lambda kv: int(kv[0])))
@@ -363,7 +364,8 @@ def render_summary(matrix: Matrix, state: dict[str, Any]) -> str:
         f"# sparkrack matrix {matrix.name} — summary",
         "",
         f"- base profile: {matrix.base_profile} · cases: {len(matrix.cases)}",
-        "- peak = Σ per-request decode tok/s of the successful requests (results.json `peak_tok_s`)",
+        "- peak = Σ per-request decode tok/s of the successful requests (results.json `peak_tok_s`);"
+        " aggregate (in brackets) = output tokens / wall time of the level (`aggregate_tok_s`)",
         "",
         "| " + " | ".join(heads) + " |",
         "|" + "---|" * len(heads),
@@ -378,7 +380,9 @@ def render_summary(matrix: Matrix, state: dict[str, Any]) -> str:
                 cells.append("—")
             else:
                 mark = "" if level["status"] == "ok" else f" {level['status']}"
-                cells.append(f"{level['peak_tok_s']:.2f}{mark}")
+                agg = level.get("aggregate_tok_s")
+                both = f" ({agg:.2f})" if n > 1 and agg is not None else ""
+                cells.append(f"{level['peak_tok_s']:.2f}{both}{mark}")
         top = lv.get(str(levels[-1])) if levels else None
         cells.append(f"{top['ok']}/{top['failed']}" if top else "—")
         accepts = [v["accept_len"] for v in lv.values() if v.get("accept_len")]
@@ -393,7 +397,11 @@ def render_summary(matrix: Matrix, state: dict[str, Any]) -> str:
     if not best:
         lines.append("No case finished cleanly.")
     for level_n, win in best.items():
-        lines.append(f"- n={level_n}: **{win['case']}** — {win['peak_tok_s']:.2f} tok/s peak")
+        agg = win.get("aggregate_tok_s")
+        lines.append(
+            f"- n={level_n}: **{win['case']}** — {win['peak_tok_s']:.2f} tok/s peak"
+            + (f", {agg:.2f} tok/s aggregate" if agg is not None else "")
+        )
     return "\n".join(lines) + "\n"
 
 

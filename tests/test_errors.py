@@ -13,5 +13,7 @@ def test_control_characters_are_escaped() -> None:
 
 
 def test_a_message_may_still_span_lines_on_purpose() -> None:
-    text = str(Problem("inv.yml", "serving_deployments", "over-commit:\nspark1 144 / 120", "x", "r"))
+    text = str(
+        Problem("inv.yml", "serving_deployments", "over-commit:\nspark1 144 / 120", "x", "r")
+    )
     assert text.splitlines()[1] == "spark1 144 / 120 — fix: x [r]"

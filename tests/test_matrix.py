@@ -229,6 +229,8 @@ def test_full_run_refusal_crash_bench_and_winner(
         assert win["peak_tok_s"] > 1.5 * slow[n]["peak_tok_s"]  # 1000 vs 500 tok/s per stream
     summary = finish_matrix(load_matrix(matrix_file), state, out).read_text()
     assert "n=8: **attention_backend-triton_ep-1**" in summary
+    winner = next(line for line in summary.splitlines() if line.startswith("- n=8: "))
+    assert "tok/s peak, " in winner and winner.endswith("tok/s aggregate")
     assert (
         "refused by rule test-ep-rule" in summary
         and "startup crash: mem-fraction-too-low" in summary
