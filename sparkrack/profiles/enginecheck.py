@@ -199,7 +199,7 @@ def _ensure_env(
 ) -> Path:
     _install(root / "base", recipes()["base"], offline=offline)
     env = root / f"{dist}-{version}"
-    deps = [*recipe["common"], *recipe["versions"][version]]
+    deps = _merge_pins(recipe["common"], recipe["versions"][version])
     _install(env / "deps", deps, offline=offline)
     engine = env / "engine"
     if not (engine / ".complete").is_file():
@@ -221,6 +221,13 @@ def _ensure_env(
     return env
 
 
+def _merge_pins(common: Sequence[str], specific: Sequence[str]) -> list[str]:
+    """``common`` pins with those that ``specific`` pins again replaced by ``specific``'s."""
+    pins = {_norm(p.split("==")[0]): p for p in common}
+    pins.update({_norm(p.split("==")[0]): p for p in specific})
+    return sorted(pins.values())
+
+
 def _binary_members(names: Sequence[str]) -> list[str]:
     return [n for n in names if n.endswith(".so") or ".so." in n]
 
@@ -235,6 +242,7 @@ def _harness(dist: str, version: str, request: dict[str, Any], *, offline: bool)
             **request,
             "dist": dist,
             "standins": [*recipes()["engines"][dist]["standins"], *extensions],
+            "torch_preimport": recipes()["engines"][dist].get("torch_preimport", []),
             "answer": str(answer_path),
         }
         paths = [str(env / "engine"), str(env / "deps"), str(base)]
