@@ -25,7 +25,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 import traceback
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -381,7 +380,7 @@ def main() -> None:
     for name in request.get("torch_preimport", []):
         importlib.import_module(name)
     sys.meta_path.append(StandinFinder(request["standins"]))
-    hub = tempfile.mkdtemp(prefix="sparkrack-hub-")
+    hub = os.path.join(os.getcwd(), "hub")  # the caller's scratch directory, removed after
     write_hub_cache(hub, request.get("models", {}))
     os.environ.update(
         {
@@ -395,7 +394,7 @@ def main() -> None:
     )
     answer: dict[str, Any] = {}
     try:
-        engine, log = run_quiet(ENGINES[request["dist"]])
+        engine, _ = run_quiet(ENGINES[request["dist"]])
         if hasattr(engine, "adapt_hub"):
             engine.adapt_hub(hub, request.get("models", {}))
     except BaseException as exc:  # the engine does not even import: every answer is this error
