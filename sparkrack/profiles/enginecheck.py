@@ -15,6 +15,7 @@ and ``extra-llm-api-config.yml`` keys are checked against a table taken from its
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -200,7 +201,7 @@ def _ensure_env(
     _install(root / "base", recipes()["base"], offline=offline)
     env = root / f"{dist}-{version}"
     deps = _merge_pins(recipe["common"], recipe["versions"][version])
-    _install(env / "deps", deps, offline=offline)
+    _install(deps_dir(dist, version), deps, offline=offline)
     engine = env / "engine"
     if not (engine / ".complete").is_file():
         wheel = _engine_wheel(dist, version, offline=offline)
@@ -219,6 +220,14 @@ def _ensure_env(
             _rmtree(engine)
         building.rename(engine)
     return env
+
+
+def deps_dir(dist: str, version: str) -> Path:
+    """The dependency directory of ``dist==version``: shared by versions with the same pins."""
+    recipe = _recipe(dist, version)
+    deps = _merge_pins(recipe["common"], recipe["versions"][version])
+    digest = hashlib.sha256("\n".join(deps).encode()).hexdigest()[:12]
+    return cache_dir() / "enginecheck" / f"deps-{digest}"
 
 
 def _merge_pins(common: Sequence[str], specific: Sequence[str]) -> list[str]:
@@ -245,7 +254,7 @@ def _harness(dist: str, version: str, request: dict[str, Any], *, offline: bool)
             "torch_preimport": recipes()["engines"][dist].get("torch_preimport", []),
             "answer": str(answer_path),
         }
-        paths = [str(env / "engine"), str(env / "deps"), str(base)]
+        paths = [str(env / "engine"), str(deps_dir(dist, version)), str(base)]
         script = str(DATA / "harness.py")
         bootstrap = (
             f"import sys; sys.path[:0] = {paths!r}; sys.argv = [{script!r}]; "
