@@ -105,7 +105,12 @@ VLLM_ARGV = [
     "--mamba_ssm_cache_dtype",
     "float32",
 ]
-VLLM_ENV = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1", "VLLM_NVFP4_GEMM_BACKEND": "marlin"}
+# Seed 004's environment: the two NVFP4 knobs exist in vLLM 0.19 and are gone from 0.33.
+VLLM_ENV = {
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1",
+    "VLLM_NVFP4_GEMM_BACKEND": "marlin",
+    "VLLM_USE_FLASHINFER_MOE_FP4": "0",
+}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -254,3 +259,13 @@ def test_model_config_stand_in_carries_model_info() -> None:
     assert config["quantization_config"]["quant_algo"] == "NVFP4"
     with pytest.raises(SparkrackError, match="no model config stand-in"):
         enginecheck.hf_config({"architecture": "NoSuchForCausalLM"})
+
+
+def test_vllm_reports_env_names_a_later_release_dropped(engine_cache: None) -> None:
+    enginecheck.ensure_env("vllm", "0.33.0")
+    known = enginecheck.known_env("vllm", "0.33.0", offline=True)
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in known
+    [verdict] = run_upstream(
+        "vllm", "0.33.0", [vllm_inv(tuple(VLLM_ARGV), VLLM_ENV, "seed-004 env")], offline=True
+    )
+    assert verdict.unknown_env == ("VLLM_NVFP4_GEMM_BACKEND", "VLLM_USE_FLASHINFER_MOE_FP4")

@@ -15,6 +15,7 @@ and ``extra-llm-api-config.yml`` keys are checked against a table taken from its
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -199,8 +200,8 @@ def _ensure_env(
 ) -> Path:
     _install(root / "base", recipes()["base"], offline=offline)
     env = root / f"{dist}-{version}"
-    deps = [*recipe["common"], *recipe["versions"][version]]
-    _install(env / "deps", deps, offline=offline)
+    deps = _merge_pins(recipe["common"], recipe["versions"][version])
+    _install(deps_dir(dist, version), deps, offline=offline)
     engine = env / "engine"
     if not (engine / ".complete").is_file():
         wheel = _engine_wheel(dist, version, offline=offline)
@@ -221,6 +222,21 @@ def _ensure_env(
     return env
 
 
+def deps_dir(dist: str, version: str) -> Path:
+    """The dependency directory of ``dist==version``: shared by versions with the same pins."""
+    recipe = _recipe(dist, version)
+    deps = _merge_pins(recipe["common"], recipe["versions"][version])
+    digest = hashlib.sha256("\n".join(deps).encode()).hexdigest()[:12]
+    return cache_dir() / "enginecheck" / f"deps-{digest}"
+
+
+def _merge_pins(common: Sequence[str], specific: Sequence[str]) -> list[str]:
+    """``common`` pins with those that ``specific`` pins again replaced by ``specific``'s."""
+    pins = {_norm(p.split("==")[0]): p for p in common}
+    pins.update({_norm(p.split("==")[0]): p for p in specific})
+    return sorted(pins.values())
+
+
 def _binary_members(names: Sequence[str]) -> list[str]:
     return [n for n in names if n.endswith(".so") or ".so." in n]
 
@@ -235,9 +251,10 @@ def _harness(dist: str, version: str, request: dict[str, Any], *, offline: bool)
             **request,
             "dist": dist,
             "standins": [*recipes()["engines"][dist]["standins"], *extensions],
+            "torch_preimport": recipes()["engines"][dist].get("torch_preimport", []),
             "answer": str(answer_path),
         }
-        paths = [str(env / "engine"), str(env / "deps"), str(base)]
+        paths = [str(env / "engine"), str(deps_dir(dist, version)), str(base)]
         script = str(DATA / "harness.py")
         bootstrap = (
             f"import sys; sys.path[:0] = {paths!r}; sys.argv = [{script!r}]; "

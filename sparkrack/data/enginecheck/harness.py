@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import importlib.abc
 import importlib.machinery
 import io
 import json
 import os
 import sys
-import tempfile
 import traceback
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -193,6 +193,24 @@ def write_hub_cache(root: str, models: dict[str, dict[str, Any]]) -> None:
         for name, content in files.items():
             with open(os.path.join(snap, name), "w", encoding="utf-8") as fh:
                 fh.write(content if isinstance(content, str) else json.dumps(content))
+        if not os.path.exists(os.path.join(snap, "tokenizer.json")):
+            write_tokenizer(snap)
+
+
+def write_tokenizer(snap: str) -> None:
+    """A three-token tokenizer: engines that load the tokenizer at start-up find one."""
+    from tokenizers import Tokenizer, models  # type: ignore[import-not-found]
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    Tokenizer(models.WordLevel(vocab, unk_token="<unk>")).save(os.path.join(snap, "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+    }
+    with open(os.path.join(snap, "tokenizer_config.json"), "w", encoding="utf-8") as fh:
+        json.dump(config, fh)
 
 
 @contextlib.contextmanager
@@ -262,28 +280,29 @@ class VLLM:
         import vllm.third_party.pynvml as nvml  # type: ignore[import-not-found]
 
         install_nvml(nvml)
+        import vllm.entrypoints.cli.serve as serve  # type: ignore[import-not-found]
         import vllm.model_executor.models.registry as registry  # type: ignore[import-not-found]
         from vllm.engine.arg_utils import AsyncEngineArgs  # type: ignore[import-not-found]
-        from vllm.entrypoints.openai.cli_args import make_arg_parser  # type: ignore[import-not-found]
 
         # The model-class inspection runs in this process, under the same stand-ins.
         registry._run_in_subprocess = lambda fn: fn()  # noqa: SLF001
         self.engine_args = AsyncEngineArgs
-        self.make_arg_parser = make_arg_parser
+        self.serve = serve  # what `vllm serve` parses and validates with
 
     def parser(self) -> argparse.ArgumentParser:
-        from vllm.utils.argparse_utils import FlexibleArgumentParser  # type: ignore[import-not-found]
-
-        parser: argparse.ArgumentParser = self.make_arg_parser(FlexibleArgumentParser())
+        parser: argparse.ArgumentParser = self.serve.make_arg_parser(
+            self.serve.FlexibleArgumentParser()
+        )
         return parser
 
     def check(self, argv: list[str]) -> None:
-        # `vllm serve MODEL ...` is parsed by the serve subcommand; its parser takes the model as
-        # --model or as the positional model_tag.
-        parser = self.parser()
-        namespace = parser.parse_args(argv)
+        # `vllm serve MODEL ...` takes the model as --model or as the positional model_tag.
+        namespace = self.parser().parse_args(argv)
         if getattr(namespace, "model_tag", None):
             namespace.model = namespace.model_tag
+        validate = getattr(self.serve, "validate_parsed_serve_args", None)
+        if validate is not None:
+            validate(namespace)
         engine_args = self.engine_args.from_cli_args(namespace)
         engine_args.create_engine_config()
 
@@ -354,8 +373,14 @@ def option_dest(parser: argparse.ArgumentParser, word: str) -> str | None:
 
 def main() -> None:
     request = json.load(sys.stdin)
+    import torch
+
+    install_gb10(torch)
+    # torch's compiler imports before the stand-ins, so that torch sees no triton.
+    for name in request.get("torch_preimport", []):
+        importlib.import_module(name)
     sys.meta_path.append(StandinFinder(request["standins"]))
-    hub = tempfile.mkdtemp(prefix="sparkrack-hub-")
+    hub = os.path.join(os.getcwd(), "hub")  # the caller's scratch directory, removed after
     write_hub_cache(hub, request.get("models", {}))
     os.environ.update(
         {
@@ -369,10 +394,7 @@ def main() -> None:
     )
     answer: dict[str, Any] = {}
     try:
-        import torch
-
-        install_gb10(torch)
-        engine, log = run_quiet(ENGINES[request["dist"]])
+        engine, _ = run_quiet(ENGINES[request["dist"]])
         if hasattr(engine, "adapt_hub"):
             engine.adapt_hub(hub, request.get("models", {}))
     except BaseException as exc:  # the engine does not even import: every answer is this error
