@@ -134,10 +134,17 @@ def extra_args_problems(profile: Profile, *, offline: bool = False) -> list[Prob
     version = eng.upstream_version(profile)
     if not extra or eng.upstream is None or version is None:
         return []
+    out = []
+    # A config-file option is refused before the parser sees it: vLLM's parser would read the file.
+    config = [w for w in extra if w.startswith("-") and eng.is_config_option(w)]
+    for word in config:
+        flag = word.split("=", 1)[0]
+        message = f"{flag} loads settings from a file, past the profile"
+        out.append(Problem(profile.source, "extra_args", message, "remove it", RULE_EXTRA))
+    extra = [w for w in extra if w not in config]
     owners = eng.owned_flags()
     resolved = enginecheck.option_dests(eng.upstream, version, list(owners), offline=offline)
     owned = {dest: owners[flag] for flag, dest in resolved if dest is not None}
-    out = []
     for word, dest in enginecheck.option_dests(eng.upstream, version, extra, offline=offline):
         flag = word.split("=", 1)[0]
         if dest is None:

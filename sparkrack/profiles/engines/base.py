@@ -170,6 +170,14 @@ class Engine:
     config_options: tuple[str, ...] = ("--config",)
     """Options that load settings from a file, past the table (refused in ``extra_args``)."""
 
+    def is_config_option(self, word: str) -> bool:
+        """``word`` names a config-file option, exactly or as an argparse abbreviation."""
+        spelled = dashed(word.split("=", 1)[0])
+        return any(
+            spelled == config or (len(spelled) > 3 and config.startswith(spelled))
+            for config in self.config_options
+        )
+
     def owner_of(self, word: str) -> str | None:
         """Who owns the option ``word`` of ``extra_args`` would set, as argparse would resolve it
         without knowing the engine's other options: an exact flag or alias, its ``_`` spelling,
@@ -179,9 +187,8 @@ class Engine:
             return None
         spelled = dashed(option)
         owned = {dashed(flag): owner for flag, owner in self.owned_flags().items()}
-        for config in self.config_options:
-            if spelled == config or (len(spelled) > 3 and config.startswith(spelled)):
-                return "a config file (it would override what sparkrack renders)"
+        if self.is_config_option(option):
+            return "a config file (it would override what sparkrack renders)"
         if spelled in owned:
             return owned[spelled]
         if spelled.startswith("--") and len(spelled) > 3:
