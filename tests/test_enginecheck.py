@@ -261,11 +261,15 @@ def test_model_config_stand_in_carries_model_info() -> None:
         enginecheck.hf_config({"architecture": "NoSuchForCausalLM"})
 
 
-def test_vllm_reports_env_names_a_later_release_dropped(engine_cache: None) -> None:
+def test_vllm_reports_env_names_a_later_release_dropped(vllm_version: str) -> None:
     enginecheck.ensure_env("vllm", "0.33.0")
     known = enginecheck.known_env("vllm", "0.33.0", offline=True)
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in known
-    [verdict] = run_upstream(
-        "vllm", "0.33.0", [vllm_inv(tuple(VLLM_ARGV), VLLM_ENV, "seed-004 env")], offline=True
+    assert "VLLM_NVFP4_GEMM_BACKEND" not in known
+    seed_004 = [vllm_inv(tuple(VLLM_ARGV), VLLM_ENV, "seed-004 env")]
+    got = enginecheck.run_many(
+        {("vllm", vllm_version): seed_004, ("vllm", "0.33.0"): seed_004}, offline=True
     )
-    assert verdict.unknown_env == ("VLLM_NVFP4_GEMM_BACKEND", "VLLM_USE_FLASHINFER_MOE_FP4")
+    assert got[("vllm", vllm_version)][0].unknown_env == ()
+    dropped = ("VLLM_NVFP4_GEMM_BACKEND", "VLLM_USE_FLASHINFER_MOE_FP4")
+    assert got[("vllm", "0.33.0")][0].unknown_env == dropped

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -321,6 +322,24 @@ def run_upstream(
         unknown = tuple(sorted(k for k in inv.env if k.startswith(prefixes) and k not in known))
         verdicts.append(Verdict(got["label"], bool(got["ok"]), str(got["error"]), unknown))
     return verdicts
+
+
+def run_many(
+    batches: Mapping[tuple[str, str], Sequence[Invocation]],
+    *,
+    offline: bool = False,
+    workers: int | None = None,
+) -> dict[tuple[str, str], list[Verdict]]:
+    """``run_upstream`` for each (dist, version) batch; environments first, then in parallel."""
+    for dist, version in batches:
+        ensure_env(dist, version, offline=offline)
+    count = workers or max(1, min(len(batches), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        futures = {
+            key: pool.submit(run_upstream, key[0], key[1], invocations, offline=True)
+            for key, invocations in batches.items()
+        }
+        return {key: future.result() for key, future in futures.items()}
 
 
 def option_dests(
