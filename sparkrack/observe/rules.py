@@ -171,7 +171,7 @@ def throughput_alerts() -> list[dict[str, Any]]:
                 " or ".join(bands),
                 "15m",
                 "warning",
-                f"{{{{ $labels.{DEPLOYMENT} }}}} ({profile.name}) generates {{{{ $value }}}} tok/s, "
+                f'{{{{ $labels.{DEPLOYMENT} }}}} ({profile.name}) generates {{{{ $value | printf "%.1f" }}}} tok/s, '
                 f"below {THROUGHPUT_FRACTION:.0%} of the figure measured at this concurrency",
                 "compare `sparkrack bench` with provenance.measured; check the MTP accept length "
                 "panel, the fabric transport (fabric-check) and Spark memory pressure",
@@ -199,7 +199,7 @@ def alert_rules() -> list[dict[str, Any]]:
             f" >= {RESTARTS_PER_HOUR}",
             "0m",
             "critical",
-            "{{ $labels.pod }} restarted {{ $value }} times in an hour",
+            f"{{{{ $labels.pod }}}} restarted at least {RESTARTS_PER_HOUR} times in an hour",
             "read the previous container log (kubectl logs --previous) and `sparkrack diagnose` it",
         ),
         _alert(
