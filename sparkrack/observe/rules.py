@@ -48,7 +48,7 @@ ACCEPT_LENGTH: Final = "sparkrack:spec_accept_length"
 
 
 def _either(*exprs: str) -> str:
-    return " or ".join(f"({e})" for e in exprs)
+    return "\nor ".join(f"({e})" for e in exprs)
 
 
 def _rate(counter: str) -> str:
@@ -61,7 +61,7 @@ def _p95(histogram: str) -> str:
 
 def recording_rules() -> list[dict[str, Any]]:
     vllm_accept = (
-        f"1 + {_rate('vllm:spec_decode_num_accepted_tokens')} / "
+        f"1 + {_rate('vllm:spec_decode_num_accepted_tokens')}\n  / "
         f"{_rate('vllm:spec_decode_num_drafts')}"
     )
     pairs = [
@@ -163,12 +163,12 @@ def throughput_alerts() -> list[dict[str, Any]]:
             upper = f" < {levels[i + 1][0]}" if i + 1 < len(levels) else ""
             bands.append(
                 f"({GEN_RATE}{sel} < {THROUGHPUT_FRACTION * tps:.6g}"
-                f" and on({BY}) ({RUNNING}{sel} >= {level}{upper}))"
+                f"\n  and on({BY}) ({RUNNING}{sel} >= {level}{upper}))"
             )
         out.append(
             _alert(
                 "SparkrackThroughputBelowMeasured",
-                " or ".join(bands),
+                "\nor ".join(bands),
                 "15m",
                 "warning",
                 f'{{{{ $labels.{DEPLOYMENT} }}}} ({profile.name}) generates {{{{ $value | printf "%.1f" }}}} tok/s, '
@@ -187,7 +187,7 @@ def alert_rules() -> list[dict[str, Any]]:
         _alert(
             "SparkrackRankDown",
             f'kube_statefulset_status_replicas_ready{{statefulset=~"{RANK_STS}"}}'
-            f' < kube_statefulset_replicas{{statefulset=~"{RANK_STS}"}}',
+            f'\n< kube_statefulset_replicas{{statefulset=~"{RANK_STS}"}}',
             "10m",
             "critical",
             "serving rank {{ $labels.statefulset }} has no ready pod",
