@@ -23,6 +23,10 @@ LABEL_RANK: Final = "sparkrack.io/rank"
 LABEL_SPARK_INDEX: Final = "sparkrack.io/spark-index"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 MULTUS_NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
+PROMETHEUS_SCRAPE_ANNOTATION: Final = "prometheus.io/scrape"
+PROMETHEUS_PATH_ANNOTATION: Final = "prometheus.io/path"
+PROMETHEUS_PORT_ANNOTATION: Final = "prometheus.io/port"
+"""Annotations of a pod whose engine serves Prometheus metrics (the scrape job keeps those pods)."""
 
 # --- serving objects and paths inside serving pods ----------------------------------------------
 API_SERVICE: Final = "sparkrack-openai"

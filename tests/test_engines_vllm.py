@@ -135,7 +135,7 @@ def test_manifests_are_valid_and_single_spark(ctx: ServingContext) -> None:
     assert container["image"] == SEED_IMAGE
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
     # One Spark: no fabric VF, no NCCL, no privileged mode (seed 004: --gpus all only).
-    assert "annotations" not in pod["metadata"]
+    assert "k8s.v1.cni.cncf.io/networks" not in pod["metadata"].get("annotations", {})
     assert "securityContext" not in container
     assert not any(e["name"].startswith("NCCL_") for e in container["env"])
 

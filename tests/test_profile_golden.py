@@ -168,7 +168,7 @@ SEEDS: dict[str, Flags] = {
     "glm-4.7-nvfp4": SEED_003_GLM,
 }
 
-DEPLOYMENT = {"--node-rank", "--dist-init-addr", "--host", "--port"}
+DEPLOYMENT = {"--node-rank", "--dist-init-addr", "--host", "--port", "--enable-metrics"}
 
 
 def parse_flags(argv: list[str]) -> Flags:

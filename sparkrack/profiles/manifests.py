@@ -17,6 +17,7 @@ from typing import Any
 
 from sparkrack import contract
 from sparkrack.addressplan import NodePlan, pod_network_annotation
+from sparkrack.observe.scrape import pod_relabelings
 from sparkrack.profiles.core import Profile, ServingContext
 from sparkrack.profiles.engines import engine_of
 from sparkrack.profiles.engines.base import Engine, FileSet, Rank, hf_token_env
@@ -79,6 +80,42 @@ def meta(name: str, ns: str, labels: dict[str, str]) -> dict[str, Any]:
     return {"name": name, "namespace": ns, "labels": dict(labels)}
 
 
+def metrics_annotations(eng: Engine, ctx: ServingContext, rank: Rank) -> dict[str, str]:
+    """``prometheus.io/*`` annotations of a pod that serves the engine's metrics (rank 0 of an
+    engine with a Prometheus endpoint; SGLang's other ranks run no HTTP server)."""
+    if eng.metrics_path is None or rank.rank != 0:
+        return {}
+    return {
+        contract.PROMETHEUS_SCRAPE_ANNOTATION: "true",
+        contract.PROMETHEUS_PATH_ANNOTATION: eng.metrics_path,
+        contract.PROMETHEUS_PORT_ANNOTATION: str(ctx.api_port),
+    }
+
+
+def pod_monitor(profile: Profile, ctx: ServingContext) -> dict[str, Any] | None:
+    """A Prometheus Operator ``PodMonitor`` for the deployment's metrics pod (None: the engine
+    has no Prometheus endpoint). Optional: apply it only where the operator's CRDs exist."""
+    eng = engine_of(profile.data)
+    if eng.metrics_path is None:
+        return None
+    labels = serving_labels(profile, ctx)
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": meta(names(profile, ctx)["headless"], ctx.namespace, labels),
+        "spec": {
+            "selector": {"matchLabels": {**labels, contract.LABEL_RANK: "0"}},
+            "podMetricsEndpoints": [
+                {
+                    "port": eng.metrics_port,
+                    "path": eng.metrics_path,
+                    "relabelings": pod_relabelings(),
+                }
+            ],
+        },
+    }
+
+
 def _container(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
     argv = eng.argv(profile, ctx, rank)
     command, args = eng.container_command(profile, argv)
@@ -124,12 +161,13 @@ def _statefulset(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank)
     template_meta: dict[str, Any] = {
         "labels": {**selector, contract.LABEL_SPARK_INDEX: str(rank.node.spark_index)}
     }
+    annotations = metrics_annotations(eng, ctx, rank)
     if eng.uses_fabric:
-        template_meta["annotations"] = {
-            contract.MULTUS_NETWORKS_ANNOTATION: pod_network_annotation(
-                rank.node, ctx.namespace, ctx.vf_index
-            )
-        }
+        annotations[contract.MULTUS_NETWORKS_ANNOTATION] = pod_network_annotation(
+            rank.node, ctx.namespace, ctx.vf_index
+        )
+    if annotations:
+        template_meta["annotations"] = annotations
     extras = eng.extras(profile, ctx)
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ctx.shm_size}},

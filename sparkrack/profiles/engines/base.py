@@ -148,6 +148,11 @@ class Engine:
     liveness_path: str = "/health"
     upstream: str | None = None
     """PyPI distribution whose parser and start-up checks validate the rendered argv."""
+    metrics_path: str | None = "/metrics"
+    """HTTP path of the engine's Prometheus endpoint on the API port (None: the engine version
+    sparkrack runs has none that is verified)."""
+    metrics_port: str = "http"
+    """Named container port that serves ``metrics_path`` (the OpenAI-API port of rank 0)."""
 
     # --- the table ----------------------------------------------------------------------------
 
@@ -235,7 +240,9 @@ class Engine:
         """The table's words in table order (tuning keys and deployment flags)."""
         words: list[str] = []
         for knob in self.knobs:
-            if isinstance(knob, RuntimeKnob):
+            if isinstance(knob, RuntimeKnob) and knob.kind == "bool":
+                words.append(str(knob.flag))
+            elif isinstance(knob, RuntimeKnob):
                 words += [str(knob.flag), self.runtime_value(knob, ctx, rank)]
             else:
                 words += knob.args(lookup(profile.data, knob.key))

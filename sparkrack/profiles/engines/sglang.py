@@ -328,6 +328,15 @@ KNOBS: tuple[Knob, ...] = (
     runtime("--dist-init-addr", "dist_init_addr"),
     runtime("--host", "host"),
     runtime("--port", "port"),
+    # -- observability: the Prometheus endpoint /metrics on the API port (always on)
+    RuntimeKnob(
+        key="runtime.metrics",
+        type="boolean",
+        help="metrics",
+        flag="--enable-metrics",
+        kind="bool",
+        runtime="metrics",
+    ),
 )
 
 

@@ -194,6 +194,10 @@ class TRTLLM(SingleSparkEngine):
     rules = RULES
     memory = TRTLLMMemory()
     config_file = CONFIG_FILE
+    # trtllm-serve's /metrics answers iteration statistics as JSON, not the Prometheus text
+    # format; a Prometheus collector exists in later TensorRT-LLM sources but is not verified
+    # against 1.3.0rc9, so nothing is scraped from this engine.
+    metrics_path = None
 
     def config(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """The ``extra-llm-api-config.yml`` mapping, keys in the table's (= the seed's) order."""

@@ -285,6 +285,7 @@ class VLLM(SingleSparkEngine):
     rules = RULES
     memory = VLLMMemory()
     upstream = "vllm"
+    metrics_path = "/metrics"  # served by default on the API port (no flag)
 
     def plugin_files(self, profile: Profile) -> dict[str, str]:
         """File name in the model repo -> absolute path the server reads it from."""

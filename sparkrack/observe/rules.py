@@ -1,0 +1,294 @@
+"""Prometheus recording and alert rules for the cluster sparkrack builds.
+
+One source, two files: :func:`rule_groups` is written as a plain rules file
+(``data/observe/sparkrack-rules.yml``, for ``promtool`` and any Prometheus) and wrapped in a
+``PrometheusRule`` (``data/observe/prometheusrule.yml``, for the Prometheus Operator).
+
+Recording rules put the engines' metrics under one name per quantity (``sparkrack:*``), each
+keyed by ``namespace``, ``deployment`` and ``profile`` (:mod:`.scrape`); the alerts read those.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from sparkrack import contract
+from sparkrack.observe.metrics import s
+from sparkrack.observe.scrape import DEPLOYMENT, GROUP_BY, PROFILE
+from sparkrack.planner import DEFAULT_OS_HEADROOM_GB
+from sparkrack.profiles import list_profiles, load_profile
+
+THROUGHPUT_FRACTION: Final = 0.7
+"""Alert when generation throughput falls below this fraction of the profile's measured figure
+at the same concurrency (a chosen margin, not a measurement)."""
+TTFT_P95_BOUND_S: Final = 30.0
+"""Alert bound on the 95th percentile time to first token (a chosen default)."""
+POOL_FULL: Final = 0.95
+"""KV / Mamba pool usage above which the engine starts to queue or retract requests."""
+GPU_TEMP_C: Final = 85.0
+"""GPU temperature alert bound (a chosen default)."""
+RESTARTS_PER_HOUR: Final = 3
+RULE_NAME: Final = "sparkrack"
+
+BY: Final = ", ".join(GROUP_BY)
+RANK_STS: Final = f"{contract.OBJECT_PREFIX}-.+-r[0-9]+"
+"""StatefulSet names of the serving ranks (``manifests.statefulset_name``)."""
+HEAD_POD: Final = f"{contract.OBJECT_PREFIX}-.+-r0-0"
+
+# -- recording rules: one name per quantity, whatever the engine --------------------------------
+GEN_RATE: Final = "sparkrack:generation_tokens:rate5m"
+RUNNING: Final = "sparkrack:requests_running"
+QUEUED: Final = "sparkrack:requests_waiting"
+TTFT_P95: Final = "sparkrack:time_to_first_token_seconds:p95_5m"
+ITL_P95: Final = "sparkrack:inter_token_latency_seconds:p95_5m"
+KV_USAGE: Final = "sparkrack:kv_cache_usage:ratio"
+MAMBA_USAGE: Final = "sparkrack:mamba_cache_usage:ratio"
+ACCEPT_LENGTH: Final = "sparkrack:spec_accept_length"
+
+
+def _either(*exprs: str) -> str:
+    return "\nor ".join(f"({e})" for e in exprs)
+
+
+def _rate(counter: str) -> str:
+    return f"sum by ({BY}) (rate({s(counter)}[5m]))"
+
+
+def _p95(histogram: str) -> str:
+    return f"sum by (le, {BY}) (rate({s(histogram, '_bucket')}[5m]))"
+
+
+def recording_rules() -> list[dict[str, Any]]:
+    vllm_accept = (
+        f"1 + {_rate('vllm:spec_decode_num_accepted_tokens')}\n  / "
+        f"{_rate('vllm:spec_decode_num_drafts')}"
+    )
+    pairs = [
+        (
+            GEN_RATE,
+            _either(_rate("sglang:generation_tokens_total"), _rate("vllm:generation_tokens")),
+        ),
+        (
+            RUNNING,
+            _either(
+                f"sum by ({BY}) ({s('sglang:num_running_reqs')})",
+                f"sum by ({BY}) ({s('vllm:num_requests_running')})",
+            ),
+        ),
+        (
+            QUEUED,
+            _either(
+                f"sum by ({BY}) ({s('sglang:num_queue_reqs')})",
+                f"sum by ({BY}) ({s('vllm:num_requests_waiting')})",
+            ),
+        ),
+        (
+            TTFT_P95,
+            "histogram_quantile(0.95, "
+            + _either(
+                _p95("sglang:time_to_first_token_seconds"),
+                _p95("vllm:time_to_first_token_seconds"),
+            )
+            + ")",
+        ),
+        (
+            ITL_P95,
+            "histogram_quantile(0.95, "
+            + _either(
+                _p95("sglang:inter_token_latency_seconds"),
+                _p95("vllm:inter_token_latency_seconds"),
+            )
+            + ")",
+        ),
+        (
+            KV_USAGE,
+            _either(
+                f"max by ({BY}) ({s('sglang:token_usage')})",
+                f"max by ({BY}) ({s('vllm:kv_cache_usage_perc')})",
+            ),
+        ),
+        (MAMBA_USAGE, f"max by ({BY}) ({s('sglang:mamba_usage')})"),
+        (
+            ACCEPT_LENGTH,
+            _either(f"max by ({BY}) ({s('sglang:spec_accept_length')})", vllm_accept),
+        ),
+    ]
+    return [{"record": name, "expr": expr} for name, expr in pairs]
+
+
+def _alert(
+    name: str,
+    expr: str,
+    duration: str,
+    severity: str,
+    summary: str,
+    action: str,
+    **labels: str,
+) -> dict[str, Any]:
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": duration,
+        "labels": {"severity": severity, **labels},
+        "annotations": {"summary": summary, "action": action},
+    }
+
+
+def measured_levels(data: dict[str, Any]) -> list[tuple[int, float]]:
+    """``provenance.measured`` of a profile as (concurrency, tok/s), by concurrency."""
+    measured = (data.get("provenance") or {}).get("measured") or {}
+    levels = []
+    for key, value in measured.items():
+        match = re.fullmatch(r"n(\d+)", str(key))
+        if match and isinstance(value, int | float):
+            levels.append((int(match.group(1)), float(value)))
+    return sorted(levels)
+
+
+def throughput_alerts() -> list[dict[str, Any]]:
+    """One alert per shipped profile with measured figures: throughput below
+    ``THROUGHPUT_FRACTION`` of the figure measured at the concurrency now running (the band from
+    one measured level up to the next)."""
+    out = []
+    for path in list_profiles():
+        profile = load_profile(path.stem)
+        levels = measured_levels(profile.data)
+        if not levels:
+            continue
+        label = contract.label_value(profile.name)
+        sel = f'{{{PROFILE}="{label}"}}'
+        bands = []
+        for i, (level, tps) in enumerate(levels):
+            upper = f" < {levels[i + 1][0]}" if i + 1 < len(levels) else ""
+            bands.append(
+                f"({GEN_RATE}{sel} < {THROUGHPUT_FRACTION * tps:.6g}"
+                f"\n  and on({BY}) ({RUNNING}{sel} >= {level}{upper}))"
+            )
+        out.append(
+            _alert(
+                "SparkrackThroughputBelowMeasured",
+                "\nor ".join(bands),
+                "15m",
+                "warning",
+                f'{{{{ $labels.{DEPLOYMENT} }}}} ({profile.name}) generates {{{{ $value | printf "%.1f" }}}} tok/s, '
+                f"below {THROUGHPUT_FRACTION:.0%} of the figure measured at this concurrency",
+                "compare `sparkrack bench` with provenance.measured; check the MTP accept length "
+                "panel, the fabric transport (fabric-check) and Spark memory pressure",
+                **{PROFILE: label},
+            )
+        )
+    return out
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    headroom_bytes = DEFAULT_OS_HEADROOM_GB * 1e9
+    return [
+        _alert(
+            "SparkrackRankDown",
+            f'kube_statefulset_status_replicas_ready{{statefulset=~"{RANK_STS}"}}'
+            f'\n< kube_statefulset_replicas{{statefulset=~"{RANK_STS}"}}',
+            "10m",
+            "critical",
+            "serving rank {{ $labels.statefulset }} has no ready pod",
+            "kubectl describe/logs the rank's pod; `sparkrack diagnose` the log",
+        ),
+        _alert(
+            "SparkrackGroupRestartLoop",
+            f'increase({s("kube_pod_container_status_restarts_total")}{{pod=~"{RANK_STS}-0"}}[1h])'
+            f" >= {RESTARTS_PER_HOUR}",
+            "0m",
+            "critical",
+            f"{{{{ $labels.pod }}}} restarted at least {RESTARTS_PER_HOUR} times in an hour",
+            "read the previous container log (kubectl logs --previous) and `sparkrack diagnose` it",
+        ),
+        _alert(
+            "SparkrackHealthGenerateFailing",
+            f'increase({s("prober_probe_total")}{{probe_type="Liveness",result="failed",'
+            f'pod=~"{HEAD_POD}"}}[10m]) > 0',
+            "0m",
+            "critical",
+            "liveness probe (SGLang: /health_generate) of {{ $labels.pod }} failing",
+            "the API answers but generation stalls: read the head log; the group restarts "
+            "after serving_liveness_timeout",
+        ),
+        _alert(
+            "SparkrackTTFTHigh",
+            f"{TTFT_P95} > {TTFT_P95_BOUND_S:g}",
+            "10m",
+            "warning",
+            f"p95 time to first token of {{{{ $labels.{DEPLOYMENT} }}}} is {{{{ $value }}}} s",
+            "requests queue: check the running/queued panel and KV usage; lower concurrency "
+            "or add a deployment",
+        ),
+        _alert(
+            "SparkrackKVCacheNearFull",
+            f"{KV_USAGE} > {POOL_FULL}",
+            "10m",
+            "warning",
+            f"KV cache of {{{{ $labels.{DEPLOYMENT} }}}} is {{{{ $value }}}} full",
+            "the engine will queue or retract requests: cap max_running_requests or give "
+            "the pool more memory (`sparkrack plan`)",
+        ),
+        _alert(
+            "SparkrackMambaPoolNearFull",
+            f"{MAMBA_USAGE} > {POOL_FULL}",
+            "10m",
+            "warning",
+            f"Mamba state pool of {{{{ $labels.{DEPLOYMENT} }}}} is {{{{ $value }}}} full",
+            "raise sglang.max_mamba_cache_size or lower max_running_requests (`sparkrack plan`)",
+        ),
+        _alert(
+            "SparkrackNodeMemoryLow",
+            f"{s('node_memory_MemAvailable_bytes')} < {headroom_bytes:.0f}",
+            "5m",
+            "critical",
+            "{{ $labels.instance }} has {{ $value | humanize1024 }}B available, below the "
+            f"planner's OS headroom of {DEFAULT_OS_HEADROOM_GB:g} GB",
+            "unified memory is shared with the GPU: lower the engine's memory fraction or "
+            "stop what else runs on the Spark",
+        ),
+        _alert(
+            "SparkrackGPUXidError",
+            f"max_over_time({s('DCGM_FI_DEV_XID_ERRORS')}[5m]) > 0",
+            "0m",
+            "critical",
+            "GPU on {{ $labels.Hostname }} reported XID {{ $value }}",
+            "look the XID up in NVIDIA's XID table; check dmesg; drain the Spark if it repeats",
+        ),
+        _alert(
+            "SparkrackGPUTemperatureHigh",
+            f"{s('DCGM_FI_DEV_GPU_TEMP')} > {GPU_TEMP_C:g}",
+            "5m",
+            "warning",
+            "GPU on {{ $labels.Hostname }} at {{ $value }} C",
+            "check airflow around the Spark; sustained heat throttles throughput",
+        ),
+        *throughput_alerts(),
+    ]
+
+
+def rule_groups() -> dict[str, Any]:
+    """The plain rules file."""
+    return {
+        "groups": [
+            {"name": "sparkrack.serving.records", "rules": recording_rules()},
+            {"name": "sparkrack.alerts", "rules": alert_rules()},
+        ]
+    }
+
+
+def prometheus_rule(
+    namespace: str = contract.SERVING_DEFAULTS["serving_namespace"],
+) -> dict[str, Any]:
+    """The same groups as a Prometheus Operator ``PrometheusRule``."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": RULE_NAME,
+            "namespace": namespace,
+            "labels": {**contract.PART_OF},
+        },
+        "spec": rule_groups(),
+    }

@@ -1,0 +1,117 @@
+"""The optional monitoring stack: kube-prometheus-stack from its official Helm chart, pinned,
+with sparkrack's scrape job, rules and dashboards. Off by default (``monitoring.enabled``).
+
+Every component runs on the control plane (``sparkrack.io/role=control-plane``) except the
+node-exporter DaemonSet, so the Sparks' unified memory stays with the engines. The memory
+figures below are the requests and limits these values set: they bound what the stack may take
+on the control plane (they are not measurements).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from sparkrack import contract
+from sparkrack.observe.scrape import scrape_config
+
+CHART: Final = "kube-prometheus-stack"
+CHART_REPO: Final = "https://prometheus-community.github.io/helm-charts"
+CHART_VERSION: Final = "65.1.1"
+NAMESPACE: Final = "monitoring"
+RELEASE: Final = "sparkrack-monitoring"
+DASHBOARD_LABEL: Final = {"grafana_dashboard": "1"}
+"""The label the chart's Grafana sidecar loads dashboards from (its default)."""
+
+# component -> (memory request, memory limit) in MiB on the control plane
+MEMORY_MIB: Final[dict[str, tuple[int, int]]] = {
+    "prometheus": (512, 2048),
+    "alertmanager": (64, 256),
+    "grafana": (128, 256),
+    "prometheus-operator": (64, 256),
+    "kube-state-metrics": (64, 256),
+}
+NODE_EXPORTER_MIB: Final = (32, 64)
+"""Per node (control plane and every Spark)."""
+
+
+def control_plane_memory_mib() -> tuple[int, int]:
+    """(requests, limits) the stack sets on the control plane, node-exporter included."""
+    req = sum(r for r, _l in MEMORY_MIB.values()) + NODE_EXPORTER_MIB[0]
+    lim = sum(lim for _r, lim in MEMORY_MIB.values()) + NODE_EXPORTER_MIB[1]
+    return req, lim
+
+
+def _resources(component: str) -> dict[str, Any]:
+    req, lim = MEMORY_MIB[component]
+    return {"requests": {"memory": f"{req}Mi"}, "limits": {"memory": f"{lim}Mi"}}
+
+
+def helm_values() -> dict[str, Any]:
+    def on_cp() -> dict[str, str]:
+        return {contract.LABEL_ROLE: contract.ROLE_CONTROL_PLANE}
+
+    return {
+        "prometheus": {
+            "prometheusSpec": {
+                "nodeSelector": on_cp(),
+                "resources": _resources("prometheus"),
+                "retention": "15d",
+                "retentionSize": "10GB",
+                "additionalScrapeConfigs": [scrape_config()],
+                # pick up sparkrack's PrometheusRule and PodMonitors, not only the chart's own
+                "ruleSelectorNilUsesHelmValues": False,
+                "podMonitorSelectorNilUsesHelmValues": False,
+                "serviceMonitorSelectorNilUsesHelmValues": False,
+            }
+        },
+        "alertmanager": {
+            "alertmanagerSpec": {"nodeSelector": on_cp(), "resources": _resources("alertmanager")}
+        },
+        "grafana": {
+            "nodeSelector": on_cp(),
+            "resources": _resources("grafana"),
+            "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard"}},
+        },
+        "prometheusOperator": {
+            "nodeSelector": on_cp(),
+            "resources": _resources("prometheus-operator"),
+        },
+        "kube-state-metrics": {
+            "nodeSelector": on_cp(),
+            "resources": _resources("kube-state-metrics"),
+        },
+        "prometheus-node-exporter": {
+            "resources": {
+                "requests": {"memory": f"{NODE_EXPORTER_MIB[0]}Mi"},
+                "limits": {"memory": f"{NODE_EXPORTER_MIB[1]}Mi"},
+            }
+        },
+    }
+
+
+def dashboard_configmap(name: str, text: str, namespace: str = NAMESPACE) -> dict[str, Any]:
+    """A dashboard as the ConfigMap the Grafana sidecar imports."""
+    stem = name.removesuffix(".json")
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": stem,
+            "namespace": namespace,
+            "labels": {**contract.PART_OF, **DASHBOARD_LABEL},
+        },
+        "data": {name: text},
+    }
+
+
+def stack_file() -> dict[str, Any]:
+    """What the monitoring role installs: the pinned chart and its values."""
+    return {
+        "chart": CHART,
+        "repo": CHART_REPO,
+        "version": CHART_VERSION,
+        "namespace": NAMESPACE,
+        "release": RELEASE,
+        "dashboard_label": dict(DASHBOARD_LABEL),
+        "values": helm_values(),
+    }
