@@ -127,6 +127,12 @@ def register(subparsers: Any) -> None:
         help="short requests sent at once before the first level, not in the results (default 1)",
     )
     p.add_argument(
+        "--from-metrics",
+        action="store_true",
+        help="read the engine's generated-token counter on /metrics before and after each level "
+        "and report the server-side tok/s beside the client's (needs --enable-metrics on SGLang)",
+    )
+    p.add_argument(
         "--skip-model-check",
         action="store_true",
         help="do not refuse a model that GET /v1/models does not list",
@@ -249,6 +255,7 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
         progress=False if args.no_progress else None,
         warmup=args.warmup,
         skip_model_check=args.skip_model_check,
+        from_metrics=args.from_metrics,
     )
 
 

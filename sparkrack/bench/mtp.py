@@ -24,7 +24,16 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from sparkrack.observe.metrics import by_name
+
 METRIC = "sglang:spec_accept_length"
+# The engines' generated-token counters (sparkrack.observe.metrics holds their source and type).
+GENERATED_SERIES: tuple[str, ...] = tuple(
+    series
+    for name in ("sglang:generation_tokens_total", "vllm:generation_tokens")
+    for series in by_name(name).series()
+)
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)", re.MULTILINE)
 _METRIC_LINE = re.compile(r"^sglang:spec_accept_length(?:\{[^}]*\})?\s+(\S+)", re.MULTILINE)
 _LOG_LINE = re.compile(r"accept len:\s*([0-9]+(?:\.[0-9]+)?)")
 _RUNNING = re.compile(r"#running-req:\s*(\d+)")
@@ -41,6 +50,21 @@ def parse_metrics(text: str) -> float | None:
         if value > 0:
             values.append(value)
     return statistics.fmean(values) if values else None
+
+
+def generated_tokens(text: str) -> float | None:
+    """Sum of the engine's generated-token counter over all its series; None when absent."""
+    total, seen = 0.0, False
+    for match in _SAMPLE.finditer(text):
+        if match.group(1) in GENERATED_SERIES:
+            try:
+                value = float(match.group(2))
+            except ValueError:
+                continue
+            if value == value and value >= 0:  # NaN and negative counters are not counts
+                total += value
+                seen = True
+    return total if seen else None
 
 
 def parse_log_line(line: str) -> float | None:

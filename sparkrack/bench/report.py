@@ -149,16 +149,17 @@ def render_testlog(runs: Sequence[RunResult], title: str = "sparkrack bench") ->
         "",
         "## Per level",
         "",
-        "| Config | n | peak_tok_s | aggregate_tok_s | mean streams open | all n open | "
-        "ok/failed | TTFT p50 / p95 (s) | decode tok/s p50 | accept_len | status | "
+        "| Config | n | peak_tok_s | aggregate_tok_s | server tok/s | mean streams open | "
+        "all n open | ok/failed | TTFT p50 / p95 (s) | decode tok/s p50 | accept_len | status | "
         "client CPU s / 1k tok |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         for lv in run.levels:
             lines.append(
                 f"| {run.label} | {lv.concurrency} | {_fmt(lv.peak_tok_s)} | "
-                f"{_fmt(lv.aggregate_tok_s)} | {_fmt(lv.mean_concurrent_streams)} | "
+                f"{_fmt(lv.aggregate_tok_s)} | {_fmt(lv.server_tok_s)} | "
+                f"{_fmt(lv.mean_concurrent_streams)} | "
                 f"{_pct(lv.all_streaming_fraction)} | {lv.ok}/{lv.failed} | "
                 f"{_fmt(lv.ttft_p50_s)} / {_fmt(lv.ttft_p95_s)} | {_fmt(lv.decode_tok_s_p50)} | "
                 f"{_fmt(lv.accept_len)} | {lv.status} | {_fmt(lv.client_cpu_s_per_1k_tok, 4)} |"

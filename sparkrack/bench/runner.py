@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sparkrack import __version__
 from sparkrack.bench.client import LiveCounters, RequestSpec, clip, run_request
 from sparkrack.bench.fingerprint import FingerprintConfig, fingerprint_level
-from sparkrack.bench.mtp import LogFollower, parse_metrics
+from sparkrack.bench.mtp import GENERATED_SERIES, LogFollower, generated_tokens, parse_metrics
 from sparkrack.bench.stats import LevelResult
 from sparkrack.errors import Problem, SparkrackError
 
@@ -57,6 +57,8 @@ class BenchConfig:
     """Requests sent (concurrently) before the first level and left out of the results."""
     skip_model_check: bool = False
     """Do not refuse a model that GET /v1/models does not list (servers serving a folder)."""
+    from_metrics: bool = False
+    """Read the engine's generated-token counter before and after each level."""
 
 
 @dataclass
@@ -243,6 +245,20 @@ async def _sample_metrics(
         await asyncio.sleep(interval)
 
 
+async def _counter(session: aiohttp.ClientSession, url: str) -> tuple[float | None, str | None]:
+    """(the engine's generated-token count now, why it could not be read)."""
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
+            if resp.status != 200:
+                return None, f"HTTP {resp.status}"
+            value = generated_tokens(await resp.text(errors="replace"))
+    except Exception as exc:  # noqa: BLE001 - metrics are optional: record why and go on
+        return None, type(exc).__name__
+    if value is None:
+        return None, "no generated-token counter (" + ", ".join(GENERATED_SERIES) + ")"
+    return value, None
+
+
 async def run_level(
     session: aiohttp.ClientSession,
     config: BenchConfig,
@@ -275,6 +291,9 @@ async def run_level(
                 await asyncio.sleep(0.25)
 
         ticker = asyncio.create_task(tick())
+    before: tuple[float | None, str | None] = (None, None)
+    if config.from_metrics and config.metrics_url:
+        before = await _counter(session, config.metrics_url)
     start_mono = time.monotonic()
     cpu0 = time.process_time()
     t0 = time.perf_counter()
@@ -302,6 +321,14 @@ async def run_level(
         progress.update(task_id, completed=n * spec.max_tokens, status=f"{counters.done}/{n} done")
     level = LevelResult(concurrency=n, requests=list(results), wall_s=wall, client_cpu_s=cpu)
     level.summarize()
+    if config.from_metrics and config.metrics_url:
+        after = await _counter(session, config.metrics_url)
+        if before[0] is not None and after[0] is not None and after[0] >= before[0]:
+            level.server_tokens = after[0] - before[0]
+            level.server_tok_s = level.server_tokens / wall if wall > 0 else None
+        else:
+            why = before[1] or after[1] or "the counter went backwards (server restarted?)"
+            level.notes.append(f"server-side figures unavailable: {why}")
     if samples:
         level.accept_len = statistics.median(samples)
         level.accept_len_source = f"metrics ({len(samples)} samples of sglang:spec_accept_length)"

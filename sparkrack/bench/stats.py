@@ -101,6 +101,10 @@ class LevelResult:
     decode_tok_s_p50: float | None = None
     accept_len: float | None = None
     accept_len_source: str | None = None
+    server_tokens: float | None = None
+    """Generated tokens the engine counted during the level (``--from-metrics``)."""
+    server_tok_s: float | None = None
+    """``server_tokens`` / the level's wall time: the server-side aggregate."""
     status: str = "ok"  # ok | GARBAGE | FAILED | NO-TOKEN-COUNTS
     garbage_reasons: list[str] = field(default_factory=list)
     client_cpu_s_per_1k_tok: float | None = None
