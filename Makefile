@@ -10,7 +10,7 @@ export ANSIBLE_FORCE_COLOR := 0
 
 PLAYBOOKS := site.yml $(wildcard playbooks/*.yml)
 
-.PHONY: setup lint yamllint ansible-lint syntax python-lint unit test lab lab-down molecule
+.PHONY: setup lint yamllint ansible-lint syntax python-lint unit install-check test lab lab-down molecule
 
 setup: $(STAMP)
 $(STAMP): pyproject.toml
@@ -41,6 +41,10 @@ lint: yamllint ansible-lint syntax python-lint
 unit: setup
 	pytest -q tests
 
+# `pip install .` on fresh venvs (every Python 3.11+ found), then the CLI and a syntax check.
+install-check:
+	.ci/install-check
+
 # Container lab (lab/lab.py). Everything that touches Docker serializes on one lock.
 LAB_LOCK := flock /tmp/sparkrack-lab.lock
 
@@ -55,4 +59,4 @@ lab-down: setup
 molecule: setup
 	$(LAB_LOCK) $(BIN)/python lab/lab.py molecule
 
-test: lint unit molecule
+test: lint unit install-check molecule

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from hostile_logs import dense_matches, hostile_log, huge_line, near_matches  # noqa: E402
 
-from sparkrack.diagnose import diagnose, load_signatures  # noqa: E402
+from sparkrack.diagnose.signatures import diagnose, load_signatures  # noqa: E402
 
 SHAPES: dict[str, Callable[[int], str]] = {
     "mixed (huge lines + near-matches)": hostile_log,

@@ -1,5 +1,7 @@
-"""The package's shape: no import cycle, no engine-name branch outside the engine modules, no
-private name imported across modules. Each checker is also run on a planted violation."""
+"""The package's shape: top level of domain packages, the CLI and the Ansible adapter at the
+edges, no import cycle, no engine-name branch outside the engine modules, no private name
+imported across modules, tests that mirror the package. Each checker is also run on a planted
+violation."""
 
 from __future__ import annotations
 
@@ -9,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "sparkrack"
-ENGINE_DIR = PACKAGE / "profiles" / "engines"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "sparkrack"
+ENGINE_DIR = PACKAGE / "serving" / "engines"
+# The only modules at the package's top; everything else lives in a domain package.
+TOP_MODULES = {"__init__.py", "__main__.py", "errors.py", "contract.py"}
+DATA_DIRS = {"data", "__pycache__"}
 ENGINE_BRANCH = re.compile(r"engine *[!=]=")
 
 
@@ -100,6 +106,56 @@ def private_imports(root: Path) -> list[str]:
     return out
 
 
+def top_level_strays(root: Path) -> list[str]:
+    """Top-level modules other than TOP_MODULES, and folders that are not packages."""
+    out = []
+    for item in sorted(root.iterdir()):
+        if item.is_file() and item.suffix == ".py" and item.name not in TOP_MODULES:
+            out.append(f"module {item.name}")
+        elif item.is_dir() and item.name not in DATA_DIRS and not (item / "__init__.py").exists():
+            out.append(f"folder {item.name} (no __init__.py)")
+    return out
+
+
+def edge_imports(root: Path, edge: str, allowed: tuple[str, ...]) -> list[str]:
+    """Modules outside ``allowed`` that import ``edge`` (a package-internal module prefix)."""
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in imports(root).items()
+        if not name.startswith(allowed)
+        for target in targets
+        if target == edge or target.startswith(edge + ".")
+    )
+
+
+def external_imports(root: Path, prefixes: tuple[str, ...], allowed: tuple[str, ...]) -> list[str]:
+    """Modules outside ``allowed`` that import a third-party module under ``prefixes``."""
+    out = []
+    for name, path in modules(root).items():
+        if name.startswith(allowed):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            found = []
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                found = [node.module or ""]
+            out += [f"{name} -> {m}" for m in found if m.startswith(prefixes)]
+    return sorted(out)
+
+
+def unmirrored_test_dirs(tests: Path, root: Path) -> list[str]:
+    """Folders of tests/ (other than data) that name no package of sparkrack/."""
+    return [
+        d.name
+        for d in sorted(tests.iterdir())
+        if d.is_dir()
+        and d.name not in DATA_DIRS
+        and list(d.glob("test_*.py"))
+        and not (root / d.name / "__init__.py").exists()
+    ]
+
+
 def engine_branches(root: Path, engine_dir: Path) -> list[str]:
     return [
         f"{path}:{n}: {line.strip()}"
@@ -122,6 +178,10 @@ def planted(tmp_path: Path) -> Path:
         "from pkg.a import _hidden\nif profile.engine != 'sglang':\n    x = 1\n"
     )
     (root / "engines" / "e.py").write_text("if profile.engine == 'vllm':\n    y = 2\n")
+    (root / "cli").mkdir()
+    (root / "cli" / "__init__.py").write_text("from ansible.errors import AnsibleError\n")
+    (root / "engines" / "f.py").write_text("import pkg.cli\nfrom ansible.plugins import x\n")
+    (root / "loose").mkdir()
     return root
 
 
@@ -149,3 +209,53 @@ def test_no_private_name_imported_across_modules() -> None:
 def test_private_import_checker_finds_a_planted_import(planted: Path) -> None:
     found = private_imports(planted)
     assert len(found) == 1 and found[0].endswith("_hidden")
+
+
+def test_top_level_holds_only_packages_and_three_modules() -> None:
+    assert top_level_strays(PACKAGE) == []
+
+
+def test_stray_checker_finds_planted_strays(planted: Path) -> None:
+    assert top_level_strays(planted) == [
+        "module a.py",
+        "module b.py",
+        "module c.py",
+        "folder loose (no __init__.py)",
+    ]
+
+
+def test_the_core_never_imports_the_cli() -> None:
+    assert edge_imports(PACKAGE, "sparkrack.cli", ("sparkrack.cli", "sparkrack.__main__")) == []
+
+
+def test_only_the_adapter_imports_ansible_plugin_interfaces() -> None:
+    # Reading an inventory through ansible-core's InventoryManager is core work; raising
+    # AnsibleFilterError or implementing a plugin is the adapter's.
+    edges = ("ansible.errors", "ansible.plugins", "ansible.template")
+    assert external_imports(PACKAGE, edges, ("sparkrack.adapters",)) == []
+
+
+def test_edge_checkers_find_planted_imports(planted: Path) -> None:
+    assert edge_imports(planted, "pkg.cli", ("pkg.cli",)) == ["pkg.engines.f -> pkg.cli"]
+    found = external_imports(planted, ("ansible.errors", "ansible.plugins"), ("pkg.adapters",))
+    assert found == ["pkg.cli -> ansible.errors", "pkg.engines.f -> ansible.plugins"]
+
+
+def test_ansible_loads_one_thin_filter_plugin_without_path_edits() -> None:
+    plugins = sorted((ROOT / "filter_plugins").glob("*.py"))
+    assert [p.name for p in plugins] == ["sparkrack_filters.py"]
+    text = plugins[0].read_text()
+    assert "sys.path" not in text and "from sparkrack.adapters.ansible import FilterModule" in text
+
+
+def test_tests_mirror_the_package() -> None:
+    assert unmirrored_test_dirs(ROOT / "tests", PACKAGE) == []
+
+
+def test_mirror_checker_finds_a_planted_folder(planted: Path, tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    (tests / "engines").mkdir(parents=True)
+    (tests / "engines" / "test_e.py").write_text("")
+    (tests / "nowhere").mkdir()
+    (tests / "nowhere" / "test_n.py").write_text("")
+    assert unmirrored_test_dirs(tests, planted) == ["nowhere"]

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from sparkrack.inventory import load_inventory
+from sparkrack.inputs.inventory import load_inventory
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from sparkrack.inventory import load_inventory
+from sparkrack.inputs.inventory import load_inventory
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

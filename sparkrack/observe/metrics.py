@@ -14,7 +14,7 @@ Kind = Literal["counter", "gauge", "histogram"]
 
 SGLANG_SOURCE: Final = "sglang/srt/observability/metrics_collector.py"
 SGLANG_VERSIONS: Final = ("0.5.10", "0.5.11", "0.5.12", "0.5.13")
-"""The SGLang releases of the shipped images (sparkrack/profiles/images.py)."""
+"""The SGLang releases of the shipped images (sparkrack/serving/images.py)."""
 VLLM_LOGGERS: Final = "vllm/v1/metrics/loggers.py"
 VLLM_SPEC: Final = "vllm/v1/spec_decode/metrics.py"
 VLLM_VERSIONS: Final = ("0.18.0", "0.19.0")

@@ -16,8 +16,8 @@ from typing import Any, Final
 from sparkrack import contract
 from sparkrack.observe.metrics import s
 from sparkrack.observe.scrape import DEPLOYMENT, GROUP_BY, PROFILE
-from sparkrack.planner import DEFAULT_OS_HEADROOM_GB
-from sparkrack.profiles import list_profiles, load_profile
+from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
+from sparkrack.serving import list_profiles, load_profile
 
 THROUGHPUT_FRACTION: Final = 0.7
 """Alert when generation throughput falls below this fraction of the profile's measured figure

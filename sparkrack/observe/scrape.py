@@ -3,7 +3,7 @@
 Serving pods of rank 0 carry the ``prometheus.io/*`` annotations (:mod:`sparkrack.contract`);
 the scrape job below keeps those pods and copies the deployment's labels onto every series, so
 rules and dashboards select by ``deployment`` and ``profile``. The same relabelings serve the
-optional ``PodMonitor`` (:func:`sparkrack.profiles.manifests.pod_monitor`).
+optional ``PodMonitor`` (:func:`sparkrack.serving.manifests.pod_monitor`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from sparkrack.inventory import load_inventory  # noqa: E402
+from sparkrack.inputs.inventory import load_inventory  # noqa: E402
 
 
 @cache

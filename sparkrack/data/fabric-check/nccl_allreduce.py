@@ -2,7 +2,7 @@
 
 Stdlib + torch only (the serving image carries both). Every rank joins a torch.distributed NCCL
 group over the fabric interface, all-reduces float32 buffers from 1 MiB to SPARKRACK_MAX_BYTES
-and rank 0 prints the result in the nccl-tests table format, which sparkrack.nccl parses:
+and rank 0 prints the result in the nccl-tests table format, which sparkrack.fabric.nccl parses:
 busbw = algbw * 2 * (n - 1) / n, the all-reduce bus bandwidth as nccl-tests defines it.
 NCCL_DEBUG=INFO in the pod env makes NCCL log its transport choice to the same stream.
 """

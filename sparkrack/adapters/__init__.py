@@ -1,0 +1,1 @@
+"""Edges where sparkrack meets another program's plugin interface (Ansible's Jinja filters)."""

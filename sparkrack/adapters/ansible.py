@@ -1,0 +1,316 @@
+"""Every sparkrack Jinja filter, in one table: the one module Ansible imports.
+
+``filter_plugins/sparkrack_filters.py`` re-exports :class:`FilterModule`; sparkrack must be installed
+in the Python that runs ansible-playbook (``make setup`` / ``pip install .`` do that), so no
+plugin edits ``sys.path``. Each filter only converts Ansible's values to the typed call of
+the owning module and turns a :class:`~sparkrack.errors.SparkrackError` into an
+``AnsibleFilterError`` that keeps the file/key/fix lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar, cast
+
+from ansible.errors import AnsibleFilterError
+
+from sparkrack.errors import Problem, SparkrackError
+from sparkrack.fabric.addressplan import FabricPlan, NodeInput, compute_plan, nodes_from_hostvars
+from sparkrack.fabric.nccl import Requested, check_transport, gate
+from sparkrack.fabric.netplan import fabric_interfaces, netplan_config
+from sparkrack.fabric.rdma import pair_rounds, rail_verdict
+from sparkrack.fabric.roce import roce_v2_ipv4_index
+from sparkrack.inputs.inventory import group_problems
+from sparkrack.k3s import config as k3s
+from sparkrack.k8s import render_addons, validated
+from sparkrack.k8s.fabric_check import Transport, render_fabric_check
+from sparkrack.k8s.options import options_from
+from sparkrack.node.driverlock import check_driver_version
+
+T = TypeVar("T")
+
+
+def _guard(what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except SparkrackError as exc:
+        raise AnsibleFilterError(f"{what} refused:\n{exc}") from None
+
+
+def _plan(plan_fact: Mapping[str, Any]) -> FabricPlan:
+    """The ``sparkrack_plan`` fact the preflight play computed: read, never recomputed."""
+    return FabricPlan.from_dict(plan_fact)
+
+
+def _node(host: str, hostvars: Any) -> NodeInput:
+    return nodes_from_hostvars([host], hostvars)[0]
+
+
+def _text(log: Any) -> str:
+    return "\n".join(log) if isinstance(log, list) else str(log or "")
+
+
+# --- inventory and address plan ---------------------------------------------------------------
+
+
+def fabric_plan(
+    fabric: Any, hosts: list[str], hostvars: Any, source: str = "inventory"
+) -> dict[str, Any]:
+    """``{{ fabric | sparkrack_fabric_plan(groups['sparks'], hostvars) }}`` -> the plan as a dict."""
+    return _guard(
+        "address plan",
+        lambda: compute_plan(fabric, nodes_from_hostvars(hosts, hostvars), source=source).to_dict(),
+    )
+
+
+def inventory_problems(groups: Any, hostvars: Any, source: str = "inventory") -> list[str]:
+    """``{{ groups | sparkrack_inventory_problems(hostvars, inventory_dir) }}`` -> [] when sound."""
+    return [str(p) for p in group_problems(groups, hostvars, source)]
+
+
+# --- node roles -------------------------------------------------------------------------------
+
+
+def netplan(
+    plan: Any, host: str, management_interfaces: list[str] | None = None, renderer: str = "networkd"
+) -> dict[str, Any]:
+    """``{{ sparkrack_plan | sparkrack_netplan(inventory_hostname, [mgmt_if]) | to_nice_yaml }}``."""
+    return _guard(
+        "fabric netplan", lambda: netplan_config(plan, host, management_interfaces or [], renderer)
+    )
+
+
+def fabric_interface_names(plan: Any, host: str) -> list[str]:
+    return _guard("fabric interfaces", lambda: fabric_interfaces(plan, host))
+
+
+def roce_gid_index(dump: str, device: str, address: str, netdev: str) -> int:
+    return _guard("RoCE GID index", lambda: roce_v2_ipv4_index(dump, device, address, netdev))
+
+
+def driver_check(text: str, expected: str, source: str = "group_vars") -> str:
+    return _guard("NVIDIA driver", lambda: check_driver_version(text, expected, source))
+
+
+def rdma_rounds(order: list[str]) -> list[dict[str, dict[str, str]]]:
+    """``{{ sparkrack_plan.order | sparkrack_rdma_rounds }}``: ib_write_bw pairs, round by round."""
+    return pair_rounds([str(h) for h in order])
+
+
+def rdma_rail(
+    output: str,
+    netdev: str,
+    rdma_device: str,
+    rdma_links: str,
+    sysfs_lines: str,
+    floor_gbps: float,
+    source: str = "rdma preflight",
+) -> dict[str, Any]:
+    """Judge one rail: ``sysfs_lines`` are ``key=value`` lines (speed, current_link_width, ...)."""
+    sysfs = dict(line.split("=", 1) for line in str(sysfs_lines).splitlines() if "=" in line)
+    return rail_verdict(
+        str(output), netdev, rdma_device, str(rdma_links), sysfs, float(floor_gbps), source
+    )
+
+
+# --- K3s --------------------------------------------------------------------------------------
+
+
+def k3s_server_url(control_plane: str, hostvars: Any) -> str:
+    return k3s.server_url(_node(control_plane, hostvars))
+
+
+def k3s_server_config(
+    control_plane: str, hostvars: Any, options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    return _guard(
+        "K3s server config",
+        lambda: k3s.server_config(_node(control_plane, hostvars), k3s.options_from(options)),
+    )
+
+
+def k3s_agent_config(
+    plan_fact: Mapping[str, Any],
+    hostvars: Any,
+    host: str,
+    control_plane: str,
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    return _guard(
+        "K3s agent config",
+        lambda: k3s.agent_config(
+            _plan(plan_fact), host, _node(control_plane, hostvars), k3s.options_from(options)
+        ),
+    )
+
+
+def k3s_release(version: str, machine: str) -> dict[str, str]:
+    return _guard("K3s release", lambda: k3s.release_assets(version, machine))
+
+
+def sha256_from_sums(text: str, filename: str) -> str:
+    return _guard("air-gap checksum", lambda: k3s.sha256_from_sums(text, filename))
+
+
+def kubeconfig_rewrite(text: str, server: str) -> str:
+    return _guard("kubeconfig", lambda: k3s.rewrite_kubeconfig(text, server))
+
+
+# --- cluster add-ons and the fabric gate ------------------------------------------------------
+
+
+def cluster_manifests(
+    plan_fact: Mapping[str, Any],
+    options: Mapping[str, Any] | None = None,
+    source: str = "cluster add-ons",
+) -> list[dict[str, Any]]:
+    """Multus + namespace + NADs + device plugin, rendered from the plan and validated."""
+    return _guard(
+        "cluster add-on manifests",
+        lambda: render_addons(_plan(plan_fact), options_from(options), source),
+    )
+
+
+def fabric_check_manifests(
+    plan_fact: Mapping[str, Any],
+    options: Mapping[str, Any] | None = None,
+    transport: str = "roce",
+    gid_indexes: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    def run() -> list[dict[str, Any]]:
+        if transport not in ("roce", "socket"):
+            raise SparkrackError(
+                Problem(
+                    "fabric_check", "fabric_check_transport", f"{transport!r}", "roce or socket"
+                )
+            )
+        gids = {k: (None if v in (None, "") else int(v)) for k, v in (gid_indexes or {}).items()}
+        docs = render_fabric_check(
+            _plan(plan_fact), options_from(options), cast(Transport, transport), gids
+        )
+        return validated(docs, "fabric check")
+
+    return _guard("fabric-check manifests", run)
+
+
+def fabric_gate(
+    text: str,
+    requested: str,
+    min_busbw_gbps: float | str | None = None,
+    plan_fact: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Parse the NCCL log and judge it: ``{passed, problems, transport, busbw_gbps, rails, ...}``.
+
+    With ``plan_fact`` every rail's serving VF must carry traffic and the default floor scales
+    with the rails; ``min_busbw_gbps`` None = that default.
+    """
+    if requested not in ("roce", "socket"):
+        raise AnsibleFilterError(
+            f"fabric gate: requested transport {requested!r} is not roce|socket"
+        )
+    hcas: tuple[str, ...] = ()
+    if plan_fact:
+        plan = _guard("fabric gate", lambda: _plan(plan_fact))
+        hcas = tuple(vf.rdma_device for vf in plan.head.rail_vfs(plan.serving_vf_index))
+    floor = None if min_busbw_gbps in (None, "") else float(min_busbw_gbps)
+    verdict = gate(text, cast(Requested, requested), floor, hcas=hcas)
+    report = verdict.report
+    return {
+        "passed": verdict.passed,
+        "problems": [str(p) for p in verdict.problems],
+        "transport": report.transport,
+        "link_layer": report.link_layer,
+        "ib_devices": list(report.ib_devices),
+        "rails": [
+            {"device": dev, "used": used, "channels": channels}
+            for dev, used, channels in verdict.rail_use()
+        ],
+        "floor_gbps": verdict.floor_gbps,
+        "nccl_version": report.nccl_version,
+        "busbw_gbps": report.busbw_gbps,
+        "avg_busbw_gbps": report.avg_busbw_gbps,
+        "evidence": list(report.lines[:20]),
+    }
+
+
+# --- serving ----------------------------------------------------------------------------------
+
+
+def serving_render(
+    deployments: Mapping[str, Any],
+    plan_fact: Mapping[str, Any],
+    hostvars: Any,
+    settings: Mapping[str, Any],
+) -> dict[str, Any]:
+    """``{{ serving_vars | sparkrack_serving_render(sparkrack_plan, hostvars, settings) }}``
+
+    ``serving_vars`` holds ``serving_deployments``/``serving_profile``/``serving_profile_file``/
+    ``serving_spark``; ``sparkrack_plan`` is the address plan preflight computed (read here,
+    never recomputed). -> every deployment validated for its Sparks, every manifest (the
+    deployments' and the gateway's) validated against the Kubernetes schemas, and per deployment
+    the facts the serve play needs (see :func:`sparkrack.serving.serving.render_serving`).
+    """
+    from sparkrack.k8s.validate import validate_manifests
+    from sparkrack.serving import context_from_vars
+    from sparkrack.serving.serving import from_vars, render_serving
+
+    def run() -> dict[str, Any]:
+        plan = _plan(plan_fact)
+        gid: dict[str, int] = {}
+        for node in plan.nodes:
+            value = hostvars[node.name].get("roce_gid_index")
+            if value is not None and str(value).isdigit():
+                gid[node.name] = int(value)
+        ctx = context_from_vars(plan, dict(settings), gid)
+        serving = from_vars(dict(deployments), ctx, "inventory serving_deployments")
+        rendered = render_serving(serving, str(settings.get("serving_gateway_key_secret") or ""))
+        problems = validate_manifests(rendered["manifests"], source="serving")
+        if problems:
+            raise SparkrackError(problems)
+        return rendered
+
+    return _guard("serving", run)
+
+
+def nccl_problems(log: Any, requested: str) -> list[str]:
+    """``{{ head_log | sparkrack_nccl_problems('roce') }}`` -> problem lines (empty = transport ok)."""
+    problems = check_transport(_text(log), cast(Requested, requested), source="head NCCL log")
+    return [str(p) for p in problems]
+
+
+def diagnose_lines(log: Any) -> list[str]:
+    """``{{ rank_log | sparkrack_diagnose }}`` -> one text block per known failure signature."""
+    from sparkrack.diagnose.signatures import diagnose
+
+    return [str(f) for f in diagnose(_text(log))]
+
+
+FILTERS: Final[dict[str, Callable[..., Any]]] = {
+    "sparkrack_fabric_plan": fabric_plan,
+    "sparkrack_inventory_problems": inventory_problems,
+    "sparkrack_netplan": netplan,
+    "sparkrack_fabric_interfaces": fabric_interface_names,
+    "sparkrack_roce_gid_index": roce_gid_index,
+    "sparkrack_driver_check": driver_check,
+    "sparkrack_rdma_rounds": rdma_rounds,
+    "sparkrack_rdma_rail": rdma_rail,
+    "sparkrack_k3s_server_url": k3s_server_url,
+    "sparkrack_k3s_server_config": k3s_server_config,
+    "sparkrack_k3s_agent_config": k3s_agent_config,
+    "sparkrack_k3s_release": k3s_release,
+    "sparkrack_sha256_from_sums": sha256_from_sums,
+    "sparkrack_kubeconfig_rewrite": kubeconfig_rewrite,
+    "sparkrack_cluster_manifests": cluster_manifests,
+    "sparkrack_fabric_check_manifests": fabric_check_manifests,
+    "sparkrack_fabric_gate": fabric_gate,
+    "sparkrack_serving_render": serving_render,
+    "sparkrack_nccl_problems": nccl_problems,
+    "sparkrack_diagnose": diagnose_lines,
+}
+
+
+class FilterModule:
+    """What Ansible's filter loader asks for."""
+
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return dict(FILTERS)

@@ -1,0 +1,102 @@
+"""The ``sparkrack`` command line.
+
+:data:`COMMANDS` is the one table of commands: name → the module that defines its arguments
+and handler, and the one-line summary shown by ``sparkrack --help``. A command's module is
+imported only when that command runs (or when its own ``--help`` is asked for), so
+``sparkrack validate`` never loads the bench client or plotting. Each command module has
+``add_arguments(command, parser)``, which adds the arguments and sets ``handler``; a handler
+returns an :class:`~sparkrack.cli.exitcodes.ExitCode`. Core modules never import this package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from sparkrack.cli.exitcodes import ExitCode
+from sparkrack.errors import SparkrackError
+
+
+@dataclass(frozen=True)
+class Command:
+    module: str
+    """Module under ``sparkrack.cli`` that defines the arguments and the handler."""
+    summary: str
+
+
+COMMANDS: Final[dict[str, Command]] = {
+    "addresses": Command(
+        "addresses", "print the QSFP/RoCE address plan computed from an inventory"
+    ),
+    "plan": Command(
+        "plan",
+        "capacity (weights, KV, Mamba slots, fit) and decode roofline of serving profiles",
+    ),
+    "validate": Command("validate", "check serving profiles (schema + every seed rule)"),
+    "render": Command("render", "render the launch command, env or manifests of a serving profile"),
+    "manifests": Command(
+        "manifests", "print validated Kubernetes manifests rendered from an inventory"
+    ),
+    "fabric-check": Command(
+        "fabric_check",
+        "gate an NCCL INFO log: transport as requested, busbw above floor",
+    ),
+    "patch": Command(
+        "patch", "check or apply the SM121 source patches to a site-packages directory"
+    ),
+    "bench": Command(
+        "bench", "benchmark an OpenAI-compatible endpoint the way the seeds did (n=1/4/8)"
+    ),
+    "bench-server": Command(
+        "bench", "run the local HTTP/SSE test server (known token rate, garbage on request)"
+    ),
+    "bench-report": Command(
+        "bench", "combine results.json files of several runs into one TESTLOG table + plots"
+    ),
+    "diagnose": Command("diagnose", "match SGLang/NCCL logs against the known failure signatures"),
+    "matrix": Command("matrix", "validate, deploy, bench and record a list of profile variants"),
+}
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The command named on the line (the first word that is not an option), if any."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (every command's when None)."""
+    parser = argparse.ArgumentParser(
+        prog="sparkrack",
+        description="Provision DGX Spark clusters and serve LLMs across them.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, cmd in COMMANDS.items():
+        p = sub.add_parser(name, help=cmd.summary, description=cmd.summary)
+        if command is None or name == command:
+            module = importlib.import_module(f"{__name__}.{cmd.module}")
+            module.add_arguments(name, p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = _command_in(words)
+    # No known command: only the summaries are needed (help, or argparse's usage error).
+    args = build_parser(command or "").parse_args(words)
+    try:
+        code: int = args.handler(args)
+    except SparkrackError as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitCode.FAILED
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

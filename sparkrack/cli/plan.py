@@ -1,0 +1,168 @@
+"""``sparkrack plan [PROFILE ...]``: capacity + decode roofline of serving profiles."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from sparkrack.cli.exitcodes import ExitCode
+from sparkrack.cli.options import add_format, add_inventory
+from sparkrack.planner.memory import (
+    DEFAULT_OS_HEADROOM_GB,
+    DEFAULT_RUNTIME_OVERHEAD_GB,
+    CapacityPlan,
+    Hardware,
+)
+from sparkrack.serving.capacity import plan_profile
+
+COLUMNS = (
+    ("profile", 7),
+    ("engine", 6),
+    ("tp/pp/ep", 8),
+    ("weights/GPU", 11),
+    ("KV pool", 8),
+    ("KV tokens", 10),
+    ("Mamba slots", 11),
+    ("max run", 7),
+    ("used/GPU", 8),
+    ("fits", 4),
+    ("tok/s bound", 11),
+)
+
+
+def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "profiles", nargs="*", metavar="PROFILE", help="path, file stem or HF id (default: all)"
+    )
+    p.add_argument("--nodes", type=int, default=None, help="Sparks available (checks tp x pp)")
+    add_inventory(
+        p,
+        default=None,
+        help="the per-Spark memory of every deployment of this inventory (exit 1 on over-commit)",
+    )
+    p.add_argument(
+        "--os-headroom-gb",
+        type=float,
+        default=DEFAULT_OS_HEADROOM_GB,
+        help="unified memory kept for OS/K3s per Spark",
+    )
+    p.add_argument(
+        "--overhead-gb",
+        type=float,
+        default=DEFAULT_RUNTIME_OVERHEAD_GB,
+        help="CUDA/NCCL/workspace per GPU before the KV pool is sized",
+    )
+    add_format(p, "table", "json")
+    p.set_defaults(handler=run)
+
+
+def _profiles(refs: list[str]) -> list[Any]:
+    from sparkrack.serving import PROFILE_DIR, load_profile
+
+    if not refs:
+        refs = sorted(str(p) for p in PROFILE_DIR.glob("*.yml"))
+    return [load_profile(ref) for ref in refs]
+
+
+def _gb(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def row(plan: CapacityPlan) -> list[str]:
+    bound = plan.roofline_tokens_per_s()
+    return [
+        plan.name,
+        plan.engine,
+        f"{plan.tp}/{plan.pp}/{plan.ep}",
+        _gb(plan.weights_per_gpu_gb),
+        _gb(plan.kv_pool_gb),
+        "-" if plan.kv_tokens is None else f"{plan.kv_tokens:,}",
+        "-" if plan.mamba_slots is None else str(plan.mamba_slots),
+        "-" if plan.max_running_requests is None else str(plan.max_running_requests),
+        f"{plan.used_per_gpu_gb:.1f}",
+        "yes" if plan.fits else "NO",
+        f"{bound:.0f}",
+    ]
+
+
+def to_dict(plan: CapacityPlan) -> dict[str, Any]:
+    return {
+        "profile": plan.name,
+        "engine": plan.engine,
+        "tp": plan.tp,
+        "pp": plan.pp,
+        "ep": plan.ep,
+        "weights_total_gb": round(plan.weights_total_gb, 2),
+        "weights_per_gpu_gb": round(plan.weights_per_gpu_gb, 2),
+        "kv_pool_gb": round(plan.kv_pool_gb or 0.0, 2),
+        "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token,
+        "kv_tokens": plan.kv_tokens,
+        "context_length": plan.context_length,
+        "mamba_slots": plan.mamba_slots,
+        "mamba_slots_per_request": plan.mamba_slots_per_request,
+        "max_running_requests": plan.max_running_requests,
+        "used_per_gpu_gb": round(plan.used_per_gpu_gb, 2),
+        "usable_per_gpu_gb": plan.hardware.usable_gb,
+        "fits": plan.fits,
+        "bandwidth_gbps": plan.bandwidth_gbps,
+        "bytes_per_token_gb": round(plan.bytes_per_token_gb(), 3),
+        "roofline_tokens_per_s": round(plan.roofline_tokens_per_s(), 1),
+        "problems": [str(p) for p in plan.problems],
+        "notes": list(plan.notes),
+        "assumptions": plan.assumptions(),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    hw = Hardware(os_headroom_gb=args.os_headroom_gb, runtime_overhead_gb=args.overhead_gb)
+    if args.inventory:
+        return run_inventory(args.inventory, hw, args.format)
+    plans = [plan_profile(p, nodes=args.nodes, hardware=hw) for p in _profiles(args.profiles)]
+    if args.format == "json":
+        print(json.dumps([to_dict(p) for p in plans], indent=2))
+        return ExitCode.OK if all(p.fits for p in plans) else ExitCode.FAILED
+    rows = [row(p) for p in plans]
+    widths = [max([w, *(len(r[i]) for r in rows)]) for i, (_t, w) in enumerate(COLUMNS)]
+    print(" ".join(f"{t:<{w}}" for (t, _w), w in zip(COLUMNS, widths, strict=True)).rstrip())
+    for cells in rows:
+        print(" ".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True)).rstrip())
+    print("\n(GB = 10^9 bytes, per GPU; tok/s bound = single-stream decode step at empty context)")
+    for p in plans:
+        extra = list(p.notes) + [str(problem) for problem in p.problems]
+        for line in extra:
+            print(f"{p.name}: {line}")
+    print("\nassumptions:")
+    for line in plans[0].assumptions() if plans else []:
+        print(f"  - {line}")
+    return ExitCode.OK if all(p.fits for p in plans) else ExitCode.FAILED
+
+
+def run_inventory(inventory: str, hw: Hardware, fmt: str) -> int:
+    """Per Spark: what each deployment of the inventory plans, total vs usable."""
+    from sparkrack.serving.deployments import format_table, memory_table
+    from sparkrack.serving.serving import from_inventory
+
+    serving = from_inventory(inventory, check_memory=False)
+    rows, over = memory_table(serving.deployments, hw)
+    if fmt == "json":
+        print(
+            json.dumps(
+                [
+                    {
+                        "spark": r.spark,
+                        "deployments": {name: round(gb, 2) for name, gb in r.parts},
+                        "total_gb": round(r.total_gb, 2),
+                        "usable_gb": r.usable_gb,
+                        "over": r.over,
+                    }
+                    for r in rows
+                ],
+                indent=2,
+            )
+        )
+    else:
+        print(format_table(rows))
+        if over:
+            print(f"\nover-committed: {', '.join(over)}")
+    return ExitCode.FAILED if over else ExitCode.OK

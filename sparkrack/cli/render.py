@@ -1,0 +1,173 @@
+"""``sparkrack render``: the launch command, env, manifests, plan or gateway config.
+
+``render PROFILE [-i DIR] [--rank N] --what command|env|manifests|plan`` renders one profile on
+the inventory's Sparks; without PROFILE (or with ``--what gateway``) the inventory's
+deployments. PROFILE is a path, a file stem or the HF model id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from sparkrack.cli.exitcodes import ExitCode
+from sparkrack.cli.options import add_inventory
+from sparkrack.errors import Problem, SparkrackError
+
+
+def add_arguments(command: str, r: argparse.ArgumentParser) -> None:
+    r.add_argument(
+        "profile",
+        metavar="PROFILE",
+        nargs="?",
+        help="one profile on the inventory's Sparks (default: the inventory's deployments)",
+    )
+    add_inventory(r)
+    r.add_argument("--deployment", "-d", help="one deployment of the inventory (by name)")
+    r.add_argument("--rank", type=int, default=0)
+    r.add_argument(
+        "--what", choices=["command", "env", "manifests", "plan", "gateway"], required=True
+    )
+    r.add_argument(
+        "--gid-index",
+        action="append",
+        default=[],
+        metavar="NODE=N",
+        help="discovered RoCE GID index of a node (the serve play passes the roce role's facts)",
+    )
+    r.set_defaults(handler=run_render)
+
+
+def _gid_overrides(values: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in values:
+        node, sep, num = item.partition("=")
+        if not sep or not num.isdigit():
+            raise SparkrackError(
+                Problem("--gid-index", item, "is not NODE=N", "e.g. --gid-index spark1=3", "cli")
+            )
+        out[node] = int(num)
+    return out
+
+
+def build(profile_ref: str, inventory: str, gid: dict[str, int] | None = None) -> tuple[Any, Any]:
+    """(profile, context) for a profile and an inventory; refuses invalid profiles/manifests."""
+    from sparkrack.serving import load_checked
+    from sparkrack.serving.core import context_from_inventory
+
+    ctx = context_from_inventory(inventory, gid)
+    return load_checked(profile_ref, nodes=ctx.nodes), ctx
+
+
+def serving_plan(profile: Any, ctx: Any) -> dict[str, Any]:
+    """What the serve play prints in the lab: ranks, nodes, addresses, rank 0's command."""
+    from sparkrack.serving import engine_of, render_command
+
+    eng = engine_of(profile.data)
+    ranks = eng.ranks(ctx)
+    if not eng.uses_fabric:
+        # One process on one Spark: no NCCL group, no fabric address, no dist-init address.
+        return {
+            "profile": profile.name,
+            "model": profile.model,
+            "image": profile.image,
+            "transport": "none (single Spark)",
+            "namespace": ctx.namespace,
+            "dist_init_addr": "none (single Spark)",
+            "ranks": [
+                {"rank": r.rank, "node": str(r.node.name), "spark_index": r.node.spark_index}
+                for r in ranks
+            ],
+            "command_rank0": render_command(profile, ctx, 0),
+        }
+    return {
+        "profile": profile.name,
+        "model": profile.model,
+        "image": profile.image,
+        "transport": profile.transport,
+        "namespace": ctx.namespace,
+        "dist_init_addr": f"{ctx.head_address}:{ctx.dist_port}",
+        "ranks": [
+            {
+                "rank": r.rank,
+                "node": str(r.node.name),
+                "spark_index": r.node.spark_index,
+                "fabric_address": r.node.serving_vf.address,
+                "rdma_device": r.node.serving_vf.rdma_device,
+            }
+            for r in ranks
+        ],
+        "command_rank0": render_command(profile, ctx, 0),
+    }
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from sparkrack.k8s.validate import validate_manifests
+    from sparkrack.serving import render_command, render_env, render_manifests
+
+    if args.profile is None or args.what == "gateway":
+        return run_render_inventory(args)
+    profile, ctx = build(args.profile, args.inventory, _gid_overrides(args.gid_index))
+    if args.what == "command":
+        print(render_command(profile, ctx, args.rank))
+    elif args.what == "env":
+        for key, value in render_env(profile, ctx, args.rank).items():
+            print(f"{key}={value}")
+    elif args.what == "plan":
+        print(json.dumps(serving_plan(profile, ctx), indent=2))
+    else:
+        docs = render_manifests(profile, ctx)
+        problems = validate_manifests(docs, source=f"render {profile.name}")
+        if problems:
+            raise SparkrackError(problems)
+        sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, width=1000))
+    return ExitCode.OK
+
+
+def run_render_inventory(args: argparse.Namespace) -> int:
+    """``render --inventory DIR [--deployment NAME]``: the inventory's deployments."""
+    from sparkrack.k8s.validate import validate_manifests
+    from sparkrack.serving import gateway, render_command, render_env
+    from sparkrack.serving.manifests import deployment_objects, namespace
+    from sparkrack.serving.serving import deployment_plan, from_inventory, render_serving
+
+    serving = from_inventory(args.inventory, _gid_overrides(args.gid_index))
+    ctx = serving.ctx
+    chosen = [serving.deployment(args.deployment)] if args.deployment else serving.deployments
+    if args.what == "gateway":
+        sys.stdout.write(gateway.config_text(serving.deployments, ctx))
+        return ExitCode.OK
+    if args.what in ("command", "env"):
+        if len(chosen) != 1:
+            raise SparkrackError(
+                Problem(
+                    "--deployment",
+                    "(missing)",
+                    f"the inventory has {len(chosen)} deployments",
+                    f"name one: {', '.join(d.name for d in chosen)}",
+                    "cli",
+                )
+            )
+        d = chosen[0]
+        if args.what == "command":
+            print(render_command(d.profile, d.context(ctx), args.rank))
+        else:
+            for key, value in render_env(d.profile, d.context(ctx), args.rank).items():
+                print(f"{key}={value}")
+        return ExitCode.OK
+    if args.what == "plan":
+        print(json.dumps([deployment_plan(d, ctx) for d in chosen], indent=2))
+        return ExitCode.OK
+    if args.deployment:
+        docs = [namespace(ctx), *deployment_objects(chosen[0].profile, chosen[0].context(ctx))]
+    else:
+        docs = render_serving(serving)["manifests"]
+    problems = validate_manifests(docs, source=f"render {args.inventory}")
+    if problems:
+        raise SparkrackError(problems)
+    sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, width=1000))
+    return ExitCode.OK

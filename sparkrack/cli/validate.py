@@ -1,0 +1,79 @@
+"""``sparkrack validate [PROFILE ...]``: schema and every seed rule, optionally the real engine.
+
+Every profile when none is given; exit 0, or exit 1 with one line per problem:
+``<file>: <key>: <message> — fix: <fix> [<rule-id>]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from sparkrack.cli.exitcodes import ExitCode
+from sparkrack.cli.options import add_inventory
+from sparkrack.errors import Problem, SparkrackError
+
+
+def add_arguments(command: str, v: argparse.ArgumentParser) -> None:
+    v.add_argument(
+        "profiles", nargs="*", metavar="PROFILE", help="path, name or HF id (default: all)"
+    )
+    add_inventory(
+        v,
+        help="inventory whose Spark count tp·pp must match (skipped if the directory is absent)",
+    )
+    v.add_argument("--nodes", type=int, help="Spark count to check tp·pp against (overrides -i)")
+    v.add_argument(
+        "--engine-check",
+        action="store_true",
+        help="also run every rank's rendered argv through the real parser and start-up checks of "
+        "the upstream engine release the image carries (downloaded once into a cache)",
+    )
+    v.add_argument(
+        "--offline",
+        action="store_true",
+        help="with --engine-check: use the cache only, never download",
+    )
+    v.set_defaults(handler=run_validate)
+
+
+def _nodes(args: argparse.Namespace) -> int | None:
+    if args.nodes is not None:
+        return int(args.nodes)
+    if not Path(args.inventory).exists():
+        return None
+    from sparkrack.inputs.inventory import load_inventory
+
+    return len(load_inventory(args.inventory).sparks)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from sparkrack.serving import list_profiles, load_profile, profile_warnings, validate_profile
+
+    refs = args.profiles or [str(p) for p in list_profiles()]
+    nodes = _nodes(args)
+    problems: list[Problem] = []
+    loaded = []
+    for ref in refs:
+        try:
+            profile = load_profile(ref)
+        except SparkrackError as exc:
+            problems += exc.problems
+            continue
+        found = validate_profile(profile.data, profile.source, nodes)
+        problems += found
+        if not found:
+            loaded.append(profile)
+        for warning in profile_warnings(profile.data, profile.source):
+            print(f"warning: {warning}", file=sys.stderr)
+    if not problems and args.engine_check:
+        from sparkrack.serving.upstream_check import engine_check
+
+        problems += engine_check(loaded, args.inventory, offline=args.offline)
+    for problem in problems:
+        print(problem)
+    if problems:
+        return ExitCode.FAILED
+    print(f"{len(refs)} profile(s) valid" + (f" for {nodes} Sparks" if nodes else ""))
+    return ExitCode.OK

@@ -1,0 +1,298 @@
+"""K3s ``/etc/rancher/k3s/config.yaml`` as data, and the kubeconfig rewrite.
+
+The roles write these dicts with ``to_nice_yaml``; nothing about the node (IP, labels, taints,
+server URL) is computed in a template. Agents get their node IP and Spark labels from the address
+plan; the join token never appears here (it sits in a root-only ``token-file``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from sparkrack.errors import Problem, SparkrackError
+from sparkrack.fabric.addressplan import FabricPlan, NodeInput
+from sparkrack.inputs import safeyaml
+from sparkrack.k8s.common import (
+    LABEL_GPU_PRESENT,
+    LABEL_RANK,
+    LABEL_ROLE,
+    LABEL_SPARK_INDEX,
+    ROLE_CONTROL_PLANE,
+    ROLE_SPARK,
+)
+
+K3S_API_PORT = 6443
+TOKEN_FILE = "/etc/rancher/k3s/sparkrack-join-token"
+_TAINT_RE = re.compile(
+    r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?(=[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+    r":(NoSchedule|PreferNoSchedule|NoExecute)$"
+)
+_LABEL_KEY_RE = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_IFACE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,15}$")
+
+
+@dataclass(frozen=True)
+class K3sNodeOptions:
+    """What the inventory may set for one node's K3s config (``k3s_server_*``/``k3s_agent_*``)."""
+
+    flannel_iface: str | None = None
+    taints: Sequence[str] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # Containerd runtime for pods without a RuntimeClass (agents; "nvidia" from the driver role).
+    default_runtime: str | None = None
+    # Server only: bundled components to switch off.
+    disable: Sequence[str] = ("traefik", "servicelb")
+
+
+def _check_options(opts: K3sNodeOptions, source: str, prefix: str) -> list[Problem]:
+    problems: list[Problem] = []
+    if opts.flannel_iface is not None and not _IFACE_RE.match(opts.flannel_iface):
+        problems.append(
+            Problem(
+                source,
+                f"{prefix}flannel_iface",
+                f"{opts.flannel_iface!r} is not an interface name",
+                "name the management NIC as `ip link` shows it, or leave it null",
+            )
+        )
+    if isinstance(opts.taints, str) or not isinstance(opts.taints, Sequence):
+        problems.append(
+            Problem(
+                source, f"{prefix}taints", "must be a list", "e.g. ['dedicated=llm:NoSchedule']"
+            )
+        )
+    else:
+        for taint in opts.taints:
+            if not isinstance(taint, str) or not _TAINT_RE.match(taint):
+                problems.append(
+                    Problem(
+                        source,
+                        f"{prefix}taints",
+                        f"{taint!r} is not key[=value]:Effect",
+                        "e.g. dedicated=llm:NoSchedule (Effect: NoSchedule|PreferNoSchedule|NoExecute)",
+                    )
+                )
+    if not isinstance(opts.labels, Mapping):
+        problems.append(
+            Problem(source, f"{prefix}labels", "must be a mapping", "e.g. {zone: rack1}")
+        )
+    else:
+        for key, value in opts.labels.items():
+            if (
+                not isinstance(key, str)
+                or not _LABEL_KEY_RE.match(key)
+                or key.startswith("sparkrack.io/")
+            ):
+                problems.append(
+                    Problem(
+                        source,
+                        f"{prefix}labels.{key}",
+                        "is not a valid label key, or is reserved (sparkrack.io/* is set by sparkrack)",
+                        "use a Kubernetes label key outside sparkrack.io/",
+                    )
+                )
+            if not isinstance(value, str) or len(value) > 63:
+                problems.append(
+                    Problem(
+                        source,
+                        f"{prefix}labels.{key}",
+                        "value must be a string of <= 63 chars",
+                        "quote it",
+                    )
+                )
+    if opts.default_runtime is not None and not re.match(
+        r"^[a-z0-9][-a-z0-9]*$", opts.default_runtime
+    ):
+        problems.append(
+            Problem(
+                source,
+                f"{prefix}default_runtime",
+                f"{opts.default_runtime!r} is not a runtime name",
+                "e.g. nvidia",
+            )
+        )
+    return problems
+
+
+def _label_list(labels: Mapping[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in sorted(labels.items())]
+
+
+def server_url(control_plane: NodeInput) -> str:
+    return f"https://{control_plane.node_ip}:{K3S_API_PORT}"
+
+
+def server_config(
+    control_plane: NodeInput, opts: K3sNodeOptions, source: str = "k3s_server"
+) -> dict[str, Any]:
+    """config.yaml of the K3s server (x86 control plane, no GPU)."""
+    problems = _check_options(opts, source, "k3s_server_")
+    if problems:
+        raise SparkrackError(problems)
+    config: dict[str, Any] = {
+        "node-name": control_plane.name,
+        "node-ip": control_plane.node_ip,
+        "advertise-address": control_plane.node_ip,
+        "tls-san": [control_plane.node_ip],
+        "write-kubeconfig-mode": "0600",
+        "disable": list(opts.disable),
+        "node-label": _label_list({**opts.labels, LABEL_ROLE: ROLE_CONTROL_PLANE}),
+    }
+    if opts.flannel_iface:
+        config["flannel-iface"] = opts.flannel_iface
+    if opts.taints:
+        config["node-taint"] = list(opts.taints)
+    return config
+
+
+def agent_config(
+    plan: FabricPlan,
+    node_name: str,
+    control_plane: NodeInput,
+    opts: K3sNodeOptions,
+    source: str = "k3s_agent",
+) -> dict[str, Any]:
+    """config.yaml of the K3s agent on Spark ``node_name``: node IP and labels from the plan."""
+    problems = _check_options(opts, source, "k3s_agent_")
+    if problems:
+        raise SparkrackError(problems)
+    node = plan.node(node_name)
+    labels = {
+        **opts.labels,
+        LABEL_ROLE: ROLE_SPARK,
+        LABEL_SPARK_INDEX: str(node.spark_index),
+        LABEL_RANK: str(node.rank),
+        LABEL_GPU_PRESENT: "true",
+    }
+    config: dict[str, Any] = {
+        "server": server_url(control_plane),
+        "token-file": TOKEN_FILE,
+        "node-name": node.name,
+        "node-ip": node.node_ip,
+        "node-label": _label_list(labels),
+    }
+    if opts.flannel_iface:
+        config["flannel-iface"] = opts.flannel_iface
+    if opts.taints:
+        config["node-taint"] = list(opts.taints)
+    if opts.default_runtime:
+        config["default-runtime"] = opts.default_runtime
+    return config
+
+
+def options_from(raw: Mapping[str, Any] | None) -> K3sNodeOptions:
+    """Options from a plain mapping (the role passes its variables); None values = defaults."""
+    raw = {k: v for k, v in (raw or {}).items() if v is not None}
+    known = {"flannel_iface", "taints", "labels", "default_runtime", "disable"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise SparkrackError(
+            Problem(
+                "k3s options",
+                ", ".join(unknown),
+                "unknown option",
+                f"known: {', '.join(sorted(known))}",
+            )
+        )
+    if raw.get("flannel_iface") == "":
+        raw.pop("flannel_iface")
+    if raw.get("default_runtime") == "":
+        raw.pop("default_runtime")
+    return K3sNodeOptions(**raw)
+
+
+def rewrite_kubeconfig(text: str, server: str, name: str = "sparkrack") -> str:
+    """The K3s admin kubeconfig with ``server`` pointing at the control plane (not 127.0.0.1).
+
+    Cluster, user and context are renamed to ``name`` so it merges cleanly with other configs.
+    """
+    data = safeyaml.loads(text, "/etc/rancher/k3s/k3s.yaml")
+    if not isinstance(data, dict) or not data.get("clusters") or not data.get("users"):
+        raise SparkrackError(
+            Problem(
+                "/etc/rancher/k3s/k3s.yaml",
+                "clusters/users",
+                "is not a kubeconfig with one cluster and one user",
+                "check that K3s wrote its admin kubeconfig",
+            )
+        )
+    cluster = data["clusters"][0]
+    user = data["users"][0]
+    cluster["name"] = name
+    cluster.setdefault("cluster", {})["server"] = server
+    user["name"] = name
+    data["clusters"] = [cluster]
+    data["users"] = [user]
+    data["contexts"] = [{"name": name, "context": {"cluster": name, "user": name}}]
+    data["current-context"] = name
+    dumped: str = yaml.safe_dump(data, sort_keys=False)
+    return dumped
+
+
+_VERSION_RE = re.compile(r"^v\d+\.\d+\.\d+(-rc\d+)?\+k3s\d+$")
+K3S_RELEASES = "https://github.com/k3s-io/k3s/releases/download"
+K3S_RAW = "https://raw.githubusercontent.com/k3s-io/k3s"
+_ARCH = {"x86_64": ("amd64", "k3s"), "aarch64": ("arm64", "k3s-arm64")}
+
+
+def release_assets(version: str, machine: str) -> dict[str, str]:
+    """Names and URLs of the pinned K3s release for ``machine`` (``ansible_architecture``).
+
+    The ``+`` of the version is percent-encoded in URLs (GitHub needs ``v1.35.3%2Bk3s1``).
+    """
+    if not isinstance(version, str) or not _VERSION_RE.match(version):
+        raise SparkrackError(
+            Problem(
+                "group_vars",
+                "k3s_version",
+                f"{version!r} is not a K3s release tag",
+                "pin a release like v1.35.3+k3s1",
+            )
+        )
+    if machine not in _ARCH:
+        raise SparkrackError(
+            Problem(
+                "facts",
+                "ansible_architecture",
+                f"{machine!r} is not supported by sparkrack's K3s roles",
+                "run the control plane on x86_64 and the agents on aarch64 (DGX Spark)",
+            )
+        )
+    arch, binary = _ARCH[machine]
+    tag = version.replace("+", "%2B")
+    base = f"{K3S_RELEASES}/{tag}"
+    return {
+        "arch": arch,
+        "binary": binary,
+        "binary_url": f"{base}/{binary}",
+        "sha256sum_file": f"sha256sum-{arch}.txt",
+        "sha256sum_url": f"{base}/sha256sum-{arch}.txt",
+        "images": f"k3s-airgap-images-{arch}.tar.zst",
+        "images_url": f"{base}/k3s-airgap-images-{arch}.tar.zst",
+        "install_script_url": f"{K3S_RAW}/{tag}/install.sh",
+    }
+
+
+def sha256_from_sums(text: str, filename: str, source: str = "sha256sum file") -> str:
+    """The sha256 listed for ``filename`` in a ``sha256sum``-format file (``<hash>  <name>``)."""
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("*") == filename:
+            digest = parts[0].lower()
+            if re.fullmatch(r"[0-9a-f]{64}", digest):
+                return digest
+    raise SparkrackError(
+        Problem(
+            source,
+            filename,
+            "has no sha256 line in the release checksum file",
+            "use the sha256sum-<arch>.txt of the same K3s release as the binary",
+        )
+    )

@@ -1,0 +1,115 @@
+"""The fabric gate's workload: one privileged pod per Spark running an NCCL all-reduce over net1.
+
+Each pod lands on its own Spark (nodeSelector on the hostname K3s registered, which the agent
+config sets to the inventory name), gets its node's VF of every rail through the NAD annotation from the
+address plan, and runs ``data/fabric-check/nccl_allreduce.py`` from a ConfigMap. Pods are privileged
+because host-device moves the VF netdev but not ``/dev/infiniband/*`` — unprivileged, NCCL silently
+falls back to sockets (seed 003), which is exactly what the gate must catch, not cause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from sparkrack.fabric.addressplan import FabricPlan, pod_network_annotation
+from sparkrack.fabric.ncclenv import rank_env
+from sparkrack.k8s.common import HOSTNAME_LABEL, Manifest, metadata
+from sparkrack.k8s.options import ClusterOptions
+
+COMPONENT = "fabric-check"
+SCRIPT = Path(__file__).resolve().parent.parent / "data" / "fabric-check" / "nccl_allreduce.py"
+SCRIPT_CONFIGMAP = "sparkrack-fabric-check-script"
+POD_PREFIX = "sparkrack-fabric-check-"
+Transport = Literal["roce", "socket"]
+
+
+def pod_name(node_name: str) -> str:
+    return f"{POD_PREFIX}{node_name}"
+
+
+def render_fabric_check(
+    plan: FabricPlan,
+    opts: ClusterOptions,
+    transport: Transport = "roce",
+    gid_indexes: Mapping[str, int | None] | None = None,
+    vf_index: int | None = None,
+) -> list[Manifest]:
+    """ConfigMap with the all-reduce script + one pod per Spark (rank = plan rank).
+
+    Each pod gets VF ``vf_index`` (None = the serving VF) of every rail and the NCCL environment
+    :func:`sparkrack.fabric.ncclenv.rank_env` gives a serving rank on the same VF.
+    """
+    ns = opts.namespace
+    extra = {"sparkrack.io/component": COMPONENT}
+    master = plan.head.rail_vfs(plan.serving_vf_index if vf_index is None else vf_index)[0].address
+    docs: list[Manifest] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": metadata(SCRIPT_CONFIGMAP, COMPONENT, ns, extra),
+            "data": {"nccl_allreduce.py": SCRIPT.read_text()},
+        }
+    ]
+    world = len(plan.nodes)
+    for node in plan.nodes:
+        env = {
+            **rank_env(
+                plan,
+                node,
+                transport=transport,
+                gid_index=(gid_indexes or {}).get(node.name),
+                vf_index=vf_index,
+            ),
+            "RANK": str(node.rank),
+            "WORLD_SIZE": str(world),
+            "MASTER_ADDR": master,
+            "MASTER_PORT": str(opts.fabric_check_port),
+            "SPARKRACK_MAX_BYTES": str(opts.fabric_check_max_bytes),
+        }
+        spec: dict[str, object] = {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 10,
+            "nodeSelector": {HOSTNAME_LABEL: node.name},
+            "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [
+                {
+                    "name": "nccl-allreduce",
+                    "image": opts.fabric_check_image,
+                    "command": ["python3", "/opt/sparkrack-fabric-check/nccl_allreduce.py"],
+                    "env": [{"name": k, "value": v} for k, v in env.items()],
+                    "securityContext": {"privileged": True},
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    "volumeMounts": [
+                        {
+                            "name": "script",
+                            "mountPath": "/opt/sparkrack-fabric-check",
+                            "readOnly": True,
+                        },
+                        {"name": "shm", "mountPath": "/dev/shm"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "script", "configMap": {"name": SCRIPT_CONFIGMAP}},
+                {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+            ],
+        }
+        if opts.gpu_runtime_class:
+            spec["runtimeClassName"] = opts.gpu_runtime_class
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": metadata(
+                    pod_name(node.name),
+                    COMPONENT,
+                    ns,
+                    {**extra, "sparkrack.io/rank": str(node.rank)},
+                    {"k8s.v1.cni.cncf.io/networks": pod_network_annotation(node, ns, vf_index)},
+                ),
+                "spec": spec,
+            }
+        )
+    return docs

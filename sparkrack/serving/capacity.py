@@ -1,0 +1,59 @@
+"""The capacity planner applied to a profile: its engine supplies the memory semantics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sparkrack.errors import Problem
+from sparkrack.planner.memory import CapacityPlan, Hardware, Serving, model_info_from_dict, plan
+from sparkrack.serving.engines import engine_of
+from sparkrack.serving.engines.base import section
+
+
+def _profile_data(profile: Any) -> tuple[Mapping[str, Any], str, str]:
+    """(data, name, source) of a Profile object or a plain mapping."""
+    if isinstance(profile, Mapping):
+        return profile, str(profile.get("name", profile.get("model", ""))), ""
+    data = getattr(profile, "data", None)
+    if not isinstance(data, Mapping):
+        raise TypeError(f"not a profile: {profile!r}")
+    name = str(getattr(profile, "name", data.get("model", "")))
+    return data, name, str(getattr(profile, "path", getattr(profile, "source", "")))
+
+
+def serving_from_profile(data: Mapping[str, Any]) -> Serving:
+    """The planner's view of a profile's topology and engine block."""
+    return engine_of(data).serving(data)
+
+
+def plan_profile(
+    profile: Any, nodes: int | None = None, hardware: Hardware | None = None
+) -> CapacityPlan:
+    """Plan a loaded profile (``sparkrack.serving.load_profile``) or its raw mapping."""
+    data, name, source = _profile_data(profile)
+    return plan(
+        model_info_from_dict(section(data, "model_info")),
+        serving_from_profile(data),
+        name=name,
+        source=source,
+        hardware=hardware,
+        nodes=nodes,
+    )
+
+
+def capacity_problems(
+    profile: Any, nodes: int | None = None, source: str | None = None
+) -> list[Problem]:
+    """Refusals for the profile validator: the profile cannot fit on ``nodes`` Sparks.
+
+    Profiles whose ``model_info`` has neither weight classes, ``weights_gb`` nor ``params`` are
+    not planned (no refusal: nothing to judge).
+    """
+    data, _name, src = _profile_data(profile)
+    info = section(data, "model_info")
+    if not info.get("weight_classes") and not info.get("weights_gb") and not info.get("params"):
+        return []
+    result = plan_profile(profile, nodes=nodes)
+    where = source if source is not None else src
+    return [Problem(where or p.file, p.key, p.message, p.fix, p.rule) for p in result.problems]

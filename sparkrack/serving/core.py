@@ -1,0 +1,190 @@
+"""The two values everything in the serving layer is computed from.
+
+* :class:`Profile` — one parsed model profile (the YAML as written, defaults on access);
+* :class:`ServingContext` — everything outside the profile a rank depends on: the address plan
+  preflight computed, the inventory's ``serving_*`` settings, discovered RoCE GID indices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkrack import contract
+from sparkrack.errors import Problem, SparkrackError
+from sparkrack.fabric.addressplan import FabricPlan, NodePlan
+from sparkrack.inputs.inventory import load_inventory
+from sparkrack.serving.images import ImageFacts, image_facts
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A parsed profile. ``data`` is the YAML as written; accessors apply the defaults."""
+
+    name: str
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def source(self) -> str:
+        return str(self.path)
+
+    @property
+    def engine(self) -> str:
+        return str(self.data.get("engine", "sglang"))
+
+    @property
+    def model(self) -> str:
+        return str(self.data["model"])
+
+    @property
+    def image(self) -> str:
+        return str(self.data["image"])
+
+    @property
+    def architecture(self) -> str:
+        return str(self.data["model_info"]["architecture"])
+
+    @property
+    def tp(self) -> int:
+        return int(self.data["topology"]["tp"])
+
+    @property
+    def pp(self) -> int:
+        return int(self.data["topology"].get("pp", 1))
+
+    @property
+    def ep(self) -> int:
+        return int(self.data["topology"].get("ep", 1))
+
+    @property
+    def transport(self) -> str:
+        return str(self.data.get("transport", "roce"))
+
+    @property
+    def patches(self) -> list[str]:
+        return [str(p) for p in self.data.get("patches", [])]
+
+    def image_facts(self) -> ImageFacts | None:
+        return image_facts(self.data)
+
+
+@dataclass(frozen=True)
+class ServingContext:
+    """Everything outside the profile a rank's command/env/manifests depend on."""
+
+    plan: FabricPlan
+    namespace: str = contract.SERVING_DEFAULTS["serving_namespace"]
+    api_port: int = contract.SERVING_DEFAULTS["serving_api_port"]
+    dist_port: int = contract.SERVING_DEFAULTS["serving_dist_port"]
+    hf_cache: str = contract.SERVING_DEFAULTS["serving_hf_cache"]
+    shm_size: str = contract.SERVING_DEFAULTS["serving_shm_size"]
+    hf_token_secret: str = contract.SERVING_DEFAULTS["serving_hf_token_secret"]
+    startup_timeout: int = contract.SERVING_DEFAULTS["serving_startup_timeout"]
+    liveness_timeout: int = contract.SERVING_DEFAULTS["serving_liveness_timeout"]
+    gid_index: dict[str, int] = field(default_factory=dict)
+    """Discovered RoCE GID index per node (roce role fact ``roce_gid_index``)."""
+    spark: str | None = None
+    """Spark that hosts a single-Spark engine (vllm/trtllm); None = the rank-0 Spark."""
+    sparks: tuple[str, ...] = ()
+    """The Sparks of one deployment, head first (empty: every Spark of the plan, in rank order)."""
+    vf_index: int | None = None
+    """The VF index the deployment's pods use on every rail (None: the plan's serving VF)."""
+    deployment: str = ""
+    """The deployment's name (empty: derived from the profile's name)."""
+
+    @property
+    def nodes(self) -> int:
+        return len(self.group())
+
+    def node(self, name: str) -> NodePlan:
+        for node in self.plan.nodes:
+            if node.name == name:
+                return node
+        raise SparkrackError(
+            Problem(
+                "sparks",
+                name,
+                "is not a Spark of the inventory",
+                f"use one of: {', '.join(n.name for n in self.plan.nodes)}",
+                "deployment-sparks",
+            )
+        )
+
+    def group(self) -> list[NodePlan]:
+        """The Sparks this context serves on, head first."""
+        if self.sparks:
+            return [self.node(name) for name in self.sparks]
+        return sorted(self.plan.nodes, key=lambda n: n.rank)
+
+    def spark_node(self) -> NodePlan:
+        """The Spark that hosts a single-Spark engine: the deployment's, else ``serving_spark``,
+        else rank 0's."""
+        if self.sparks:
+            return self.node(self.sparks[0])
+        if self.spark is None:
+            return self.group()[0]
+        for node in self.plan.nodes:
+            if node.name == self.spark:
+                return node
+        raise SparkrackError(
+            Problem(
+                "serving_spark",
+                str(self.spark),
+                "is not a Spark of the inventory",
+                f"use one of: {', '.join(n.name for n in self.plan.nodes)}",
+                "serving-spark",
+            )
+        )
+
+    @property
+    def name(self) -> str:
+        """The deployment name objects and labels carry."""
+        return self.deployment
+
+    @property
+    def head_address(self) -> str:
+        """The head's address on the deployment's VF (rail 0): the rendezvous address."""
+        head = self.group()[0]
+        return head.serving_vf.address if self.vf_index is None else head.vf(self.vf_index).address
+
+
+def context_from_vars(
+    plan: FabricPlan, variables: dict[str, Any], gid_index: dict[str, int] | None = None
+) -> ServingContext:
+    """Build the context from inventory variables (``serving_*``), defaults where unset."""
+    v = {
+        **contract.SERVING_DEFAULTS,
+        **{k: val for k, val in variables.items() if val is not None},
+    }
+    return ServingContext(
+        plan=plan,
+        namespace=str(v["serving_namespace"]),
+        api_port=int(v["serving_api_port"]),
+        dist_port=int(v["serving_dist_port"]),
+        hf_cache=str(v["serving_hf_cache"]),
+        shm_size=str(v["serving_shm_size"]),
+        hf_token_secret=str(v["serving_hf_token_secret"]),
+        startup_timeout=int(v["serving_startup_timeout"]),
+        liveness_timeout=int(v["serving_liveness_timeout"]),
+        gid_index=dict(gid_index or {}),
+        spark=None if v.get("serving_spark") is None else str(v["serving_spark"]),
+    )
+
+
+SERVING_VARS = (*contract.SERVING_DEFAULTS, "serving_spark")
+
+
+def context_from_inventory(inventory: str, gid: dict[str, int] | None = None) -> ServingContext:
+    """The context of an inventory directory: its address plan, ``serving_*`` variables and the
+    RoCE GID indices its hosts record (``gid`` overrides them per node)."""
+    inv = load_inventory(inventory)
+    discovered = {
+        host: int(inv.hostvars[host]["roce_gid_index"])
+        for host in inv.sparks
+        if inv.hostvars.get(host, {}).get("roce_gid_index") is not None
+    }
+    return context_from_vars(
+        inv.plan(), {n: inv.var(n) for n in SERVING_VARS}, {**discovered, **(gid or {})}
+    )

@@ -1,0 +1,379 @@
+"""The one interface every serving engine implements.
+
+An :class:`Engine` owns everything sparkrack knows about one engine: its knob table (tuning keys
+and the deployment flags, as rows of the same table), its ranks, argv, environment, config
+files and probes, its validation rules (the seed traps), the memory semantics the planner needs,
+and which upstream release its image corresponds to (the engine check). The manifests builder
+(:mod:`sparkrack.serving.manifests`) turns what an engine returns into Kubernetes objects, the
+same way for every engine; nothing outside ``engines/`` asks which engine a profile uses.
+
+:class:`SingleSparkEngine` is the shared shape of engines that run one process on one Spark
+(vLLM, TensorRT-LLM): no NCCL group, no fabric VF, no privileged mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkrack import contract
+from sparkrack.errors import Problem, SparkrackError
+from sparkrack.fabric.addressplan import POD_FABRIC_IFNAME, NodePlan
+from sparkrack.fabric.ncclenv import rank_env
+from sparkrack.planner.memory import MemoryModel, Serving
+from sparkrack.serving.core import Profile, ServingContext
+from sparkrack.serving.knobs import Knob, RuntimeKnob, lookup
+from sparkrack.serving.ruleset import Ctx, Rule, RuleSet
+
+PROBE_PERIOD = 10
+LIVENESS_PERIOD = 30
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One engine process: its rank number and the Spark it is pinned to."""
+
+    rank: int
+    node: NodePlan
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """Files an engine needs in its pod: one ConfigMap, mounted read-only at ``mount``."""
+
+    volume: str
+    """Volume name in the pod; also the ConfigMap name's suffix."""
+    mount: str
+    files: dict[str, str]
+    mode: int | None = None
+
+
+@dataclass(frozen=True)
+class PodExtras:
+    """Init containers and the volumes they share with the server container."""
+
+    init_containers: list[dict[str, Any]] = field(default_factory=list)
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def hf_token_env(ctx: ServingContext) -> dict[str, Any]:
+    """The HF token as a Secret reference: its value never appears in a manifest."""
+    return {
+        "name": "HF_TOKEN",
+        "valueFrom": {
+            "secretKeyRef": {
+                "name": ctx.hf_token_secret,
+                "key": contract.HF_TOKEN_KEY,
+                "optional": True,
+            }
+        },
+    }
+
+
+def http_probes(ctx: ServingContext, liveness_path: str) -> dict[str, Any]:
+    """Startup, readiness and liveness probes of the process that serves the OpenAI API."""
+    return {
+        # Weight load + CUDA graph capture: seed 002 measured ~490 s for Ultra's weights alone.
+        "startupProbe": {
+            "httpGet": {"path": "/health", "port": "http"},
+            "periodSeconds": PROBE_PERIOD,
+            "timeoutSeconds": 30,
+            "failureThreshold": max(1, ctx.startup_timeout // PROBE_PERIOD),
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/health", "port": "http"},
+            "periodSeconds": 15,
+            "timeoutSeconds": 30,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": liveness_path, "port": "http"},
+            "periodSeconds": LIVENESS_PERIOD,
+            "timeoutSeconds": 30,
+            "failureThreshold": max(2, ctx.liveness_timeout // LIVENESS_PERIOD),
+        },
+    }
+
+
+def fabric_env(
+    profile: Profile, ctx: ServingContext, node: NodePlan, vf_index: int | None = None
+) -> dict[str, str]:
+    """The NCCL/Gloo environment of a rank in an NCCL group over the fabric: the one function
+    that builds it (:func:`sparkrack.fabric.ncclenv.rank_env`), plus the pod's fabric interface name."""
+    return {
+        "POD_FABRIC_IFNAME": POD_FABRIC_IFNAME,
+        **rank_env(
+            ctx.plan,
+            node,
+            transport=profile.transport,
+            gid_index=ctx.gid_index.get(node.name),
+            vf_index=vf_index,
+        ),
+    }
+
+
+def dashed(option: str) -> str:
+    """``--a_b`` -> ``--a-b``: vLLM's parser and others accept both spellings."""
+    return option[:2] + option[2:].replace("_", "-") if option.startswith("--") else option
+
+
+def section(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    block = data.get(name)
+    return block if isinstance(block, Mapping) else {}
+
+
+def number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def integer(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+class Engine:
+    """Base of every engine module's class; see the module docstring."""
+
+    name: str = ""
+    entry: tuple[str, ...] = ()
+    """The server's argv before the flags (``python3 -m sglang.launch_server``, ``vllm serve``)."""
+    knobs: tuple[Knob, ...] = ()
+    sections: tuple[str, ...] = ()
+    """Profile blocks whose keys this engine owns (each key must be one of its knobs)."""
+    rules: RuleSet = RuleSet()
+    memory: MemoryModel
+    uses_fabric: bool = False
+    """True when the ranks form one NCCL group over the fabric (Multus VF, privileged pod)."""
+    liveness_path: str = "/health"
+    upstream: str | None = None
+    """PyPI distribution whose parser and start-up checks validate the rendered argv."""
+    metrics_path: str | None = "/metrics"
+    """HTTP path of the engine's Prometheus endpoint on the API port (None: the engine version
+    sparkrack runs has none that is verified)."""
+    metrics_port: str = "http"
+    """Named container port that serves ``metrics_path`` (the OpenAI-API port of rank 0)."""
+
+    # --- the table ----------------------------------------------------------------------------
+
+    def knob(self, key: str) -> Knob | None:
+        return next((k for k in self.knobs if k.key == key), None)
+
+    def section_knobs(self, name: str) -> list[Knob]:
+        return [k for k in self.knobs if k.section == name and k.from_profile]
+
+    def owned_flags(self) -> dict[str, str]:
+        """Every flag the table renders, and its aliases -> the profile key that sets it (or who
+        sets it)."""
+        out: dict[str, str] = {}
+        for k in self.knobs:
+            owner = k.key if k.from_profile else "sparkrack (inventory and address plan)"
+            for flag in (k.flag, *k.aliases) if k.flag else ():
+                out[flag] = owner
+        return out
+
+    config_options: tuple[str, ...] = ("--config",)
+    """Options that load settings from a file, past the table (refused in ``extra_args``)."""
+
+    def is_config_option(self, word: str) -> bool:
+        """``word`` names a config-file option, exactly or as an argparse abbreviation."""
+        spelled = dashed(word.split("=", 1)[0])
+        return any(
+            spelled == config or (len(spelled) > 3 and config.startswith(spelled))
+            for config in self.config_options
+        )
+
+    def owner_of(self, word: str) -> str | None:
+        """Who owns the option ``word`` of ``extra_args`` would set, as argparse would resolve it
+        without knowing the engine's other options: an exact flag or alias, its ``_`` spelling,
+        or an unambiguous prefix of one (argparse accepts abbreviations). None: not owned."""
+        option = word.split("=", 1)[0]
+        if not option.startswith("-"):
+            return None
+        spelled = dashed(option)
+        owned = {dashed(flag): owner for flag, owner in self.owned_flags().items()}
+        if self.is_config_option(option):
+            return "a config file (it would override what sparkrack renders)"
+        if spelled in owned:
+            return owned[spelled]
+        if spelled.startswith("--") and len(spelled) > 3:
+            matches = sorted({owner for flag, owner in owned.items() if flag.startswith(spelled)})
+            if matches:
+                return " or ".join(matches)
+        return None
+
+    def owned_env(self) -> dict[str, str]:
+        """Every environment variable the table renders -> the profile key that sets it."""
+        return {k.env: k.key for k in self.knobs if k.env}
+
+    # --- ranks --------------------------------------------------------------------------------
+
+    def ranks(self, ctx: ServingContext) -> list[Rank]:
+        raise NotImplementedError
+
+    def rank(self, ctx: ServingContext, rank: int) -> Rank:
+        for r in self.ranks(ctx):
+            if r.rank == rank:
+                return r
+        count = len(self.ranks(ctx))
+        raise SparkrackError(
+            Problem(
+                "--rank",
+                str(rank),
+                f"no such rank ({self.name} runs ranks 0..{count - 1} here)",
+                "pick a rank the serving plan shows",
+                "rank",
+            )
+        )
+
+    # --- command and environment ----------------------------------------------------------------
+
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
+        """The value of a deployment flag of the table for one rank."""
+        if knob.runtime == "host":
+            return "0.0.0.0"
+        if knob.runtime == "port":
+            return str(ctx.api_port)
+        raise ValueError(f"{self.name}: no value for the deployment flag {knob.flag}")
+
+    def flags(self, profile: Profile, ctx: ServingContext, rank: Rank) -> list[str]:
+        """The table's words in table order (tuning keys and deployment flags)."""
+        words: list[str] = []
+        for knob in self.knobs:
+            if isinstance(knob, RuntimeKnob) and knob.kind == "bool":
+                words.append(str(knob.flag))
+            elif isinstance(knob, RuntimeKnob):
+                words += [str(knob.flag), self.runtime_value(knob, ctx, rank)]
+            else:
+                words += knob.args(lookup(profile.data, knob.key))
+        return words
+
+    def argv(self, profile: Profile, ctx: ServingContext, rank: Rank) -> list[str]:
+        """The server's full argv: entry point, the table, then the profile's ``extra_args``."""
+        extra = [str(w) for w in profile.data.get("extra_args") or []]
+        return [*self.entry, *self.flags(profile, ctx, rank), *extra]
+
+    def env(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, str]:
+        """The literal environment of a rank (secrets come from Secret references, not here)."""
+        env: dict[str, str] = {}
+        for knob in self.knobs:
+            pair = knob.env_pair(lookup(profile.data, knob.key))
+            if pair:
+                env[pair[0]] = pair[1]
+        env["HF_HOME"] = contract.HF_CACHE_MOUNT
+        env.update({str(k): str(v) for k, v in (profile.data.get("env") or {}).items()})
+        return env
+
+    def container_command(self, profile: Profile, argv: list[str]) -> tuple[list[str], list[str]]:
+        """(container ``command``, ``args``) for an argv: the entry point is the command."""
+        return argv[: len(self.entry)], argv[len(self.entry) :]
+
+    # --- the pod --------------------------------------------------------------------------------
+
+    def config(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """The engine config file's mapping rendered from the profile (empty: none)."""
+        return {}
+
+    def files(self, profile: Profile) -> list[FileSet]:
+        return []
+
+    def extras(self, profile: Profile, ctx: ServingContext) -> PodExtras:
+        return PodExtras()
+
+    def probes(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
+        return http_probes(ctx, self.liveness_path)
+
+    def headless_port(self, ctx: ServingContext) -> tuple[str, int]:
+        """The named port the headless Service publishes."""
+        return "http", ctx.api_port
+
+    # --- validation ---------------------------------------------------------------------------
+
+    def problems(self, c: Ctx) -> Iterator[Problem]:
+        for rule in self.rules:
+            yield from rule.check(c)
+
+    def rule_list(self) -> list[Rule]:
+        return list(self.rules)
+
+    # --- planner and engine check -------------------------------------------------------------
+
+    def serving(self, data: Mapping[str, Any]) -> Serving:
+        """The planner's view of a profile's topology and engine block."""
+        raise NotImplementedError
+
+    def upstream_version(self, profile: Profile) -> str | None:
+        """The upstream release the engine check runs for this profile's image."""
+        facts = profile.image_facts()
+        return None if facts is None else facts.version
+
+
+class SingleSparkEngine(Engine):
+    """One process on one Spark: ``serving_spark`` (else the rank-0 Spark of the plan)."""
+
+    config_file: str | None = None
+    """Name of the engine config file rendered from the profile, if the engine has one."""
+
+    def ranks(self, ctx: ServingContext) -> list[Rank]:
+        return [Rank(0, ctx.spark_node())]
+
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
+        if knob.runtime == "config" and self.config_file:
+            return f"{contract.ENGINE_CONFIG_MOUNT}/{self.config_file}"
+        return super().runtime_value(knob, ctx, rank)
+
+    def files(self, profile: Profile) -> list[FileSet]:
+        body = self.config(profile.data)
+        if not body or not self.config_file:
+            return []
+        import yaml
+
+        text = yaml.safe_dump(body, sort_keys=False)
+        return [FileSet("config", contract.ENGINE_CONFIG_MOUNT, {self.config_file: text})]
+
+    def single_topology(self, c: Ctx) -> Iterator[Problem]:
+        """tp = pp = ep = 1: one GB10 per Spark (seed 004)."""
+        for key, value in (("tp", c.tp), ("pp", c.pp), ("ep", c.ep)):
+            if value != 1:
+                yield c.p(
+                    f"topology.{key}",
+                    f"{key}={value}, but {self.name} runs on a single Spark (one GPU)",
+                    f"set topology.{key}: 1 (multi-Spark serving is engine: sglang)",
+                    "single-node-topology",
+                )
+
+    def problems(self, c: Ctx) -> Iterator[Problem]:
+        yield from self.single_topology(c)
+        yield from super().problems(c)
+
+    def rule_list(self) -> list[Rule]:
+        single = Rule(
+            "single-node-topology",
+            "seed 004 (one GB10 per Spark: tensor-parallel-size 1, expert parallelism not "
+            "applicable)",
+            "vLLM/TensorRT-LLM profiles run on one Spark: tp = pp = ep = 1",
+            self.single_topology,
+        )
+        return [single, *super().rule_list()]
+
+
+def long_context_problems(
+    c: Ctx, engine_name: str, length_key: str, env_name: str, rule_id: str
+) -> Iterator[Problem]:
+    """A context length beyond the model config's ``max_position_embeddings`` without the engine's
+    allow-long environment knob (``<engine>.allow_long_max_model_len``) — both engines refuse it."""
+    block = c.block(engine_name)
+    length, cap = block.get(length_key), c.info("max_position_embeddings")
+    if (
+        isinstance(length, int)
+        and isinstance(cap, int)
+        and length > cap
+        and block.get("allow_long_max_model_len") is not True
+    ):
+        yield c.p(
+            f"{engine_name}.{length_key}",
+            f"{length} exceeds the model config's max_position_embeddings {cap}; "
+            f"{engine_name} refuses it",
+            f"set {engine_name}.allow_long_max_model_len: true ({env_name}=1)",
+            rule_id,
+        )

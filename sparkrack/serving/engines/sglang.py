@@ -1,0 +1,883 @@
+"""SGLang: one process per Spark of the deployment, one NCCL group over the fabric (seeds 000-003).
+
+This module is everything sparkrack knows about SGLang: the knob table (checked against
+``python/sglang/srt/server_args.py`` of the PyPI wheels 0.5.10-0.5.13, the releases the seeds'
+images carry; ``tests/test_profile_flags.py`` re-reads every flag from the wheels), the
+deployment flags as rows of the same table, the seed traps as rules, the Mamba-pool memory
+semantics, and the pod's launcher (SM121 patches, then the server) and group-restart probes.
+
+Two keys the seeds write like flags are environment variables in SGLang, not ServerArgs:
+``disable_deep_gemm`` (seed 002 prints ``--disable-deep-gemm``, which ``server_args.py`` does not
+define and ``parse_args`` would reject) is ``SGLANG_ENABLE_JIT_DEEPGEMM=0``, and
+``enable_spec_v2`` (seed 001, seed 003 Qwen3.5) is ``SGLANG_ENABLE_SPEC_V2=1``
+(``sglang/srt/environ.py``).
+
+Rule scopes follow the seeds precisely, so every shipped recipe passes while the failing variant
+each seed reports is refused:
+
+* flashinfer_cutlass MoE at EP>1 crashed on Qwen3.5 (seed 003) but serves NemotronH at EP=4
+  (seed 000 §6, seed 002): the rule exempts ``NemotronHForCausalLM``.
+* flashinfer_cutlass MoE + flashinfer attention crashed GLM-4.7 at decode (seed 003) while the
+  NemotronH recipes run exactly that pair (seeds 000, 002): same exemption.
+* Piecewise CUDA graphs broke every NVFP4 GLM-4.7 row (seed 003) but were stable for Qwen3.5
+  at EP=4 (seed 003 EP=4 matrix, test 3): the rule exempts ``Qwen3_5MoeForConditionalGeneration``.
+* ``cuda_graph_max_bs`` vs ``max_running_requests`` is checked when both are set (seed 003's
+  own recipes leave max_running_requests at its default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkrack import contract
+from sparkrack.errors import Problem
+from sparkrack.patches import configmap_files, container_entrypoint
+from sparkrack.planner.memory import RecurrentPool, Serving
+from sparkrack.serving.core import Profile, ServingContext
+from sparkrack.serving.engines.base import (
+    LIVENESS_PERIOD,
+    PROBE_PERIOD,
+    Engine,
+    FileSet,
+    Rank,
+    fabric_env,
+    http_probes,
+    integer,
+    number,
+    section,
+)
+from sparkrack.serving.images import version_tuple
+from sparkrack.serving.knobs import HF_ID, IDENT, Knob, RuntimeKnob, Type, runtime
+from sparkrack.serving.ruleset import Ctx, RuleSet
+
+NAME = "sglang"
+ENTRY = ("python3", "-m", "sglang.launch_server")
+OLDEST = "0.5.10"
+"""Oldest SGLang release whose flags sparkrack checked; every flag exists from it on."""
+
+NVFP4 = ("modelopt_fp4", "modelopt_mixed")
+NEMOTRON_H = "NemotronHForCausalLM"
+QWEN35_MAMBA_PATH = (
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3NextForCausalLM",
+)
+PIECEWISE_NVFP4_STABLE = ("Qwen3_5MoeForConditionalGeneration",)
+FI_CUTLASS_MOE_OK = (NEMOTRON_H,)
+NEMOTRONH_MTP_IMAGE_PRS = ("#21138", "#27998")
+# Algorithms whose draft tree ServerArgs sizes from num_steps, eagle_topk and num_draft_tokens.
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+
+# Measured mem_fraction_static floors: (model id, ep) -> (floor, seed).
+MEM_FRACTION_FLOORS: dict[tuple[str, int], tuple[float, str]] = {
+    ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4", 4): (0.88, "seed 002"),
+}
+
+# Choice lists are the intersection the seeds need; each value was found in the
+# *_CHOICES lists of server_args.py 0.5.10–0.5.13.
+ATTENTION_BACKENDS = ("flashinfer", "triton", "torch_native", "flex_attention", "fa3", "fa4")
+MOE_RUNNERS = ("auto", "triton", "flashinfer_cutlass", "cutlass", "flashinfer_trtllm", "deep_gemm")
+FP4_GEMM_BACKENDS = (
+    "auto",
+    "cutlass",
+    "flashinfer_cutlass",
+    "flashinfer_cudnn",
+    "flashinfer_trtllm",
+)
+KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16")
+QUANTIZATIONS = ("modelopt_fp4", "modelopt_fp8", "modelopt_mixed", "modelopt", "fp8", "awq")
+MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer")
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+
+def k(key: str, type_: Type, help_: str, flag: str | None = None, **kw: Any) -> Knob:
+    return Knob(key=key, type=type_, help=help_, flag=flag, since=OLDEST, **kw)
+
+
+KNOBS: tuple[Knob, ...] = (
+    # -- what is served, and how it is split (model/topology come from the profile's top level)
+    k("model", "string", "Hugging Face model id", "--model-path", pattern=HF_ID),
+    k(
+        "sglang.trust_remote_code",
+        "boolean",
+        "run the model repo's code",
+        "--trust-remote-code",
+        kind="bool",
+    ),
+    k(
+        "sglang.quantization",
+        "string",
+        "weight quantization method",
+        "--quantization",
+        choices=QUANTIZATIONS,
+    ),
+    k(
+        "topology.tp",
+        "integer",
+        "tensor-parallel size",
+        "--tp-size",
+        minimum=1,
+        aliases=("--tensor-parallel-size",),
+    ),
+    k(
+        "topology.pp",
+        "integer",
+        "pipeline-parallel size",
+        "--pp-size",
+        minimum=1,
+        aliases=("--pipeline-parallel-size",),
+    ),
+    k(
+        "topology.ep",
+        "integer",
+        "expert-parallel size",
+        "--ep-size",
+        minimum=1,
+        aliases=("--expert-parallel-size",),
+    ),
+    # -- memory, context, scheduling
+    k("sglang.context_length", "integer", "maximum context length", "--context-length", minimum=1),
+    k(
+        "sglang.json_model_override_args",
+        "object",
+        "overrides of the model's config.json",
+        "--json-model-override-args",
+        kind="json",
+    ),
+    k(
+        "sglang.mem_fraction_static",
+        "number",
+        "fraction of GPU memory for weights + KV pool",
+        "--mem-fraction-static",
+        minimum=0.05,
+        maximum=0.99,
+    ),
+    k(
+        "sglang.max_running_requests",
+        "integer",
+        "concurrent request cap",
+        "--max-running-requests",
+        minimum=1,
+    ),
+    k(
+        "sglang.max_mamba_cache_size",
+        "integer",
+        "Mamba state pool slots (hybrid models)",
+        "--max-mamba-cache-size",
+        minimum=1,
+    ),
+    k(
+        "sglang.mamba_scheduler_strategy",
+        "string",
+        "Mamba/radix-cache scheduling strategy",
+        "--mamba-scheduler-strategy",
+        choices=MAMBA_STRATEGIES,
+    ),
+    k(
+        "sglang.chunked_prefill_size",
+        "integer",
+        "prefill chunk size in tokens",
+        "--chunked-prefill-size",
+    ),
+    k(
+        "sglang.disable_radix_cache",
+        "boolean",
+        "turn the prefix (radix) cache off",
+        "--disable-radix-cache",
+        kind="bool",
+    ),
+    # -- kernels
+    k(
+        "sglang.kv_cache_dtype",
+        "string",
+        "KV cache data type",
+        "--kv-cache-dtype",
+        choices=KV_CACHE_DTYPES,
+    ),
+    k(
+        "sglang.attention_backend",
+        "string",
+        "attention kernel backend",
+        "--attention-backend",
+        choices=ATTENTION_BACKENDS,
+    ),
+    k(
+        "sglang.moe_runner_backend",
+        "string",
+        "MoE expert runner",
+        "--moe-runner-backend",
+        choices=MOE_RUNNERS,
+    ),
+    k(
+        "sglang.fp4_gemm_backend",
+        "string",
+        "FP4 dense GEMM backend",
+        "--fp4-gemm-backend",
+        choices=FP4_GEMM_BACKENDS,
+    ),
+    k(
+        "sglang.disable_flashinfer_cutlass_moe_fp4_allgather",
+        "boolean",
+        "skip the fi_cutlass MoE FP4 allgather",
+        "--disable-flashinfer-cutlass-moe-fp4-allgather",
+        kind="bool",
+    ),
+    # -- CUDA graphs
+    k(
+        "sglang.disable_cuda_graph",
+        "boolean",
+        "eager mode (no CUDA graphs)",
+        "--disable-cuda-graph",
+        kind="bool",
+    ),
+    k(
+        "sglang.disable_piecewise_cuda_graph",
+        "boolean",
+        "full CUDA graphs only, no piecewise capture",
+        "--disable-piecewise-cuda-graph",
+        kind="bool",
+    ),
+    k(
+        "sglang.cuda_graph_max_bs",
+        "integer",
+        "largest batch captured in a CUDA graph",
+        "--cuda-graph-max-bs",
+        minimum=1,
+    ),
+    # -- API surface
+    k(
+        "sglang.served_model_name",
+        "string",
+        "model name reported by the OpenAI API",
+        "--served-model-name",
+        pattern=IDENT,
+    ),
+    k(
+        "sglang.reasoning_parser",
+        "string",
+        "reasoning (thinking) output parser",
+        "--reasoning-parser",
+        pattern=IDENT,
+    ),
+    k(
+        "sglang.tool_call_parser",
+        "string",
+        "tool-call output parser",
+        "--tool-call-parser",
+        pattern=IDENT,
+    ),
+    # -- speculative decoding (the `speculative` block)
+    k(
+        "speculative.algorithm",
+        "string",
+        "speculative algorithm",
+        "--speculative-algorithm",
+        choices=SPEC_ALGORITHMS,
+    ),
+    k(
+        "speculative.draft_model_path",
+        "string",
+        "separate draft model (HF id)",
+        "--speculative-draft-model-path",
+        pattern=HF_ID,
+    ),
+    k(
+        "speculative.num_steps",
+        "integer",
+        "draft steps per verify",
+        "--speculative-num-steps",
+        minimum=1,
+    ),
+    k(
+        "speculative.eagle_topk",
+        "integer",
+        "EAGLE top-k branching",
+        "--speculative-eagle-topk",
+        minimum=1,
+    ),
+    k(
+        "speculative.num_draft_tokens",
+        "integer",
+        "draft tokens verified per step",
+        "--speculative-num-draft-tokens",
+        minimum=1,
+    ),
+    # -- environment-only knobs the seeds write like flags (see module docstring)
+    k(
+        "sglang.disable_deep_gemm",
+        "boolean",
+        "disable the DeepGEMM JIT (NVFP4: it JITs forever)",
+        env="SGLANG_ENABLE_JIT_DEEPGEMM",
+        kind="env_bool",
+        env_true="0",
+        env_false="1",
+    ),
+    k(
+        "sglang.enable_spec_v2",
+        "boolean",
+        "speculative decoding v2 (overlap) path",
+        env="SGLANG_ENABLE_SPEC_V2",
+        kind="env_bool",
+    ),
+    # -- deployment: one process per Spark of the group (from the address plan)
+    runtime("--nnodes", "nnodes"),
+    runtime("--node-rank", "node_rank"),
+    runtime("--dist-init-addr", "dist_init_addr"),
+    runtime("--host", "host"),
+    runtime("--port", "port"),
+    # -- observability: the Prometheus endpoint /metrics on the API port (always on)
+    RuntimeKnob(
+        key="runtime.metrics",
+        type="boolean",
+        help="metrics",
+        flag="--enable-metrics",
+        kind="bool",
+        runtime="metrics",
+    ),
+)
+
+
+def _sg(c: Ctx, key: str, default: Any = None) -> Any:
+    return c.block("sglang").get(key, default)
+
+
+def _spec(c: Ctx, key: str, default: Any = None) -> Any:
+    return c.block("speculative").get(key, default)
+
+
+def _nvfp4(c: Ctx) -> bool:
+    return _sg(c, "quantization") in NVFP4
+
+
+def _speculative(c: Ctx) -> bool:
+    return bool(_spec(c, "algorithm"))
+
+
+RULES = RuleSet()
+
+
+@RULES.add(
+    "topology-nodes",
+    "seeds 000-003 (one SGLang process per Spark)",
+    "tp·pp must equal the Sparks in the inventory",
+)
+def _nodes(c: Ctx) -> Iterator[Problem]:
+    if c.nodes is not None and c.tp * c.pp != c.nodes:
+        yield c.p(
+            "topology.tp",
+            f"tp·pp = {c.tp}·{c.pp} = {c.tp * c.pp} ranks, but the inventory has {c.nodes} Sparks",
+            f"set tp·pp to {c.nodes} (one rank per Spark) or change the 'sparks' group",
+            "topology-nodes",
+        )
+
+
+# --- seed traps ----------------------------------------------------------------------------
+
+
+@RULES.add(
+    "nemotronh-triton-attention",
+    "seed 000 §5, seed 002",
+    "triton attention is hard-asserted off on NemotronH",
+)
+def _nemotron_triton(c: Ctx) -> Iterator[Problem]:
+    if c.arch == NEMOTRON_H and _sg(c, "attention_backend") == "triton":
+        yield c.p(
+            "sglang.attention_backend",
+            "triton attention is asserted off for NemotronHForCausalLM (its first layer is Mamba, not attention)",
+            "use attention_backend: flashinfer",
+            "nemotronh-triton-attention",
+        )
+
+
+@RULES.add(
+    "nvfp4-latentmoe-triton-moe",
+    "seed 000 §5, seed 002 trap 2",
+    "triton MoE crashes cutlass_moe_fp4 on the NVFP4 LatentMoE path",
+)
+def _latent_triton(c: Ctx) -> Iterator[Problem]:
+    latent = int((c.info("experts") or {}).get("latent_size", 0) or 0)
+    if _nvfp4(c) and latent and _sg(c, "moe_runner_backend") == "triton":
+        yield c.p(
+            "sglang.moe_runner_backend",
+            "triton is ignored on the NVFP4 modelopt path; the LatentMoE shape trips "
+            "'AssertionError: mismatch in expected n' in cutlass_moe_fp4",
+            "use moe_runner_backend: flashinfer_cutlass",
+            "nvfp4-latentmoe-triton-moe",
+        )
+
+
+@RULES.add(
+    "fp4-gemm-cudnn-missing",
+    "seed 000 §5, seed 002",
+    "flashinfer_cudnn FP4 GEMM needs cuDNN in the image",
+)
+def _cudnn(c: Ctx) -> Iterator[Problem]:
+    if _sg(c, "fp4_gemm_backend") == "flashinfer_cudnn" and (
+        c.image is None or c.image.cudnn is not True
+    ):
+        state = "unknown" if c.image is None or c.image.cudnn is None else "missing"
+        yield c.p(
+            "sglang.fp4_gemm_backend",
+            f"flashinfer_cudnn on {c.data.get('image')} (cuDNN {state}): startup fails with "
+            "'RuntimeError: cuDNN is not available'",
+            "use fp4_gemm_backend: flashinfer_cutlass, or an image known to carry nvidia-cudnn-cu12",
+            "fp4-gemm-cudnn-missing",
+        )
+
+
+@RULES.add(
+    "mem-fraction-ep-floor", "seed 002 trap 1", "mem_fraction_static below the measured EP floor"
+)
+def _floor(c: Ctx) -> Iterator[Problem]:
+    floor = MEM_FRACTION_FLOORS.get((str(c.data.get("model")), c.ep))
+    if floor is None:
+        return
+    value = _sg(c, "mem_fraction_static")
+    if value is None or float(value) < floor[0]:
+        yield c.p(
+            "sglang.mem_fraction_static",
+            f"{value if value is not None else 'unset'} is below the floor {floor[0]} measured at "
+            f"EP={c.ep} ({floor[1]}: 'Not enough memory' at KV profiling; the KV pool goes negative)",
+            f"raise it to at least {floor[0]} (higher = more KV; it is a post-weight reserve)",
+            "mem-fraction-ep-floor",
+        )
+
+
+@RULES.add(
+    "nvfp4-piecewise-cuda-graph",
+    "seed 003 (GLM-4.7: 0/12 piecewise rows stable)",
+    "piecewise CUDA graphs break NVFP4 (fp4_quantize has no fake-tensor impl)",
+)
+def _piecewise(c: Ctx) -> Iterator[Problem]:
+    if (
+        _nvfp4(c)
+        and not _sg(c, "disable_piecewise_cuda_graph", False)
+        and not _sg(c, "disable_cuda_graph", False)
+        and c.arch not in PIECEWISE_NVFP4_STABLE
+    ):
+        yield c.p(
+            "sglang.disable_piecewise_cuda_graph",
+            "piecewise CUDA graph capture is on for an NVFP4 model: torch.compile traces FlashInfer's "
+            "fp4_quantize and fails with 'Cannot access data pointer of FakeTensor'",
+            "set disable_piecewise_cuda_graph: true",
+            "nvfp4-piecewise-cuda-graph",
+        )
+
+
+@RULES.add(
+    "cutlass-fp4-eager",
+    "seed 003 EP=4 finding 1, seed 002",
+    "eager mode collapses output on the cutlass_moe_fp4 path",
+)
+def _eager(c: Ctx) -> Iterator[Problem]:
+    if _nvfp4(c) and c.moe and _sg(c, "disable_cuda_graph", False):
+        yield c.p(
+            "sglang.disable_cuda_graph",
+            "eager mode on an NVFP4 MoE (every runner falls through cutlass_moe_fp4): output "
+            "collapses onto a single repeated token after warm-up",
+            "set disable_cuda_graph: false",
+            "cutlass-fp4-eager",
+        )
+
+
+@RULES.add(
+    "cuda-graph-bs-below-running",
+    "seed 003 EP=4 recommended config",
+    "batches above cuda_graph_max_bs run eager",
+)
+def _graph_bs(c: Ctx) -> Iterator[Problem]:
+    bs, running = _sg(c, "cuda_graph_max_bs"), _sg(c, "max_running_requests")
+    if bs is not None and running is not None and int(bs) < int(running):
+        yield c.p(
+            "sglang.cuda_graph_max_bs",
+            f"{bs} < max_running_requests {running}: decode batches above {bs} fall back to eager "
+            "mode (the garbage regime on cutlass_moe_fp4)",
+            f"raise cuda_graph_max_bs to {running} or cap max_running_requests at {bs}",
+            "cuda-graph-bs-below-running",
+        )
+
+
+@RULES.add(
+    "spec-draft-tokens",
+    "seed 001 §3",
+    "speculative_num_draft_tokens must be at least num_steps + 1",
+)
+def _draft(c: Ctx) -> Iterator[Problem]:
+    steps, draft = _spec(c, "num_steps"), _spec(c, "num_draft_tokens")
+    if steps is not None and draft is not None and int(draft) < int(steps) + 1:
+        yield c.p(
+            "speculative.num_draft_tokens",
+            f"{draft} < num_steps + 1 = {int(steps) + 1} (autoadjust does not fire)",
+            f"set num_draft_tokens: {int(steps) + 1}",
+            "spec-draft-tokens",
+        )
+
+
+@RULES.add(
+    "gemma4-flashinfer-attention",
+    "seed 001 §4",
+    "FlashInfer prefill crashes on Gemma-4 head_dim 256",
+)
+def _gemma(c: Ctx) -> Iterator[Problem]:
+    if c.arch.startswith("Gemma4") and int(c.info("head_dim", 0) or 0) >= 256:
+        backend = _sg(c, "attention_backend")
+        if backend in (None, "flashinfer"):
+            yield c.p(
+                "sglang.attention_backend",
+                f"{backend or 'unset (SGLang may pick flashinfer)'} on Gemma-4 head_dim "
+                f"{c.info('head_dim')}: 'FlashInfer Internal Error: Invalid configuration' at the first decode",
+                "set attention_backend: triton",
+                "gemma4-flashinfer-attention",
+            )
+
+
+@RULES.add(
+    "gemma4-assistant-drafter-image",
+    "seed 001 §1",
+    "the -assistant drafter needs SGLang PR #24436 in the image",
+)
+def _assistant(c: Ctx) -> Iterator[Problem]:
+    draft = str(_spec(c, "draft_model_path", "") or "")
+    if draft.endswith("-assistant") and (c.image is None or "#24436" not in c.image.extras):
+        yield c.p(
+            "speculative.draft_model_path",
+            f"{draft} (Gemma4AssistantForCausalLM) needs SGLang PR #24436 (FROZEN_KV_MTP); without it the "
+            "load fails with \"No module or parameter named 'model.language_model'\"",
+            "use an image carrying #24436 (e.g. xomoxcc/dgx-spark-sglang:0.5.11-gemma4-sm121) or list "
+            "it in image_info.extras",
+            "gemma4-assistant-drafter-image",
+        )
+
+
+@RULES.add(
+    "qwen35-mtp-radix-mamba",
+    "seed 003 MTP addendum; SGLang 0.5.10 server_args.py",
+    "Qwen3.5 MTP + radix cache needs extra_buffer and spec v2",
+)
+def _qwen_mtp(c: Ctx) -> Iterator[Problem]:
+    if (
+        c.arch not in QWEN35_MAMBA_PATH
+        or not _speculative(c)
+        or _sg(c, "disable_radix_cache", False)
+    ):
+        return
+    if _sg(c, "mamba_scheduler_strategy") != "extra_buffer":
+        yield c.p(
+            "sglang.mamba_scheduler_strategy",
+            f"{_sg(c, 'mamba_scheduler_strategy') or 'unset (auto = no_buffer)'}: 'ValueError: Speculative "
+            f"decoding for {c.arch} is not compatible with radix cache when using "
+            "--mamba-scheduler-strategy no_buffer'",
+            "set mamba_scheduler_strategy: extra_buffer and enable_spec_v2: true",
+            "qwen35-mtp-radix-mamba",
+        )
+    elif not _sg(c, "enable_spec_v2", False) and (
+        c.image is None or version_tuple(c.image.sglang) < (0, 5, 11)
+    ):
+        yield c.p(
+            "sglang.enable_spec_v2",
+            "extra_buffer + speculative decoding needs SGLANG_ENABLE_SPEC_V2=1 (off by default in "
+            "SGLang 0.5.10)",
+            "set enable_spec_v2: true",
+            "qwen35-mtp-radix-mamba",
+        )
+
+
+@RULES.add(
+    "nemotronh-mtp-image",
+    "seed 000 §1/§7",
+    "NemotronH MTP needs the June-2026 MTP fixes in the image",
+)
+def _nemotron_mtp(c: Ctx) -> Iterator[Problem]:
+    if c.arch != NEMOTRON_H or not _speculative(c):
+        return
+    missing = [pr for pr in NEMOTRONH_MTP_IMAGE_PRS if c.image is None or pr not in c.image.extras]
+    if missing:
+        yield c.p(
+            "speculative.algorithm",
+            f"MTP on NemotronH with {c.data.get('image')}, which lacks {', '.join(missing)}: it boots "
+            "but MTP no-ops (accept_len ≈ 1) or needs --disable-radix-cache",
+            "use xomoxcc/dgx-spark-sglang:0.5.13-dev-nemotronh-mtp-sm121 (or list the PRs in "
+            "image_info.extras), or drop the speculative block",
+            "nemotronh-mtp-image",
+        )
+
+
+@RULES.add(
+    "ficutlass-moe-ep-sm121",
+    "seed 003 EP=4 finding 2 (NemotronH exempt: seed 000 §6, seed 002)",
+    "flashinfer_cutlass MoE at EP>1 hits an illegal instruction on SM121",
+)
+def _fi_ep(c: Ctx) -> Iterator[Problem]:
+    if (
+        _sg(c, "moe_runner_backend") == "flashinfer_cutlass"
+        and c.ep > 1
+        and c.arch not in FI_CUTLASS_MOE_OK
+    ):
+        yield c.p(
+            "sglang.moe_runner_backend",
+            f"flashinfer_cutlass MoE at ep={c.ep} on {c.arch}: 'CUDA error: an illegal instruction' "
+            "kills a random rank at n>=4 on SM121",
+            "use moe_runner_backend: triton or cutlass at EP>1, or ep: 1",
+            "ficutlass-moe-ep-sm121",
+        )
+
+
+@RULES.add(
+    "ficutlass-moe-fi-attention",
+    "seed 003 GLM-4.7 finding 3 (NemotronH exempt: seeds 000, 002)",
+    "flashinfer_cutlass MoE + flashinfer attention crashes at decode on SM121",
+)
+def _fi_fi(c: Ctx) -> Iterator[Problem]:
+    if (
+        _sg(c, "moe_runner_backend") == "flashinfer_cutlass"
+        and _sg(c, "attention_backend") == "flashinfer"
+        and c.arch not in FI_CUTLASS_MOE_OK
+    ):
+        yield c.p(
+            "sglang.attention_backend",
+            f"flashinfer attention with flashinfer_cutlass MoE on {c.arch}: cudaErrorIllegalInstruction at decode",
+            "use attention_backend: triton with this MoE runner, or moe_runner_backend: cutlass",
+            "ficutlass-moe-fi-attention",
+        )
+
+
+@RULES.add(
+    "image-facts",
+    "sparkrack (rules need the SGLang version and cuDNN state)",
+    "unknown images must state their facts",
+)
+def _image(c: Ctx) -> Iterator[Problem]:
+    if c.image is None:
+        yield c.p(
+            "image",
+            f"{c.data.get('image')} is not in sparkrack/serving/images.py",
+            "add image_info: {sglang: <nearest upstream release>, cudnn: true|false}",
+            "image-facts",
+        )
+
+
+@RULES.add(
+    "flag-unavailable",
+    "SGLang server_args.py 0.5.10-0.5.13",
+    "a key whose flag the image's SGLang lacks",
+)
+def _flags(c: Ctx) -> Iterator[Problem]:
+    if c.image is None:
+        return
+    have = version_tuple(c.image.sglang)
+    for knob in KNOBS:
+        section, _, name = knob.key.partition(".")
+        block = c.data.get(section)
+        if (
+            knob.since
+            and isinstance(block, dict)
+            and name in block
+            and version_tuple(knob.since) > have
+        ):
+            yield c.p(
+                knob.key,
+                f"{knob.flag or knob.env} exists from SGLang {knob.since}; the image carries {c.image.sglang}",
+                "remove the key or use a newer image",
+                "flag-unavailable",
+            )
+
+
+@RULES.add(
+    "spec-eagle-topk",
+    "SGLang ServerArgs._handle_speculative_decoding 0.5.10-0.5.15; seed 000 §2 passes top-k 1",
+    "a speculative SGLang profile that sizes its draft names eagle_topk",
+)
+def _topk(c: Ctx) -> Iterator[Problem]:
+    sized = _spec(c, "num_steps") is not None or _spec(c, "num_draft_tokens") is not None
+    if _spec(c, "algorithm") in EAGLE_FAMILY and sized and _spec(c, "eagle_topk") is None:
+        yield c.p(
+            "speculative.eagle_topk",
+            "unset while num_steps/num_draft_tokens are set: SGLang fills top-k in only when "
+            "all three are unset, and its start-up check then fails with \"TypeError: '>' not "
+            "supported between instances of 'NoneType' and 'int'\"",
+            "set speculative.eagle_topk: 1 (the top-k the seeds' runs pass)",
+            "spec-eagle-topk",
+        )
+
+
+# --- memory semantics ------------------------------------------------------------------------
+# max_running_requests is clamped to max_mamba_cache_size // ratio. The ratio is 3 with the radix
+# cache on (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO), 1 with it disabled, and grows by 2 slots
+# per request when speculative decoding (or the extra_buffer strategy) needs the extra ping-pong /
+# intermediate states: seed 000 measured 96 slots -> ~32 parallel without MTP, ~19 with MTP.
+MAMBA_SLOTS_PER_REQUEST = 3
+MAMBA_EXTRA_SLOTS_SPECULATIVE = 2
+# ServerArgs.mamba_full_memory_ratio (0.9): without max_mamba_cache_size the Mamba pool gets
+# ratio / (1 + ratio) of what is left after the weights.
+MAMBA_FULL_MEMORY_RATIO = 0.9
+DEFAULT_MEM_FRACTION = 0.9  # SGLang picks ~0.9 on large GPUs
+
+
+def mamba_ratio(s: Serving) -> int:
+    """Mamba pool slots one running request holds."""
+    if s.disable_radix_cache:
+        return 1
+    extra = s.speculative_draft_tokens is not None or s.mamba_scheduler_strategy == "extra_buffer"
+    return MAMBA_SLOTS_PER_REQUEST + (MAMBA_EXTRA_SLOTS_SPECULATIVE if extra else 0)
+
+
+@dataclass(frozen=True)
+class SGLangMemory:
+    """``mem_fraction_static`` is a budget of the memory free at start-up that weights, KV and the
+    Mamba pool share (not a vLLM-style fraction of the total)."""
+
+    name: str = NAME
+    fraction_key: str = "mem_fraction_static"
+    pool_fix: str = "raise mem_fraction_static (SGLang: it is the budget weights AND KV share)"
+    context_key: str | None = None
+    assumptions: tuple[str, ...] = (
+        "sglang: weights + KV + Mamba pool = mem_fraction_static x usable memory - runtime overhead",
+        f"sglang Mamba slots per running request: {MAMBA_SLOTS_PER_REQUEST} (radix cache on), "
+        f"+{MAMBA_EXTRA_SLOTS_SPECULATIVE} with speculative decoding or extra_buffer "
+        "(seed 000: 96 -> ~19 with MTP), 1 with the radix cache disabled",
+    )
+
+    def budget(
+        self, fraction: float | None, usable: float, overhead: float, per_gpu: float
+    ) -> tuple[float, float | None, float]:
+        f = DEFAULT_MEM_FRACTION if fraction is None else fraction
+        budget = f * usable - overhead
+        return f, budget, budget - per_gpu
+
+    def recurrent(
+        self, s: Serving, per_request: float, rest: float, notes: list[str]
+    ) -> RecurrentPool:
+        ratio = mamba_ratio(s)
+        max_running = s.max_running_requests
+        spec_state: float | None = None
+        if s.speculative_draft_tokens is not None:
+            # Intermediate states for max_running_requests x draft tokens.
+            reqs = max_running
+            if reqs is None:
+                reqs = (s.max_mamba_cache_size or 0) // ratio
+                notes.append(
+                    "max_running_requests not set: speculative intermediate states counted "
+                    + (f"for {reqs} requests" if reqs else "as 0 (set it to plan them)")
+                )
+            spec_state = per_request * reqs * s.speculative_draft_tokens
+            rest -= spec_state
+        if s.max_mamba_cache_size is not None:
+            slots = s.max_mamba_cache_size
+        elif s.disable_radix_cache and max_running is not None:
+            slots = max_running
+        else:
+            share = max(rest, 0.0) * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+            slots = int(share // per_request)
+            notes.append(
+                f"max_mamba_cache_size not set: SGLang auto-fits {slots} slots "
+                f"(mamba_full_memory_ratio {MAMBA_FULL_MEMORY_RATIO})"
+            )
+        cap = slots // ratio
+        max_running = cap if max_running is None else min(max_running, cap)
+        return RecurrentPool(slots, slots * per_request, ratio, spec_state, max_running)
+
+
+# --- the engine ------------------------------------------------------------------------------
+
+
+class SGLang(Engine):
+    name = NAME
+    entry = ENTRY
+    knobs = KNOBS
+    sections = ("sglang", "speculative")
+    rules = RULES
+    memory = SGLangMemory()
+    uses_fabric = True
+    liveness_path = "/health_generate"
+    upstream = "sglang"
+
+    def ranks(self, ctx: ServingContext) -> list[Rank]:
+        """One process per Spark of the deployment, the head (rank 0) first."""
+        return [Rank(i, node) for i, node in enumerate(ctx.group())]
+
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
+        if knob.runtime == "nnodes":
+            return str(len(self.ranks(ctx)))
+        if knob.runtime == "node_rank":
+            return str(rank.rank)
+        if knob.runtime == "dist_init_addr":
+            return f"{ctx.head_address}:{ctx.dist_port}"
+        return super().runtime_value(knob, ctx, rank)
+
+    def env(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, str]:
+        return {
+            **super().env(profile, ctx, rank),
+            **fabric_env(profile, ctx, rank.node, ctx.vf_index),
+        }
+
+    def container_command(self, profile: Profile, argv: list[str]) -> tuple[list[str], list[str]]:
+        """The launcher applies the profile's SM121 patches, then execs the server argv."""
+        return list(container_entrypoint(profile.patches, profile.architecture)), argv
+
+    def files(self, profile: Profile) -> list[FileSet]:
+        return [FileSet("launcher", contract.LAUNCHER_MOUNT, launcher_files(), 0o555)]
+
+    def probes(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
+        """Head: HTTP probes, liveness on /health_generate. Workers: the group guard, which fails
+        when the head restarted, so the whole group restarts together."""
+        if rank.rank == 0:
+            return http_probes(ctx, self.liveness_path)
+        head = f"http://{ctx.head_address}:{ctx.api_port}"
+        guard = ["python3", f"{contract.LAUNCHER_MOUNT}/{contract.GUARD_FILE}"]
+        return {
+            "startupProbe": {
+                "exec": {"command": [*guard, "startup", "--head", head]},
+                "periodSeconds": PROBE_PERIOD,
+                "timeoutSeconds": 15,
+                "failureThreshold": max(1, ctx.startup_timeout // PROBE_PERIOD),
+            },
+            "livenessProbe": {
+                "exec": {"command": [*guard, "live", "--head", head]},
+                "periodSeconds": LIVENESS_PERIOD,
+                "timeoutSeconds": 15,
+                "failureThreshold": max(2, ctx.liveness_timeout // LIVENESS_PERIOD),
+            },
+        }
+
+    def headless_port(self, ctx: ServingContext) -> tuple[str, int]:
+        return "dist", ctx.dist_port
+
+    def serving(self, data: Mapping[str, Any]) -> Serving:
+        topo, sg, spec = (
+            section(data, "topology"),
+            section(data, "sglang"),
+            section(data, "speculative"),
+        )
+        draft = spec.get("num_draft_tokens") if spec.get("algorithm") else None
+        return Serving(
+            memory=self.memory,
+            tp=int(topo.get("tp", 1)),
+            pp=int(topo.get("pp", 1)),
+            ep=int(topo.get("ep", 1)),
+            memory_fraction=number(sg.get("mem_fraction_static")),
+            kv_cache_dtype=str(sg.get("kv_cache_dtype", "auto")),
+            context_length=integer(sg.get("context_length")),
+            max_running_requests=integer(sg.get("max_running_requests")),
+            max_mamba_cache_size=integer(sg.get("max_mamba_cache_size")),
+            speculative_draft_tokens=integer(draft),
+            disable_radix_cache=bool(sg.get("disable_radix_cache", False)),
+            mamba_scheduler_strategy=sg.get("mamba_scheduler_strategy"),
+            mamba_ssm_dtype=str(sg.get("mamba_ssm_dtype", "float32")),
+        )
+
+
+def launcher_files() -> dict[str, str]:
+    """The launcher ConfigMap: the patch engine + launcher, the group guard, the smoke client."""
+    files = dict(configmap_files())
+    here = Path(__file__).resolve().parent.parent
+    for name in (contract.GUARD_FILE, contract.SMOKE_FILE):
+        if name in files:  # pragma: no cover - the patch engine must not ship these names
+            raise ValueError(f"{name} is already in sparkrack.patches.configmap_files()")
+        files[name] = (here / name).read_text()
+    return files
+
+
+ENGINE = SGLang()

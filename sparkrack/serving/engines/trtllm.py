@@ -1,0 +1,227 @@
+"""TensorRT-LLM on one Spark (seed 004): ``trtllm-serve`` flags, ``extra-llm-api-config.yml`` keys,
+and the rules the seed names.
+
+Profile blocks: ``trtllm`` (CLI flags + environment) and ``trtllm_config`` (the keys of
+``extra-llm-api-config.yml``, each with its exact nested schema). The renderer writes
+``trtllm_config`` into a ConfigMap and passes its path with ``--extra_llm_api_options``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sparkrack.errors import Problem
+from sparkrack.planner.memory import RecurrentPool, Serving, per_sequence_pool
+from sparkrack.serving.engines.base import (
+    SingleSparkEngine,
+    integer,
+    long_context_problems,
+    number,
+    section,
+)
+from sparkrack.serving.knobs import IDENT, Knob, PositionalKnob, cfg, env, k, runtime
+from sparkrack.serving.ruleset import Ctx, RuleSet
+
+NAME = "trtllm"
+ENTRY = ("trtllm-serve",)
+CONFIG_FILE = "extra-llm-api-config.yml"
+
+_BOOL = {"type": "boolean"}
+_INT = {"type": "integer", "minimum": 0}
+_FRACTION = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+
+KV_CACHE_CONFIG = {
+    "dtype": {"enum": ["auto", "fp8", "nvfp4"]},
+    "enable_block_reuse": _BOOL,
+    "free_gpu_memory_fraction": _FRACTION,
+    "mamba_ssm_cache_dtype": {"enum": ["auto", "float32", "float16", "bfloat16"]},
+    "mamba_ssm_stochastic_rounding": _BOOL,
+    "mamba_ssm_philox_rounds": _INT,
+    "max_tokens": _INT,
+}
+MOE_CONFIG = {"backend": {"enum": ["CUTLASS", "TRTLLM", "TRITON", "WIDEEP", "CUTEDSL", "DEEPGEMM"]}}
+CUDA_GRAPH_CONFIG = {
+    "enable_padding": _BOOL,
+    "max_batch_size": _INT,
+    "batch_sizes": {"type": "array"},
+}
+SPECULATIVE_CONFIG = {
+    "decoding_type": {"enum": ["MTP", "Eagle", "Eagle3", "NGram", "DraftTarget"]},
+    "num_nextn_predict_layers": _INT,
+    "max_draft_len": _INT,
+    "allow_advanced_sampling": _BOOL,
+}
+
+KNOBS: tuple[Knob, ...] = (
+    # `trtllm-serve <model>` — the checkpoint is the profile's HF id.
+    PositionalKnob(key="model", type="string", help="Hugging Face model id (checkpoint)"),
+    runtime("--host", "host"),
+    runtime("--port", "port"),
+    k("trtllm.max_batch_size", "integer", "largest runtime batch", "--max_batch_size", minimum=1),
+    k("topology.tp", "integer", "tensor-parallel size", "--tp_size", minimum=1),
+    k("topology.ep", "integer", "expert-parallel size", "--ep_size", minimum=1),
+    k(
+        "trtllm.max_num_tokens",
+        "integer",
+        "tokens per scheduled batch",
+        "--max_num_tokens",
+        minimum=1,
+    ),
+    k(
+        "trtllm.trust_remote_code",
+        "boolean",
+        "run the model repo's code",
+        "--trust_remote_code",
+        kind="bool",
+    ),
+    k(
+        "trtllm.reasoning_parser",
+        "string",
+        "reasoning (thinking) output parser",
+        "--reasoning_parser",
+        pattern=IDENT,
+    ),
+    k("trtllm.tool_parser", "string", "tool-call output parser", "--tool_parser", pattern=IDENT),
+    runtime("--extra_llm_api_options", "config"),
+    k("trtllm.max_seq_len", "integer", "maximum sequence length", "--max_seq_len", minimum=1),
+    env(
+        "trtllm.allow_long_max_model_len",
+        "boolean",
+        "allow max_seq_len beyond the model config",
+        "TLLM_ALLOW_LONG_MAX_MODEL_LEN",
+    ),
+    # -- extra-llm-api-config.yml (seed 004 order)
+    cfg("trtllm_config.kv_cache_config", "object", "KV/SSM cache", KV_CACHE_CONFIG),
+    cfg("trtllm_config.moe_config", "object", "MoE backend", MOE_CONFIG),
+    cfg("trtllm_config.cuda_graph_config", "object", "CUDA graphs", CUDA_GRAPH_CONFIG),
+    cfg("trtllm_config.enable_attention_dp", "boolean", "attention data parallelism"),
+    cfg("trtllm_config.enable_chunked_prefill", "boolean", "chunked prefill"),
+    cfg("trtllm_config.stream_interval", "integer", "tokens per streamed chunk"),
+    cfg("trtllm_config.print_iter_log", "boolean", "per-iteration log lines"),
+    cfg("trtllm_config.speculative_config", "object", "speculative decoding", SPECULATIVE_CONFIG),
+)
+RULES = RuleSet()
+
+
+def _kv(c: Ctx) -> dict[str, Any]:
+    return dict(c.block("trtllm_config").get("kv_cache_config") or {})
+
+
+@RULES.add(
+    "trtllm-long-context-env",
+    "seed 004 (TLLM_ALLOW_LONG_MAX_MODEL_LEN=1 for --max_seq_len 1048576)",
+    "max_seq_len beyond the model config needs trtllm.allow_long_max_model_len",
+)
+def _long_len(c: Ctx) -> Iterator[Problem]:
+    yield from long_context_problems(
+        c, NAME, "max_seq_len", "TLLM_ALLOW_LONG_MAX_MODEL_LEN", "trtllm-long-context-env"
+    )
+
+
+@RULES.add(
+    "trtllm-ssm-fp16-stochastic-rounding",
+    "seed 004 (FP16 SSM cache only with stochastic rounding, 5 Philox rounds)",
+    "a float16 Mamba SSM cache needs mamba_ssm_stochastic_rounding",
+)
+def _ssm(c: Ctx) -> Iterator[Problem]:
+    kv = _kv(c)
+    if (
+        kv.get("mamba_ssm_cache_dtype") == "float16"
+        and kv.get("mamba_ssm_stochastic_rounding") is not True
+    ):
+        yield c.p(
+            "trtllm_config.kv_cache_config.mamba_ssm_stochastic_rounding",
+            "a float16 SSM cache without stochastic rounding loses precision",
+            "set mamba_ssm_stochastic_rounding: true (seed: mamba_ssm_philox_rounds: 5) "
+            "or mamba_ssm_cache_dtype: float32",
+            "trtllm-ssm-fp16-stochastic-rounding",
+        )
+
+
+@RULES.add(
+    "trtllm-mtp-layers",
+    "seed 004 (speculative_config: decoding_type MTP, num_nextn_predict_layers 3)",
+    "MTP needs num_nextn_predict_layers >= 1",
+)
+def _mtp(c: Ctx) -> Iterator[Problem]:
+    spec = (c.data.get("trtllm_config") or {}).get("speculative_config") or {}
+    if spec.get("decoding_type") == "MTP" and int(spec.get("num_nextn_predict_layers", 0)) < 1:
+        yield c.p(
+            "trtllm_config.speculative_config.num_nextn_predict_layers",
+            "MTP without draft layers does nothing",
+            "set num_nextn_predict_layers (seed 004: 3)",
+            "trtllm-mtp-layers",
+        )
+
+
+@dataclass(frozen=True)
+class TRTLLMMemory:
+    """``free_gpu_memory_fraction`` is a fraction of the memory left after the weights; TRT-LLM
+    refuses to start when one full-length sequence does not fit the KV pool."""
+
+    name: str = NAME
+    fraction_key: str = "free_gpu_memory_fraction"
+    pool_fix: str = "raise the memory fraction or use more Sparks"
+    context_key: str | None = "max_seq_len"
+    assumptions: tuple[str, ...] = (
+        "trtllm: KV = free_gpu_memory_fraction x (usable - weights - overhead); one recurrent "
+        "state per running sequence",
+    )
+
+    def budget(
+        self, fraction: float | None, usable: float, overhead: float, per_gpu: float
+    ) -> tuple[float, float | None, float]:
+        f = 0.9 if fraction is None else fraction  # TRT-LLM's default
+        return f, None, f * (usable - per_gpu - overhead)
+
+    def recurrent(
+        self, s: Serving, per_request: float, rest: float, notes: list[str]
+    ) -> RecurrentPool:
+        return per_sequence_pool(s, per_request, 256)
+
+
+# TRT-LLM KV dtype names -> the planner's KV_BYTES keys (``auto`` = the model's BF16).
+KV_DTYPE_PLANNER = {"fp8": "fp8"}
+
+
+class TRTLLM(SingleSparkEngine):
+    name = NAME
+    entry = ENTRY
+    knobs = KNOBS
+    sections = ("trtllm", "trtllm_config")
+    rules = RULES
+    memory = TRTLLMMemory()
+    config_file = CONFIG_FILE
+    # trtllm-serve's /metrics answers iteration statistics as JSON, not the Prometheus text
+    # format; a Prometheus collector exists in later TensorRT-LLM sources but is not verified
+    # against 1.3.0rc9, so nothing is scraped from this engine.
+    metrics_path = None
+
+    def config(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``extra-llm-api-config.yml`` mapping, keys in the table's (= the seed's) order."""
+        block = section(data, "trtllm_config")
+        keys = [knob.name for knob in KNOBS if knob.section == "trtllm_config"]
+        return {key: block[key] for key in keys if key in block}
+
+    def serving(self, data: Mapping[str, Any]) -> Serving:
+        topo, tr = section(data, "topology"), section(data, "trtllm")
+        cfg_block = section(data, "trtllm_config")
+        kv = section(cfg_block, "kv_cache_config")
+        layers = section(cfg_block, "speculative_config").get("num_nextn_predict_layers")
+        return Serving(
+            memory=self.memory,
+            tp=int(topo.get("tp", 1)),
+            pp=int(topo.get("pp", 1)),
+            ep=int(topo.get("ep", 1)),
+            memory_fraction=number(kv.get("free_gpu_memory_fraction")),
+            kv_cache_dtype=KV_DTYPE_PLANNER.get(str(kv.get("dtype", "auto")), "auto"),
+            context_length=integer(tr.get("max_seq_len")),
+            max_running_requests=integer(tr.get("max_batch_size")),
+            speculative_draft_tokens=None if layers is None else int(layers) + 1,
+            mamba_ssm_dtype=str(kv.get("mamba_ssm_cache_dtype", "float32")),
+        )
+
+
+ENGINE = TRTLLM()

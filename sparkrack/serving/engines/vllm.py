@@ -1,0 +1,347 @@
+"""vLLM on one Spark (seed 004): the knob table, the rules the seed names, its memory semantics and
+the init container that fetches the reasoning-parser plugin.
+
+The table is in the order of seed 004's ``docker run`` command, so the rendered argv reads like
+the seed. Flags are spelled as the seed spells them (vLLM's argument parser accepts both
+``--mamba_ssm_cache_dtype`` and ``--mamba-ssm-cache-dtype``). The container's command is
+``vllm serve`` (the vllm/vllm-openai image's entrypoint), the argv below follows it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sparkrack import contract
+from sparkrack.errors import Problem
+from sparkrack.planner.memory import RecurrentPool, Serving, per_sequence_pool
+from sparkrack.serving.core import Profile, ServingContext
+from sparkrack.serving.engines.base import (
+    PodExtras,
+    SingleSparkEngine,
+    hf_token_env,
+    integer,
+    long_context_problems,
+    number,
+    section,
+)
+from sparkrack.serving.knobs import ABS_PATH, HF_ID, IDENT, Knob, env, k, runtime
+from sparkrack.serving.ruleset import Ctx, RuleSet
+
+NAME = "vllm"
+ENTRY = ("vllm", "serve")
+PLUGIN_VOLUME = "engine-plugins"
+# Seed 004: "MTP + NVFP4 on DGX Spark requires a vLLM nightly build (cu130). The pinned
+# release 0.17.1 does not support this combination on a single-GPU Spark configuration."
+NIGHTLY_TAG = re.compile(r":cu130-nightly(?:-[0-9a-f]{7,40})?$")
+KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16")
+SSM_DTYPES = ("float32", "float16", "bfloat16", "auto")
+
+KNOBS: tuple[Knob, ...] = (
+    k("model", "string", "Hugging Face model id", "--model", pattern=HF_ID),
+    k(
+        "vllm.served_model_name",
+        "string",
+        "model name reported by the OpenAI API",
+        "--served-model-name",
+        pattern=IDENT,
+    ),
+    runtime("--host", "host"),
+    runtime("--port", "port"),
+    k(
+        "vllm.async_scheduling",
+        "boolean",
+        "asynchronous scheduling",
+        "--async-scheduling",
+        kind="bool",
+    ),
+    k("vllm.dtype", "string", "activation/weight dtype", "--dtype", pattern=IDENT),
+    k("vllm.kv_cache_dtype", "string", "KV cache data type", "--kv-cache-dtype", choices=KV_DTYPES),
+    k(
+        "topology.tp",
+        "integer",
+        "tensor-parallel size",
+        "--tensor-parallel-size",
+        minimum=1,
+        aliases=("-tp",),
+    ),
+    k(
+        "topology.pp",
+        "integer",
+        "pipeline-parallel size",
+        "--pipeline-parallel-size",
+        minimum=1,
+        aliases=("-pp",),
+    ),
+    k(
+        "vllm.data_parallel_size",
+        "integer",
+        "data-parallel size",
+        "--data-parallel-size",
+        minimum=1,
+        aliases=("-dp",),
+    ),
+    k(
+        "vllm.trust_remote_code",
+        "boolean",
+        "run the model repo's code",
+        "--trust-remote-code",
+        kind="bool",
+    ),
+    k(
+        "vllm.gpu_memory_utilization",
+        "number",
+        "fraction of GPU memory for weights + activations + KV",
+        "--gpu-memory-utilization",
+        minimum=0.05,
+        maximum=0.99,
+    ),
+    k(
+        "vllm.enable_chunked_prefill",
+        "boolean",
+        "chunked prefill",
+        "--enable-chunked-prefill",
+        kind="bool",
+    ),
+    k("vllm.max_num_seqs", "integer", "concurrent sequences", "--max-num-seqs", minimum=1),
+    k("vllm.max_model_len", "integer", "maximum context length", "--max-model-len", minimum=1),
+    k("vllm.moe_backend", "string", "MoE kernel backend", "--moe-backend", pattern=IDENT),
+    k(
+        "vllm.mamba_ssm_cache_dtype",
+        "string",
+        "Mamba SSM state cache dtype",
+        "--mamba_ssm_cache_dtype",
+        choices=SSM_DTYPES,
+    ),
+    k("vllm.quantization", "string", "weight quantization method", "--quantization", pattern=IDENT),
+    k(
+        "vllm.speculative_config",
+        "object",
+        "speculative decoding config (e.g. method mtp, num_speculative_tokens)",
+        "--speculative_config",
+        kind="json",
+    ),
+    k(
+        "vllm.reasoning_parser_plugin",
+        "string",
+        "reasoning-parser plugin file; fetched from the model repo into the pod at this path",
+        "--reasoning-parser-plugin",
+        pattern=ABS_PATH,
+    ),
+    k(
+        "vllm.reasoning_parser",
+        "string",
+        "reasoning (thinking) output parser",
+        "--reasoning-parser",
+        pattern=IDENT,
+    ),
+    k(
+        "vllm.enable_auto_tool_choice",
+        "boolean",
+        "automatic tool choice",
+        "--enable-auto-tool-choice",
+        kind="bool",
+    ),
+    k(
+        "vllm.tool_call_parser",
+        "string",
+        "tool-call output parser",
+        "--tool-call-parser",
+        pattern=IDENT,
+    ),
+    # -- environment (seed 004 "Env Vars", in its order)
+    env(
+        "vllm.nvfp4_gemm_backend",
+        "string",
+        "NVFP4 GEMM backend (marlin on Spark)",
+        "VLLM_NVFP4_GEMM_BACKEND",
+    ),
+    env(
+        "vllm.allow_long_max_model_len",
+        "boolean",
+        "allow max_model_len beyond the model config",
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+    ),
+    env(
+        "vllm.flashinfer_allreduce_backend",
+        "string",
+        "flashinfer allreduce backend (trtllm fixes single-GPU allreduce)",
+        "VLLM_FLASHINFER_ALLREDUCE_BACKEND",
+    ),
+    env(
+        "vllm.use_flashinfer_moe_fp4",
+        "boolean",
+        "FlashInfer FP4 MoE kernels (Blackwell multi-GPU only)",
+        "VLLM_USE_FLASHINFER_MOE_FP4",
+    ),
+)
+RULES = RuleSet()
+
+
+def _v(c: Ctx, key: str) -> object:
+    return c.block("vllm").get(key)
+
+
+def _nvfp4(c: Ctx) -> bool:
+    return _v(c, "quantization") == "fp4" or "nvfp4" in str(c.info("quantization", ""))
+
+
+@RULES.add(
+    "vllm-mtp-nvfp4-nightly",
+    "seed 004 (vLLM: MTP + NVFP4 needs the cu130 nightly; release 0.17.1 does not support it)",
+    "vLLM MTP on an NVFP4 checkpoint needs vllm/vllm-openai:cu130-nightly",
+)
+def _mtp_nightly(c: Ctx) -> Iterator[Problem]:
+    spec = _v(c, "speculative_config")
+    method = spec.get("method") if isinstance(spec, dict) else None
+    image = str(c.data.get("image", "")).split("@", 1)[0]  # a pinned digest keeps its tag
+    if method == "mtp" and _nvfp4(c) and not NIGHTLY_TAG.search(image):
+        yield c.p(
+            "image",
+            f"MTP + NVFP4 on one Spark does not run on {image} (vLLM 0.17.1 lacks it)",
+            "use image vllm/vllm-openai:cu130-nightly, or drop vllm.speculative_config",
+            "vllm-mtp-nvfp4-nightly",
+        )
+
+
+@RULES.add(
+    "vllm-long-context-env",
+    "seed 004 (--max-model-len 1M requires VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
+    "max_model_len beyond the model config needs vllm.allow_long_max_model_len",
+)
+def _long_len(c: Ctx) -> Iterator[Problem]:
+    yield from long_context_problems(
+        c, NAME, "max_model_len", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "vllm-long-context-env"
+    )
+
+
+@RULES.add(
+    "vllm-flashinfer-moe-fp4",
+    "seed 004 (FlashInfer FP4 MoE kernels are Blackwell multi-GPU only; Marlin handles FP4 on Spark)",
+    "vLLM FlashInfer FP4 MoE must stay off on a Spark",
+)
+def _fi_moe(c: Ctx) -> Iterator[Problem]:
+    if _v(c, "use_flashinfer_moe_fp4") is True:
+        yield c.p(
+            "vllm.use_flashinfer_moe_fp4",
+            "FlashInfer FP4 MoE kernels are Blackwell multi-GPU only",
+            "set vllm.use_flashinfer_moe_fp4: false and vllm.moe_backend: marlin",
+            "vllm-flashinfer-moe-fp4",
+        )
+
+
+@RULES.add(
+    "vllm-mamba-ssm-float32",
+    "seed 004 (Mamba-2 SSM cache: float32 for all checkpoint precisions; only TRT-LLM has "
+    "stochastic rounding)",
+    "vLLM keeps the Mamba SSM cache in float32 on NemotronH",
+)
+def _ssm(c: Ctx) -> Iterator[Problem]:
+    dtype = _v(c, "mamba_ssm_cache_dtype")
+    if c.arch == "NemotronHForCausalLM" and dtype not in (None, "float32"):
+        yield c.p(
+            "vllm.mamba_ssm_cache_dtype",
+            f"{dtype} SSM state without stochastic rounding loses accuracy on Mamba-2",
+            "use float32 (or TensorRT-LLM with mamba_ssm_stochastic_rounding)",
+            "vllm-mamba-ssm-float32",
+        )
+
+
+@dataclass(frozen=True)
+class VLLMMemory:
+    """``gpu_memory_utilization`` is a fraction of the memory the weights, activations and KV share;
+    vLLM refuses to start when one full-length sequence does not fit the KV pool."""
+
+    name: str = NAME
+    fraction_key: str = "gpu_memory_utilization"
+    pool_fix: str = "raise the memory fraction or use more Sparks"
+    context_key: str | None = "max_model_len"
+    assumptions: tuple[str, ...] = (
+        "vllm: KV = gpu_memory_utilization x usable - weights - overhead; one recurrent state per "
+        "running sequence (max_num_seqs, default 256)",
+    )
+
+    def budget(
+        self, fraction: float | None, usable: float, overhead: float, per_gpu: float
+    ) -> tuple[float, float | None, float]:
+        f = 0.9 if fraction is None else fraction  # vLLM's default
+        budget = f * usable - overhead
+        return f, budget, budget - per_gpu
+
+    def recurrent(
+        self, s: Serving, per_request: float, rest: float, notes: list[str]
+    ) -> RecurrentPool:
+        return per_sequence_pool(s, per_request, 256)
+
+
+class VLLM(SingleSparkEngine):
+    name = NAME
+    entry = ENTRY
+    knobs = KNOBS
+    sections = ("vllm",)
+    rules = RULES
+    memory = VLLMMemory()
+    upstream = "vllm"
+    metrics_path = "/metrics"  # served by default on the API port (no flag)
+
+    def plugin_files(self, profile: Profile) -> dict[str, str]:
+        """File name in the model repo -> absolute path the server reads it from."""
+        path = section(profile.data, "vllm").get("reasoning_parser_plugin")
+        return {posixpath.basename(str(path)): str(path)} if path else {}
+
+    def extras(self, profile: Profile, ctx: ServingContext) -> PodExtras:
+        """An init container copies the plugin files of the model repo, via the HF cache, into a
+        volume the server mounts at the plugin path."""
+        wanted = self.plugin_files(profile)
+        if not wanted:
+            return PodExtras()
+        script = (
+            "import shutil, sys\n"
+            "from huggingface_hub import hf_hub_download\n"
+            "repo = sys.argv[1]\n"
+            "for name in sys.argv[2:]:\n"
+            "    shutil.copy(hf_hub_download(repo, name), '/plugins/' + name)\n"
+            "    print('fetched', repo, name)\n"
+        )
+        fetch = {
+            "name": "fetch-plugins",
+            "image": profile.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", "-c", script, profile.model, *sorted(wanted)],
+            "env": [{"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT}, hf_token_env(ctx)],
+            "volumeMounts": [
+                {"name": "hf-cache", "mountPath": contract.HF_CACHE_MOUNT},
+                {"name": PLUGIN_VOLUME, "mountPath": "/plugins"},
+            ],
+        }
+        mounts = [
+            {"name": PLUGIN_VOLUME, "mountPath": path, "subPath": name, "readOnly": True}
+            for name, path in sorted(wanted.items())
+        ]
+        return PodExtras([fetch], [{"name": PLUGIN_VOLUME, "emptyDir": {}}], mounts)
+
+    def serving(self, data: Mapping[str, Any]) -> Serving:
+        topo, vl = section(data, "topology"), section(data, "vllm")
+        spec = section(vl, "speculative_config")
+        tokens = spec.get("num_speculative_tokens")
+        return Serving(
+            memory=self.memory,
+            tp=int(topo.get("tp", 1)),
+            pp=int(topo.get("pp", 1)),
+            ep=int(topo.get("ep", 1)),
+            memory_fraction=number(vl.get("gpu_memory_utilization")),
+            kv_cache_dtype=KV_DTYPE_PLANNER.get(str(vl.get("kv_cache_dtype", "auto")), "auto"),
+            context_length=integer(vl.get("max_model_len")),
+            max_running_requests=integer(vl.get("max_num_seqs")),
+            speculative_draft_tokens=None if tokens is None else int(tokens) + 1,
+            mamba_ssm_dtype=str(vl.get("mamba_ssm_cache_dtype", "float32")),
+        )
+
+
+# vLLM KV dtype names -> the planner's KV_BYTES keys (``auto`` = the model's BF16).
+KV_DTYPE_PLANNER = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+
+ENGINE = VLLM()

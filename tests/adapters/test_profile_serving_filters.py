@@ -1,0 +1,117 @@
+"""The serving role's Jinja filters (sparkrack.adapters.ansible) on real inventories and logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from hostile_corpus import by_id, write
+
+from sparkrack.adapters import ansible as adapter
+from sparkrack.fabric.addressplan import compute_plan, nodes_from_hostvars
+from sparkrack.inputs.inventory import load_inventory
+
+ROOT = Path(__file__).resolve().parents[2]
+NCCL = ROOT / "tests" / "data" / "nccl"
+
+
+F = adapter
+
+
+def one(profile: str) -> dict[str, str]:
+    return {"serving_profile": profile}
+
+
+def test_render_the_lab_deployments() -> None:
+    inv = load_inventory("inventories/lab")
+    out = F.serving_render(
+        {"serving_deployments": inv.var("serving_deployments"), "serving_profile": ""},
+        inv.plan().to_dict(),
+        inv.hostvars,
+        {},
+    )
+    assert out["names"] == ["gemma", "super-vllm", "super-trtllm"]
+    assert [len(d["pods"]) for d in out["deployments"]] == [2, 1, 1]
+    assert [d["nccl_check"] for d in out["deployments"]] == [True, False, False]
+    assert any(line.startswith("deployment gemma:") for line in out["summary"])
+
+
+@pytest.mark.parametrize("inventory", ["inventories/example"])
+def test_render_for_the_inventory(inventory: str) -> None:
+    inv = load_inventory(inventory)
+    out = F.serving_render(
+        {"serving_profile": inv.var("serving_profile"), "serving_deployments": []},
+        inv.plan().to_dict(),
+        inv.hostvars,
+        {"serving_namespace": inv.var("serving_namespace"), "serving_api_port": "30000"},
+    )
+    [dep] = out["deployments"]
+    assert dep["profile"] == "nemotron-3-super-120b-a12b-nvfp4"
+    assert dep["head_pod"] == "sparkrack-nemotron-3-super-120b-a12b-nvfp4-r0-0"
+    assert len(dep["pods"]) == len(inv.sparks) == len(dep["plan"]["ranks"])
+    assert dep["selector"] == (
+        "sparkrack.io/component=serving,sparkrack.io/deployment=nemotron-3-super-120b-a12b-nvfp4"
+    )
+    # Namespace; launcher ConfigMap, 2 Services, a StatefulSet per Spark; the gateway's 3.
+    assert len(out["manifests"]) == 1 + 3 + len(inv.sparks) + 3
+    assert dep["nccl_check"] is True
+    assert out["prune_selectors"][-1] == (
+        "sparkrack.io/deployment notin (nemotron-3-super-120b-a12b-nvfp4)"
+    )
+
+
+def test_discovered_gid_index_reaches_the_pods() -> None:
+    inv = load_inventory("inventories/example")
+    hostvars = {h: {**v, "roce_gid_index": 3} for h, v in inv.hostvars.items()}
+    out = F.serving_render(one("glm-4.7-nvfp4"), inv.plan().to_dict(), hostvars, {})
+    sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
+    assert len(sts) == 4
+    for doc in sts:
+        env = {
+            e["name"]: e.get("value")
+            for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert env["NCCL_IB_GID_INDEX"] == "3"
+
+
+def test_refused_profile_stops_with_rule_id(tmp_path: Path) -> None:
+    inv = load_inventory("inventories/lab")
+    bad = str(write(by_id("super-cudnn"), tmp_path))
+    with pytest.raises(AnsibleFilterError, match=r"\[fp4-gemm-cudnn-missing\]"):
+        F.serving_render(one(bad), inv.plan().to_dict(), inv.hostvars, {})
+
+
+def test_topology_checked_against_the_inventory() -> None:
+    inv = load_inventory("inventories/lab")
+    with pytest.raises(AnsibleFilterError, match=r"\[topology-nodes\]"):
+        two = compute_plan(inv.var("fabric"), nodes_from_hostvars(inv.sparks[:2], inv.hostvars))
+        F.serving_render(one("gemma-4-31b-it"), two.to_dict(), inv.hostvars, {})
+
+
+def test_nccl_transport_gate() -> None:
+    roce = (NCCL / "roce_4node_allreduce.log").read_text()
+    fallback = (NCCL / "socket_fallback_unprivileged.log").read_text()
+    assert F.nccl_problems(roce, "roce") == []
+    assert F.nccl_problems(roce.splitlines(), "roce") == []
+    problems = F.nccl_problems(fallback, "roce")
+    assert problems and any("Socket" in p for p in problems)
+
+
+def test_diagnose_lines_name_known_failures() -> None:
+    log = ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."]
+    findings = F.diagnose_lines(log)
+    assert findings and "mem_fraction_static" in "\n".join(findings)
+    assert F.diagnose_lines("all good") == []
+
+
+def test_single_spark_engine_waits_for_one_pod() -> None:
+    inv = load_inventory("inventories/lab")
+    out = F.serving_render(
+        one("nemotron-3-super-120b-a12b-nvfp4-vllm"), inv.plan().to_dict(), inv.hostvars, {}
+    )
+    [dep] = out["deployments"]
+    sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
+    assert dep["pods"] == [f"{sts[0]['metadata']['name']}-0"] == [dep["head_pod"]]
+    # No NCCL group on one Spark: the serve play must not demand NCCL transport lines.
+    assert dep["nccl_check"] is False

@@ -1,0 +1,162 @@
+"""``sparkrack manifests cluster`` and ``sparkrack fabric-check`` through the real CLI entry point,
+and the cluster_addons role through real ansible-playbook on the control machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparkrack.cli import main
+from sparkrack.k8s.validate import validate_manifests
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+NCCL = ROOT / "tests" / "data" / "nccl"
+
+
+def test_manifests_cluster_prints_validated_yaml(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["manifests", "cluster", "-i", "inventories/example", "--fabric-check"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert validate_manifests(docs) == []
+    kinds = [d["kind"] for d in docs]
+    assert kinds.count("Pod") == 4 and kinds.count("NetworkAttachmentDefinition") == 1
+
+
+def test_manifests_cluster_refuses_bad_inventory_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = tmp_path / "inv"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "hosts.yml").write_text((ROOT / "inventories/example/hosts.yml").read_text())
+    group_vars = yaml.safe_load((ROOT / "inventories/example/group_vars/all.yml").read_text())
+    group_vars["cluster_addons"] = {
+        "multus_image": "ghcr.io/k8snetworkplumbingwg/multus-cni:latest"
+    }
+    (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars))
+    assert main(["manifests", "cluster", "-i", str(inv)]) == 1
+    err = capsys.readouterr().err
+    assert "cluster_addons.multus_image" in err and "not a pinned image" in err
+
+
+@pytest.mark.parametrize(
+    ("log", "args", "code", "verdict"),
+    [
+        ("roce_4node_allreduce.log", [], 0, "PASS"),
+        ("socket_fallback_unprivileged.log", [], 1, "nccl-socket-fallback"),
+        ("socket_fallback_unprivileged.log", ["--requested", "socket"], 0, "PASS"),
+        ("roce_4node_allreduce.log", ["--min-busbw", "30"], 1, "nccl-busbw-floor"),
+    ],
+)
+def test_fabric_check_gate(
+    log: str, args: list[str], code: int, verdict: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["fabric-check", "--log", str(NCCL / log), *args]) == code
+    assert verdict in capsys.readouterr().out
+
+
+def test_fabric_check_missing_log(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fabric-check", "--log", "/nonexistent/nccl.log"]) == 1
+    assert "--log: does not exist" in capsys.readouterr().err
+
+
+def run_playbook(
+    play: list[dict[str, object]], tmp_path: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    path = ROOT / "playbooks" / f".test-{tmp_path.name}.yml"  # roles resolve relative to playbooks/
+    # Like every real playbook: preflight first (it sets the sparkrack_plan fact the roles read).
+    path.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": "preflight.yml"}, *play]))
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        "ANSIBLE_FILTER_PLUGINS": str(ROOT / "filter_plugins"),
+    }
+    try:
+        return subprocess.run(
+            [str(BIN / "ansible-playbook"), "-i", str(ROOT / "inventories/lab"), str(path), *extra],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=180,
+        )
+    finally:
+        path.unlink()
+
+
+ADDONS_PLAY: list[dict[str, object]] = [
+    {
+        "name": "add-ons without an API",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "roles": [{"role": "cluster_addons"}],
+    }
+]
+
+
+def test_addons_role_renders_validates_and_says_it_did_not_apply(tmp_path: Path) -> None:
+    proc = run_playbook(ADDONS_PLAY, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "10 manifests rendered and validated offline" in proc.stdout  # a NAD per rail
+    assert "NetworkAttachmentDefinition/sparkrack-vf0" in proc.stdout
+    assert "NetworkAttachmentDefinition/sparkrack-rail1-vf0" in proc.stdout
+    assert "NOT APPLIED: k3s_api_ready is false on cp1" in proc.stdout
+
+
+def test_addons_role_refuses_bad_options_before_anything_is_applied(tmp_path: Path) -> None:
+    proc = run_playbook(ADDONS_PLAY, tmp_path, "-e", '{"cluster_addons": {"gpus_per_spark": 0}}')
+    assert proc.returncode != 0
+    assert "cluster_addons.gpus_per_spark: must be at least 1" in proc.stdout + proc.stderr
+    assert "NOT APPLIED" not in proc.stdout
+
+
+def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(tmp_path: Path) -> None:
+    play: list[dict[str, object]] = [
+        {
+            "name": "fabric gate without an API",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "gate",
+                    "ansible.builtin.include_role": {
+                        "name": "cluster_addons",
+                        "tasks_from": "fabric_check",
+                    },
+                }
+            ],
+        }
+    ]
+    proc = run_playbook(play, tmp_path, "-e", "cluster_addons_fabric_transport=socket")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FABRIC GATE NOT RUN" in proc.stdout
+    assert "5 manifests" in proc.stdout  # script ConfigMap + one pod per Spark
+
+
+def test_rdma_preflight_says_not_run_in_the_lab(tmp_path: Path) -> None:
+    play: list[dict[str, object]] = [
+        {
+            "name": "rdma preflight in the lab",
+            "hosts": "sparks",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "preflight",
+                    "ansible.builtin.include_role": {
+                        "name": "roce",
+                        "tasks_from": "rdma_preflight",
+                    },
+                }
+            ],
+        }
+    ]
+    proc = run_playbook(play, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("RDMA PREFLIGHT NOT RUN") == 1  # once, not per Spark
+    assert "(enp1s0f0np0, enP2p1s0f0np0)" in " ".join(proc.stdout.split())

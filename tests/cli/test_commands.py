@@ -1,0 +1,83 @@
+"""The command table: every command builds, help needs no command module, a command loads only
+its own module, handlers answer with the one ExitCode enum."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkrack.cli import COMMANDS, build_parser, main
+from sparkrack.cli.exitcodes import ExitCode
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def loaded_after(args: list[str]) -> set[str]:
+    """The sparkrack modules a fresh interpreter has imported after ``sparkrack ARGS``."""
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from sparkrack.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    try:\n"
+        f"        main({args!r})\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('sparkrack'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return set(json.loads(out.stdout))
+
+
+def test_every_command_module_defines_its_arguments() -> None:
+    parser = build_parser()
+    for name, cmd in COMMANDS.items():
+        module = importlib.import_module(f"sparkrack.cli.{cmd.module}")
+        assert callable(module.add_arguments), name
+    choices = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert list(choices) == list(COMMANDS)
+
+
+def test_top_level_help_imports_no_command_module() -> None:
+    loaded = loaded_after(["--help"])
+    assert not {m for m in loaded if m.startswith("sparkrack.cli.")} - {"sparkrack.cli.exitcodes"}
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    loaded = loaded_after(["validate", "--help"])
+    assert "sparkrack.cli.validate" in loaded
+    assert not {"sparkrack.cli.bench", "sparkrack.bench.client", "sparkrack.cli.matrix"} & loaded
+
+
+def test_the_lazy_import_check_sees_a_loaded_module() -> None:
+    # negative control: the same probe does see the bench client once bench is asked for
+    assert "sparkrack.cli.bench" in loaded_after(["bench", "--help"])
+
+
+def test_help_lists_every_command_with_its_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for name, cmd in COMMANDS.items():
+        assert name in out and " ".join(cmd.summary.split()) in out
+
+
+def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["nonsense"])
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_handlers_return_the_exit_code_enum(tmp_path: Path) -> None:
+    ok = main(["validate", "--nodes", "4", "glm-4.7-nvfp4"])
+    assert ok is ExitCode.OK
+    bad = tmp_path / "bad.yml"
+    bad.write_text("model: x\n")
+    assert main(["validate", str(bad)]) is ExitCode.FAILED

@@ -1,0 +1,89 @@
+"""`sparkrack diagnose`: one realistic log excerpt per known signature, each found with its id."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sparkrack.cli import main
+from sparkrack.diagnose.signatures import Finding, diagnose, load_signatures
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+SIGNATURE_IDS = [s.id for s in load_signatures()]
+
+# Every signature the issue lists, by id (the file tests/data/logs/<id>.log holds its excerpt).
+REQUIRED = {
+    "moe-runner-cutlass-assert": "sglang.moe_runner_backend",
+    "cudnn-not-available": "sglang.fp4_gemm_backend",
+    "mem-fraction-too-low": "sglang.mem_fraction_static",
+    "piecewise-cuda-graph-fake-tensor": "sglang.disable_piecewise_cuda_graph",
+    "illegal-instruction-graph-capture": "sglang.kv_cache_dtype",
+    "illegal-instruction-decode": "sglang.attention_backend",
+    "flashinfer-invalid-config-head-dim-256": "sglang.attention_backend",
+    "gemma4-drafter-language-model": "image",
+    "qwen35-spec-radix-mamba": "sglang.mamba_scheduler_strategy",
+    "nccl-socket-transport": "transport",
+    "roce-network-unreachable": None,
+}
+
+
+def test_every_required_signature_is_in_the_database() -> None:
+    assert set(REQUIRED) <= set(SIGNATURE_IDS)
+    for sig in load_signatures():
+        assert sig.cause and sig.fix and sig.seed.startswith(("seed 00", "captured: "))
+
+
+@pytest.mark.parametrize("sig_id", SIGNATURE_IDS)
+def test_each_signature_is_detected_in_its_excerpt(sig_id: str) -> None:
+    findings = diagnose((LOGS / f"{sig_id}.log").read_text())
+    assert [f.id for f in findings] == [sig_id]
+    finding = findings[0]
+    if sig_id in REQUIRED:
+        assert finding.profile_key == REQUIRED[sig_id]
+    assert finding.line > 0 and finding.evidence
+    assert finding.seed in str(finding)
+
+
+def test_a_clean_log_gives_no_finding() -> None:
+    assert diagnose((LOGS / "clean.log").read_text()) == []
+    assert diagnose("") == []
+
+
+def test_capture_and_decode_are_told_apart_by_context() -> None:
+    capture = diagnose((LOGS / "illegal-instruction-graph-capture.log").read_text())[0]
+    decode = diagnose((LOGS / "illegal-instruction-decode.log").read_text())[0]
+    assert "capture" in capture.cause and "JIT" in capture.cause
+    assert "decode time" in decode.cause
+    assert capture.fix != decode.fix
+
+
+def test_several_findings_in_one_log_come_in_order() -> None:
+    text = "\n".join(
+        (LOGS / f"{name}.log").read_text()
+        for name in ("nccl-socket-transport", "mem-fraction-too-low")
+    )
+    findings = diagnose(text)
+    assert [f.id for f in findings] == ["nccl-socket-transport", "mem-fraction-too-low"]
+    assert findings[0].count == 3  # NET/Socket : Using, Using network Socket, via NET/Socket
+    assert findings[0].line < findings[1].line
+
+
+def test_finding_has_the_contract_fields() -> None:
+    finding = diagnose((LOGS / "cudnn-not-available.log").read_text())[0]
+    assert isinstance(finding, Finding)
+    assert (finding.id, finding.profile_key) == ("cudnn-not-available", "sglang.fp4_gemm_backend")
+    assert "flashinfer_cutlass" in finding.fix and "seed 000" in finding.seed
+
+
+def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["diagnose", str(LOGS / "qwen35-spec-radix-mamba.log"), str(LOGS / "clean.log")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "qwen35-spec-radix-mamba" in out and "extra_buffer" in out
+    assert "clean.log: no known failure signature" in out
+    assert main(["diagnose", "--json", str(LOGS / "roce-network-unreachable.log")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data[0]["findings"][0]["id"] == "roce-network-unreachable"
+    assert main(["diagnose", "/nonexistent/log"]) == 1

@@ -1,0 +1,96 @@
+"""The optional monitoring stack: pinned chart values from Python, and the monitoring role
+through real ansible-playbook (validates always, installs nothing without an API)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparkrack import contract
+from sparkrack.observe import stack
+from sparkrack.observe.scrape import scrape_config
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+ROLE = ROOT / "roles" / "monitoring"
+
+
+def test_chart_is_pinned_and_values_carry_the_scrape_job() -> None:
+    data = stack.stack_file()
+    assert data["version"].count(".") == 2 and all(p.isdigit() for p in data["version"].split("."))
+    spec = data["values"]["prometheus"]["prometheusSpec"]
+    assert spec["additionalScrapeConfigs"] == [scrape_config()]
+    assert spec["ruleSelectorNilUsesHelmValues"] is False
+
+
+def test_control_plane_memory_figure_is_what_the_values_set() -> None:
+    values = stack.helm_values()
+    on_cp = {contract.LABEL_ROLE: contract.ROLE_CONTROL_PLANE}
+    limits = [
+        values["prometheus"]["prometheusSpec"],
+        values["alertmanager"]["alertmanagerSpec"],
+        values["grafana"],
+        values["prometheusOperator"],
+        values["kube-state-metrics"],
+    ]
+    total = 0
+    for part in limits:
+        assert part["nodeSelector"] == on_cp
+        total += int(part["resources"]["limits"]["memory"].removesuffix("Mi"))
+    node = values["prometheus-node-exporter"]["resources"]["limits"]["memory"]
+    total += int(node.removesuffix("Mi"))
+    assert stack.control_plane_memory_mib()[1] == total
+
+
+def test_role_defaults_equal_argument_specs() -> None:
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    assert set(defaults) == set(options)
+    for key, value in defaults.items():
+        assert options[key]["default"] == value, key
+
+
+def run_role(tmp_path: Path, enabled: bool) -> subprocess.CompletedProcess[str]:
+    play = tmp_path / "play.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Monitoring role",
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "roles": [{"role": "monitoring", "monitoring_enabled": enabled}],
+                }
+            ]
+        )
+    )
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+    }
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_role_validates_and_applies_nothing_without_an_api(tmp_path: Path, enabled: bool) -> None:
+    proc = run_role(tmp_path, enabled)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert f"{stack.CHART} {stack.CHART_VERSION}" in proc.stdout
+    assert ("NOT APPLIED" in proc.stdout) == enabled
+    assert "Install kube-prometheus-stack" not in proc.stdout

@@ -1,0 +1,94 @@
+"""The HF token never reaches Ansible's output: real ansible-playbook at -vvv, a sentinel token.
+
+``tests/data/no_log/ansible_collections`` holds a stand-in for ``kubernetes.core`` (the cluster
+is the only thing stubbed): its ``k8s`` module fails on a Secret with the whole object, token
+included, in its message, as the real module does when the API refuses it. The serving role's
+apply tasks run against it on localhost; the sentinel must appear nowhere: not in the -vvv
+output, not in Ansible's log file, not in any file the run leaves behind. The negative control
+runs a rescue that echoes ``ansible_failed_result.msg`` and must find it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[1] / "data" / "no_log"
+BIN = Path(sys.executable).parent
+SENTINEL = "hf_SENTINEL_7f3c9a1e5b2d4c6a8e0f"
+
+
+def run_play(
+    playbook: Path, tmp_path: Path, **extra_env: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """ansible-playbook -vvv with every file Ansible writes under ``tmp_path / 'run'``."""
+    run = tmp_path / "run"
+    (run / "home").mkdir(parents=True)
+    secrets = tmp_path / "secrets.json"  # the input; the only file allowed to hold the token
+    secrets.write_text(json.dumps({"serving_hf_token": SENTINEL}))
+    env = {
+        **os.environ,
+        "HOME": str(run / "home"),
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(DATA),
+        "ANSIBLE_LOG_PATH": str(run / "ansible.log"),
+        "ANSIBLE_LOCAL_TEMP": str(run / "local-tmp"),
+        "ANSIBLE_REMOTE_TMP": str(run / "remote-tmp"),
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+        "ANSIBLE_FORCE_COLOR": "false",
+        **extra_env,
+    }
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-vvv", "-e", f"@{secrets}", str(playbook)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    return proc, run
+
+
+def sentinel_hits(proc: subprocess.CompletedProcess[str], run: Path) -> list[str]:
+    hits = [f"output:{n}" for n, line in enumerate(proc.stdout.splitlines()) if SENTINEL in line]
+    hits += [f"stderr:{n}" for n, line in enumerate(proc.stderr.splitlines()) if SENTINEL in line]
+    files = [p for p in run.rglob("*") if p.is_file()]
+    hits += [str(p) for p in files if SENTINEL.encode() in p.read_bytes()]
+    return hits
+
+
+def test_a_failing_secret_task_never_prints_the_token(tmp_path: Path) -> None:
+    proc, run = run_play(DATA / "play.yml", tmp_path)
+    out = proc.stdout + proc.stderr
+    # The run really went through the Secret failure and the role's rescue.
+    assert proc.returncode == 2, out[-3000:]
+    assert "TASK [serving : Apply the HF token Secret]" in out
+    assert "Unauthorized" not in out  # the stub's message, which carries the token
+    assert "Serving failed in deployment" in out
+    assert "HF token Secret" in out.split("Serving failed in deployment")[-1]
+    assert (run / "ansible.log").stat().st_size > 0
+    assert sentinel_hits(proc, run) == []
+
+
+def test_an_applied_secret_lets_the_deploy_go_on(tmp_path: Path) -> None:
+    """The failure check reads only whether an object came back, and one does on success."""
+    proc, run = run_play(DATA / "play.yml", tmp_path, STUB_K8S_SECRETS="accept")
+    out = proc.stdout + proc.stderr
+    assert "TASK [serving : Remove the objects of deployments that left the list" in out, out[
+        -3000:
+    ]
+    assert "Applying the HF token Secret" not in out
+    assert sentinel_hits(proc, run) == []
+
+
+def test_negative_control_a_rescue_that_echoes_the_result_is_caught(tmp_path: Path) -> None:
+    proc, run = run_play(DATA / "echo.yml", tmp_path)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    hits = sentinel_hits(proc, run)
+    assert any(h.startswith("output:") for h in hits)
+    assert str(run / "ansible.log") in hits
