@@ -8,15 +8,12 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from hostile_corpus import by_id, write
 
-from sparkrack.adapters import ansible as adapter
+from sparkrack.adapters.ansible import FILTERS
 from sparkrack.fabric.addressplan import compute_plan, nodes_from_hostvars
 from sparkrack.inputs.inventory import load_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 NCCL = ROOT / "tests" / "data" / "nccl"
-
-
-F = adapter
 
 
 def one(profile: str) -> dict[str, str]:
@@ -25,7 +22,7 @@ def one(profile: str) -> dict[str, str]:
 
 def test_render_the_lab_deployments() -> None:
     inv = load_inventory("inventories/lab")
-    out = F.serving_render(
+    out = FILTERS["sparkrack_serving_render"](
         {"serving_deployments": inv.var("serving_deployments"), "serving_profile": ""},
         inv.plan().to_dict(),
         inv.hostvars,
@@ -40,7 +37,7 @@ def test_render_the_lab_deployments() -> None:
 @pytest.mark.parametrize("inventory", ["inventories/example"])
 def test_render_for_the_inventory(inventory: str) -> None:
     inv = load_inventory(inventory)
-    out = F.serving_render(
+    out = FILTERS["sparkrack_serving_render"](
         {"serving_profile": inv.var("serving_profile"), "serving_deployments": []},
         inv.plan().to_dict(),
         inv.hostvars,
@@ -64,7 +61,9 @@ def test_render_for_the_inventory(inventory: str) -> None:
 def test_discovered_gid_index_reaches_the_pods() -> None:
     inv = load_inventory("inventories/example")
     hostvars = {h: {**v, "roce_gid_index": 3} for h, v in inv.hostvars.items()}
-    out = F.serving_render(one("glm-4.7-nvfp4"), inv.plan().to_dict(), hostvars, {})
+    out = FILTERS["sparkrack_serving_render"](
+        one("glm-4.7-nvfp4"), inv.plan().to_dict(), hostvars, {}
+    )
     sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
     assert len(sts) == 4
     for doc in sts:
@@ -79,35 +78,35 @@ def test_refused_profile_stops_with_rule_id(tmp_path: Path) -> None:
     inv = load_inventory("inventories/lab")
     bad = str(write(by_id("super-cudnn"), tmp_path))
     with pytest.raises(AnsibleFilterError, match=r"\[fp4-gemm-cudnn-missing\]"):
-        F.serving_render(one(bad), inv.plan().to_dict(), inv.hostvars, {})
+        FILTERS["sparkrack_serving_render"](one(bad), inv.plan().to_dict(), inv.hostvars, {})
 
 
 def test_topology_checked_against_the_inventory() -> None:
     inv = load_inventory("inventories/lab")
     with pytest.raises(AnsibleFilterError, match=r"\[topology-nodes\]"):
         two = compute_plan(inv.var("fabric"), nodes_from_hostvars(inv.sparks[:2], inv.hostvars))
-        F.serving_render(one("gemma-4-31b-it"), two.to_dict(), inv.hostvars, {})
+        FILTERS["sparkrack_serving_render"](one("gemma-4-31b-it"), two.to_dict(), inv.hostvars, {})
 
 
 def test_nccl_transport_gate() -> None:
     roce = (NCCL / "roce_4node_allreduce.log").read_text()
     fallback = (NCCL / "socket_fallback_unprivileged.log").read_text()
-    assert F.nccl_problems(roce, "roce") == []
-    assert F.nccl_problems(roce.splitlines(), "roce") == []
-    problems = F.nccl_problems(fallback, "roce")
+    assert FILTERS["sparkrack_nccl_problems"](roce, "roce") == []
+    assert FILTERS["sparkrack_nccl_problems"](roce.splitlines(), "roce") == []
+    problems = FILTERS["sparkrack_nccl_problems"](fallback, "roce")
     assert problems and any("Socket" in p for p in problems)
 
 
 def test_diagnose_lines_name_known_failures() -> None:
     log = ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."]
-    findings = F.diagnose_lines(log)
+    findings = FILTERS["sparkrack_diagnose"](log)
     assert findings and "mem_fraction_static" in "\n".join(findings)
-    assert F.diagnose_lines("all good") == []
+    assert FILTERS["sparkrack_diagnose"]("all good") == []
 
 
 def test_single_spark_engine_waits_for_one_pod() -> None:
     inv = load_inventory("inventories/lab")
-    out = F.serving_render(
+    out = FILTERS["sparkrack_serving_render"](
         one("nemotron-3-super-120b-a12b-nvfp4-vllm"), inv.plan().to_dict(), inv.hostvars, {}
     )
     [dep] = out["deployments"]
