@@ -202,7 +202,7 @@ class AnsibleDeployer:
 def default_validator() -> Validator:
     try:
         from sparkrack.profiles import validate_profile
-    except ImportError as exc:  # the profiles team ships it
+    except ImportError as exc:  # an install without the serving-profile package
         raise SparkrackError(
             Problem(
                 "sparkrack/profiles",

@@ -1,4 +1,4 @@
-"""``sparkrack validate`` and ``sparkrack render``: the serving-profile CLI (contract in issue 5).
+"""``sparkrack validate`` and ``sparkrack render``: the serving-profile CLI.
 
 * ``sparkrack validate [PROFILE ...]`` — every profile when none is given; exit 0, or exit 1
   with one line per problem: ``<file>: <key>: <message> — fix: <fix> [<rule-id>]``.
