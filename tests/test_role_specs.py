@@ -10,6 +10,8 @@ Rules, checked for every role and every entry point of its argument spec:
   and value, nested too). A null default matches an absent ``default:``. A Jinja expression
   (a string holding ``{{`` or ``{%``) is computed at run time, so its option has NO ``default:``
   (a copy of the template text would say nothing true about the value).
+- Sub-options: when a dict default's option lists ``options:``, every key of the default is
+  one of them, and a sub-option's ``default:`` equals the default's value for that key.
 - Types: every option declares ``type``; a literal default has that type (a list default goes
   with ``type: list`` and its items with ``elements``, a dict with ``dict``, a bool with
   ``bool``, an int with ``int`` or ``float``, a string with ``str`` or ``path``).
@@ -151,6 +153,32 @@ def check_role(role_dir: Path) -> list[Problem]:
                         "make `type:` describe the default",
                     )
                 )
+            suboptions: dict[str, Any] = option.get("options") or {}
+            if isinstance(value, dict) and suboptions:
+                for sub in sorted(set(value) - set(suboptions)):
+                    problems.append(
+                        Problem(
+                            spec_file,
+                            f"{key}.{sub}",
+                            f"in the default in {defaults_file}, but not in the option's `options:`",
+                            "document it as a sub-option",
+                        )
+                    )
+                for sub, sub_option in suboptions.items():
+                    if (
+                        sub in value
+                        and "default" in sub_option
+                        and not same(sub_option["default"], value[sub])
+                    ):
+                        problems.append(
+                            Problem(
+                                spec_file,
+                                f"{key}.options.{sub}",
+                                f"`default: {sub_option['default']!r}` but {defaults_file} has "
+                                f"{value[sub]!r}",
+                                f"set `default:` to the value in {defaults_file}",
+                            )
+                        )
             elements = option.get("elements")
             if isinstance(value, list) and elements is not None:
                 wrong = [item for item in value if not has_type(item, elements)]
@@ -281,3 +309,15 @@ def test_catches_a_copied_template_and_a_missing_type(spark_base: Path) -> None:
     found = messages(spark_base)
     assert "spark_base_sysctl_file: `default:` set, but" in found
     assert "spark_base_sysctl_file: no type" in found
+
+
+def test_catches_a_sub_option_that_disagrees(tmp_path: Path) -> None:
+    copy = tmp_path / "nvidia_driver"
+    shutil.copytree(ROLES / "nvidia_driver", copy)
+    assert check_role(copy) == []
+    edit(copy / "defaults" / "main.yml", "  hold: []", "  hold: [nvidia-driver-580]\n  pin: true")
+    spec = copy / "meta" / "argument_specs.yml"
+    edit(spec, "          hold: []", "          hold: [nvidia-driver-580]\n          pin: true")
+    found = messages(copy)
+    assert "nvidia_driver_lock.options.hold: `default: []` but" in found
+    assert "nvidia_driver_lock.pin: in the default" in found
