@@ -398,15 +398,6 @@ def evidence(text: str, cfg: DetectorConfig) -> list[Signal]:
     return found
 
 
-def tail_signal(tail: str, cfg: DetectorConfig) -> Signal | None:
-    """The decisive checks that only need the end of a growing stream (the live guard's)."""
-    return (
-        char_loop(tail, cfg)
-        or whitespace_flood(tail, cfg)
-        or repetitive_stretch(tail[-cfg.window :], cfg)
-    )
-
-
 def text_signals(text: str, cfg: DetectorConfig | None = None) -> list[Signal]:
     """Every signal of a finished text; see :func:`is_garbage` for the verdict."""
     cfg = cfg or DetectorConfig()

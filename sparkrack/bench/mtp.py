@@ -26,7 +26,6 @@ from typing import TextIO
 
 from sparkrack.observe.metrics import by_name
 
-METRIC = "sglang:spec_accept_length"
 # The engines' generated-token counters (sparkrack.observe.metrics holds their source and type).
 GENERATED_SERIES: tuple[str, ...] = tuple(
     series

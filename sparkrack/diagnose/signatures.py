@@ -1,7 +1,7 @@
 """Classify SGLang / NCCL crash logs against the known failure signatures of the seeds.
 
 The signatures live in ``sparkrack/data/failure_signatures.yml`` (data, not code); this module
-only matches them.  ``diagnose(text)`` is the Python API (contracts.md); ``sparkrack diagnose
+only matches them.  ``diagnose(text)`` is the Python API; ``sparkrack diagnose
 LOG...`` the CLI; ``sparkrack matrix`` and the serve play call it when a deployment fails.
 """
 

@@ -89,21 +89,6 @@ def helm_values() -> dict[str, Any]:
     }
 
 
-def dashboard_configmap(name: str, text: str, namespace: str = NAMESPACE) -> dict[str, Any]:
-    """A dashboard as the ConfigMap the Grafana sidecar imports."""
-    stem = name.removesuffix(".json")
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": stem,
-            "namespace": namespace,
-            "labels": {**contract.PART_OF, **DASHBOARD_LABEL},
-        },
-        "data": {name: text},
-    }
-
-
 def stack_file() -> dict[str, Any]:
     """What the monitoring role installs: the pinned chart and its values."""
     return {

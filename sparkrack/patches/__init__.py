@@ -6,7 +6,7 @@ and the serving container's ``command`` (``container_entrypoint``) runs the laun
 the catalog to the image's site-packages and then ``os.execvp``'s the server argv (the container
 ``args``).
 
-API for the renderer (contracts.md): ``PATCH_IDS``, ``configmap_files()``, ``container_entrypoint()``.
+API for the renderer: ``PATCH_IDS``, ``configmap_files()``, ``container_entrypoint()``.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from typing import Any, Protocol
 from sparkrack.errors import Problem
 
 GB = 1_000_000_000
-GIB = 1 << 30
 
 # --- hardware (NVIDIA DGX Spark / GB10; seed 004: "128 GB of unified memory") ---------------
 GB10_MEMORY_GB = 128.0

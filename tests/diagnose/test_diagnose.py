@@ -13,7 +13,8 @@ from sparkrack.diagnose.signatures import Finding, diagnose, load_signatures
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 SIGNATURE_IDS = [s.id for s in load_signatures()]
 
-# Every signature the issue lists, by id (the file tests/data/logs/<id>.log holds its excerpt).
+# Every signature that must be recognised, by id, with the knob it names (the file
+# tests/data/logs/<id>.log holds its excerpt).
 REQUIRED = {
     "moe-runner-cutlass-assert": "sglang.moe_runner_backend",
     "cudnn-not-available": "sglang.fp4_gemm_backend",

@@ -394,13 +394,9 @@ def test_cli_matrix_with_the_real_deployer_path(
 
 
 def test_default_validator_is_the_profiles_rule_engine() -> None:
-    try:
-        from sparkrack.serving import validate_profile
-    except ImportError:
-        with pytest.raises(SparkrackError, match="matrix-validator"):
-            default_validator()
-    else:
-        assert default_validator() is validate_profile
+    from sparkrack.serving import validate_profile
+
+    assert default_validator() is validate_profile
 
 
 def test_real_validator_refuses_a_case_of_a_shipped_profile(tmp_path: Path) -> None:

@@ -47,15 +47,6 @@ def test_control_plane_memory_figure_is_what_the_values_set() -> None:
     assert stack.control_plane_memory_mib()[1] == total
 
 
-def test_role_defaults_equal_argument_specs() -> None:
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())
-    options = specs["argument_specs"]["main"]["options"]
-    assert set(defaults) == set(options)
-    for key, value in defaults.items():
-        assert options[key]["default"] == value, key
-
-
 def run_role(tmp_path: Path, enabled: bool) -> subprocess.CompletedProcess[str]:
     play = tmp_path / "play.yml"
     play.write_text(

@@ -109,8 +109,8 @@ SUPER: dict[str, Any] = {
     ],
 }
 
-# nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4 — config.json (as quoted in vroomfondel/dgxarley
-# roles/k8s_dgx/model_profiles/nvidia-nvidia-nemotron-3-ultra-550b-a55b-nvfp4.yml): hidden 8192,
+# nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4 — config.json (as quoted in
+# vroomfondel/dgxarley:roles/k8s_dgx/model_profiles/nvidia-nvidia-nemotron-3-ultra-550b-a55b-nvfp4.yml): hidden 8192,
 # 108 layers (48 mamba / 48 moe / 12 attention), 64 q / 2 kv heads, 512 experts top-22, latent
 # 2048 x moe_intermediate 5120, shared expert 10240, Mamba 256 heads x 64, state 128,
 # n_groups 8, vocab 131072. Same precision split as Super.
