@@ -1,6 +1,6 @@
 """Hostile server logs for ``sparkrack diagnose``: huge lines and many near-matches.
 
-Shared by tests/test_diagnose_hostile.py and the benchmark tests/diagnose_benchmark.py.
+Shared by tests/diagnose/test_diagnose_hostile.py and the benchmark tests/diagnose_benchmark.py.
 """
 
 from __future__ import annotations

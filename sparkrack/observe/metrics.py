@@ -1,6 +1,6 @@
 """The metric names sparkrack's rules and dashboards use, and where each one is defined.
 
-Engine metrics are read from the engines' own sources: ``tests/test_observe_metrics.py`` opens
+Engine metrics are read from the engines' own sources: ``tests/observe/test_observe_metrics.py`` opens
 the real wheels of every version sparkrack's images run and fails when a name is not declared
 there with the same type. Exporter metrics name the exporter's source file they come from.
 """

@@ -1,7 +1,7 @@
 """The SM121 (DGX Spark GB10) source patches (STDLIB ONLY: shipped into the serving container).
 
 Every anchor below was taken from the real wheels on PyPI and is exercised by
-tests/test_patches.py against them (sglang 0.5.10, 0.5.11, 0.5.12, 0.5.13, 0.5.16;
+tests/patches/test_patches.py against them (sglang 0.5.10, 0.5.11, 0.5.12, 0.5.13, 0.5.16;
 flashinfer-python 0.6.7.post2, 0.6.8.post1, 0.6.11.post1, 0.6.12; nvidia-cutlass-dsl 4.4.2, 4.5.2).
 Version ranges: the lower bound is the oldest release verified; an upper bound is set where the
 patched code is gone upstream (the patch then reports NOT-APPLICABLE). A release inside an open

@@ -2,7 +2,7 @@
 and start-up checks of the release its image corresponds to (``sparkrack validate --engine-check``).
 
 The negative controls that prove the check can fail (unknown flag, invalid choice, missing top-k,
-NemotronH radix cache with no_buffer, unknown env) are in ``tests/test_enginecheck.py``; here the
+NemotronH radix cache with no_buffer, unknown env) are in ``tests/serving/test_enginecheck.py``; here the
 same harness refuses a shipped profile that has been broken the way the seeds' printouts were.
 """
 

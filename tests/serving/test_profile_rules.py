@@ -1,5 +1,5 @@
 """The rule table itself, and how rule problems add up (every rule has an entry in the hostile
-corpus, tests/hostile_corpus.py, which tests/test_hostile_profiles.py runs through the CLI)."""
+corpus, tests/hostile_corpus.py, which tests/serving/test_hostile_profiles.py runs through the CLI)."""
 
 from __future__ import annotations
 

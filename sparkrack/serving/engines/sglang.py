@@ -2,7 +2,7 @@
 
 This module is everything sparkrack knows about SGLang: the knob table (checked against
 ``python/sglang/srt/server_args.py`` of the PyPI wheels 0.5.10-0.5.13, the releases the seeds'
-images carry; ``tests/test_profile_flags.py`` re-reads every flag from the wheels), the
+images carry; ``tests/serving/test_profile_flags.py`` re-reads every flag from the wheels), the
 deployment flags as rows of the same table, the seed traps as rules, the Mamba-pool memory
 semantics, and the pod's launcher (SM121 patches, then the server) and group-restart probes.
 
