@@ -134,6 +134,7 @@ def run_render_inventory(args: argparse.Namespace) -> int:
     from sparkrack.serving import gateway, render_command, render_env
     from sparkrack.serving.manifests import deployment_objects, namespace
     from sparkrack.serving.serving import deployment_plan, from_inventory, render_serving
+    from sparkrack.serving.switch import fetch_objects
 
     serving = from_inventory(args.inventory, _gid_overrides(args.gid_index))
     ctx = serving.ctx
@@ -163,9 +164,17 @@ def run_render_inventory(args: argparse.Namespace) -> int:
         print(json.dumps([deployment_plan(d, ctx) for d in chosen], indent=2))
         return ExitCode.OK
     if args.deployment:
-        docs = [namespace(ctx), *deployment_objects(chosen[0].profile, chosen[0].context(ctx))]
+        dctx = chosen[0].context(ctx)
+        docs = [
+            namespace(ctx),
+            *fetch_objects(chosen[0].profile, dctx),
+            *deployment_objects(chosen[0].profile, dctx),
+        ]
     else:
-        docs = render_serving(serving)["manifests"]
+        rendered = render_serving(serving)
+        # In the order the serve play applies them: pre-pull, fetch, then the deployments.
+        first, *rest = rendered["manifests"]
+        docs = [first, *rendered["prepull"], *rendered["fetch"], *rest]
     problems = validate_manifests(docs, source=f"render {args.inventory}")
     if problems:
         raise SparkrackError(problems)
