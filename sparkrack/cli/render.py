@@ -120,7 +120,11 @@ def run_render(args: argparse.Namespace) -> int:
     elif args.what == "plan":
         print(json.dumps(serving_plan(profile, ctx), indent=2))
     else:
-        docs = render_manifests(profile, ctx)
+        from sparkrack.serving.switch import fetch_objects
+
+        first, *rest = render_manifests(profile, ctx)
+        # In the order the serve play applies them: the fetch step, then the deployment.
+        docs = [first, *fetch_objects(profile, ctx), *rest]
         problems = validate_manifests(docs, source=f"render {profile.name}")
         if problems:
             raise SparkrackError(problems)

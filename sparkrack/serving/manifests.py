@@ -357,9 +357,6 @@ def deployment_objects(profile: Profile, ctx: ServingContext) -> list[dict[str, 
 
 
 def render_manifests(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]:
-    """The namespace and every object of one deployment of ``profile``: its switch ConfigMap and
-    fetch Jobs (:mod:`sparkrack.serving.switch`), then its serving objects."""
-    # switch builds its Jobs from this module's helpers: imported here, not at the top.
-    from sparkrack.serving.switch import fetch_objects
-
-    return [namespace(ctx), *fetch_objects(profile, ctx), *deployment_objects(profile, ctx)]
+    """The namespace and every serving object of one deployment of ``profile`` (its switch
+    ConfigMap and fetch Jobs, applied before these: :func:`sparkrack.serving.switch.fetch_objects`)."""
+    return [namespace(ctx), *deployment_objects(profile, ctx)]

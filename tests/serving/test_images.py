@@ -4,10 +4,9 @@ reason, facts by engine; model revisions pinned or warned about."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
-
-from typing import Any
 
 from sparkrack.errors import Problem
 from sparkrack.serving import load_profile, profile_warnings, validate_profile
@@ -98,8 +97,8 @@ def test_facts_of_one_engine_never_apply_to_another() -> None:
 
 
 def test_an_unpinned_revision_warns_and_a_pinned_one_reaches_the_engine() -> None:
-    from sparkrack.serving import context_from_vars, render_argv
     from sparkrack.inputs.inventory import load_inventory
+    from sparkrack.serving import context_from_vars, render_argv
 
     ctx = context_from_vars(load_inventory("inventories/example").plan(), {})
     for name in ("glm-4.7-nvfp4", "nemotron-3-super-120b-a12b-nvfp4-vllm"):

@@ -122,7 +122,7 @@ def test_every_rank_waits_for_the_weights_and_its_memory_then_runs_offline(
 ) -> None:
     profile = load_profile(name)
     docs = render_manifests(profile, ctx)
-    assert validate_manifests(docs, source=name) == []
+    assert validate_manifests([*fetch_objects(profile, ctx), *docs], source=name) == []
     ranks = engine_of(profile.data).ranks(ctx)
     sets = kind(docs, "StatefulSet")
     assert len(sets) == len(ranks)
