@@ -247,3 +247,39 @@ def test_object_names_fit_kubernetes_limits() -> None:
     long = dataclasses.replace(long, deployment="d" * 40)
     for doc in fetch_objects(load_profile(SGLANG), long):
         assert len(doc["metadata"]["name"]) <= 63, doc["metadata"]["name"]
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [(True, True), ("true", True), ("yes", True), (False, False), ("false", False), (None, False)],
+)
+def test_the_prepull_switch_reads_yaml_and_extra_vars_spellings(value: object, on: bool) -> None:
+    plan = load_inventory("inventories/example").plan()
+    assert context_from_vars(plan, {"serving_prepull": value}).prepull is on
+
+
+def test_render_prints_prepull_then_fetch_then_the_deployments(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    import yaml
+
+    from sparkrack.cli import main
+
+    inv = tmp_path / "inv"
+    shutil.copytree("inventories/lab", inv)
+    group_vars = inv / "group_vars" / "all.yml"
+    data = yaml.safe_load(group_vars.read_text())
+    data["serving_prepull"] = True
+    group_vars.write_text(yaml.safe_dump(data))
+    assert main(["render", "-i", str(inv), "--what", "manifests"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    component = [d["metadata"]["labels"].get(contract.LABEL_COMPONENT) for d in docs]
+    kinds = [d["kind"] for d in docs]
+    prepull = [i for i, c in enumerate(component) if c == "prepull"]
+    fetch = [i for i, c in enumerate(component) if c == "fetch"]
+    switch_cms = [i for i, d in enumerate(docs) if d["metadata"]["name"].endswith("-switch")]
+    assert len(prepull) == 4 and prepull == list(range(1, 5))
+    assert max(prepull) < min(switch_cms) < min(fetch)
+    assert max(fetch) < kinds.index("StatefulSet")
