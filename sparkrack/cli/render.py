@@ -137,7 +137,12 @@ def run_render_inventory(args: argparse.Namespace) -> int:
     from sparkrack.k8s.validate import validate_manifests
     from sparkrack.serving import gateway, render_command, render_env
     from sparkrack.serving.manifests import deployment_objects, namespace
-    from sparkrack.serving.serving import deployment_plan, from_inventory, render_serving
+    from sparkrack.serving.serving import (
+        deployment_plan,
+        from_inventory,
+        in_apply_order,
+        render_serving,
+    )
     from sparkrack.serving.switch import fetch_objects
 
     serving = from_inventory(args.inventory, _gid_overrides(args.gid_index))
@@ -175,10 +180,7 @@ def run_render_inventory(args: argparse.Namespace) -> int:
             *deployment_objects(chosen[0].profile, dctx),
         ]
     else:
-        rendered = render_serving(serving)
-        # In the order the serve play applies them: pre-pull, fetch, then the deployments.
-        first, *rest = rendered["manifests"]
-        docs = [first, *rendered["prepull"], *rendered["fetch"], *rest]
+        docs = in_apply_order(render_serving(serving))
     problems = validate_manifests(docs, source=f"render {args.inventory}")
     if problems:
         raise SparkrackError(problems)

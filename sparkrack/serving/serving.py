@@ -154,7 +154,7 @@ def render_serving(serving: Serving, key_secret: str | None = None) -> dict[str,
             f"{contract.LABEL_COMPONENT}={contract.COMPONENT_SERVING}",
             f"{contract.LABEL_DEPLOYMENT} notin ({','.join(listed)})",
         ],
-        "summary": summary(per, ctx, len(docs)),
+        "summary": summary(per, ctx, len(docs) + len(prepull) + len(fetch)),
         # A switch, in order: prepull (wait Complete) -> fetch (wait Complete) -> prune + apply
         # manifests. Jobs are immutable: delete the old ones by selector before applying.
         "prepull": prepull,
@@ -175,6 +175,13 @@ def render_serving(serving: Serving, key_secret: str | None = None) -> dict[str,
     }
 
 
+def in_apply_order(rendered: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every object of :func:`render_serving`'s result in the order a switch applies them: the
+    namespace, the pre-pull Jobs, the fetch objects, then the deployments and the gateway."""
+    first, *rest = rendered["manifests"]
+    return [first, *rendered["prepull"], *rendered["fetch"], *rest]
+
+
 def summary(per: Sequence[Mapping[str, Any]], ctx: ServingContext, objects: int) -> list[str]:
     """The serving plan as lines for the play's output."""
     lines = []
@@ -188,6 +195,11 @@ def summary(per: Sequence[Mapping[str, Any]], ctx: ServingContext, objects: int)
         )
         lines += [f"  rank {r['rank']}: {r}" for r in plan["ranks"]]
         lines.append(f"  command of rank 0: {plan['command_rank0']}")
+        copy = f", copied to {', '.join(d['copy_to'])}" if d["copy_to"] else ""
+        lines.append(
+            f"  weights: {d['model']}@{d['revision']} fetched once by Job {d['fetch_job']} "
+            f"({d['need_bytes'] / 1e9:.0f} GB free disk asked){copy}"
+        )
     lines.append(
         f"{objects} manifests validated; clients call Service {contract.API_SERVICE}."
         f"{ctx.namespace}:{ctx.api_port} (LiteLLM {gateway.LITELLM_VERSION}, routes by alias)"
