@@ -283,3 +283,19 @@ def test_render_prints_prepull_then_fetch_then_the_deployments(
     assert len(prepull) == 4 and prepull == list(range(1, 5))
     assert max(prepull) < min(switch_cms) < min(fetch)
     assert max(fetch) < kinds.index("StatefulSet")
+
+
+def test_a_digest_only_image_renders_validates_and_maps_to_its_release(
+    ctx: ServingContext,
+) -> None:
+    from sparkrack.serving import validate_profile
+
+    image = f"scitrera/dgx-spark-sglang@{DIGEST}"
+    profile = pinned("glm-4.7-nvfp4", image=image, image_info={"sglang": "0.5.10", "cudnn": True})
+    assert validate_profile(profile.data, "g.yml", nodes=4) == []
+    docs = [*fetch_objects(profile, ctx), *render_manifests(profile, ctx)]
+    assert validate_manifests(docs, source="digest") == []
+    sts = kind(docs, "StatefulSet")[0]["spec"]["template"]["spec"]
+    assert {c["image"] for c in [*sts["containers"], *sts["initContainers"]]} == {image}
+    # The engine check runs the release the profile states for the digest.
+    assert engine_of(profile.data).upstream_version(profile) == "0.5.10"
