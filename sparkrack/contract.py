@@ -42,6 +42,25 @@ ENGINE_CONFIG_MOUNT: Final = "/etc/sparkrack/engine"
 GUARD_FILE: Final = "group_guard.py"
 SMOKE_FILE: Final = "smoke_chat.py"
 
+# --- a model switch: fetch step, JIT caches, pre-pull (sparkrack/serving/switch.py) -------------
+COMPONENT_FETCH: Final = "fetch"
+"""Component label of the fetch and receiver Jobs of a deployment."""
+COMPONENT_PREPULL: Final = "prepull"
+"""Component label of the image pre-pull Jobs."""
+SWITCH_MOUNT: Final = "/opt/sparkrack/switch"
+"""Where the fetch-step ConfigMap is mounted (fetch Jobs, receiver Jobs, serving init containers)."""
+FETCH_FILE: Final = "fetch_step.py"
+HF_HUB_CACHE_MOUNT: Final = f"{HF_CACHE_MOUNT}/hub"
+"""huggingface_hub's cache inside every pod (``$HF_HOME/hub``): the fetch step's ``--cache``."""
+FETCH_SECRET_MOUNT: Final = "/etc/sparkrack/fetch-secret"
+"""Where the rsync Secret is mounted in the fetch and receiver Jobs."""
+FETCH_PASSWORD_KEY: Final = "password"
+"""Key of the rsync client's password file (the password alone) in the rsync Secret."""
+FETCH_SECRETS_KEY: Final = "rsyncd.secrets"
+"""Key of the rsync daemon's secrets file (``user:password`` lines) in the rsync Secret."""
+JIT_CACHE_MOUNT: Final = "/var/cache/sparkrack/jit"
+"""Where a serving pod mounts its Spark's JIT-cache directory of its image."""
+
 SERVING_DEFAULTS: Final[dict[str, Any]] = {
     "serving_namespace": "sparkrack",
     "serving_api_port": 30000,
@@ -52,6 +71,13 @@ SERVING_DEFAULTS: Final[dict[str, Any]] = {
     "serving_startup_timeout": 1800,
     "serving_liveness_timeout": 120,
     "serving_gateway_key_secret": "sparkrack-gateway-key",
+    "serving_jit_cache": "/var/lib/sparkrack/jit",
+    "serving_fetch_secret": "sparkrack-fetch-rsync",
+    "serving_fetch_port": 8873,
+    "serving_fetch_timeout": 14400,
+    "serving_memwait_timeout": 600,
+    "serving_prepull": False,
+    "serving_prepull_timeout": 3600,
 }
 
 LABEL_VALUE_MAX: Final = 63
@@ -88,5 +114,9 @@ def contract_fact() -> dict[str, Any]:
         "smoke_file": SMOKE_FILE,
         "smoke_path": f"{LAUNCHER_MOUNT}/{SMOKE_FILE}",
         "hf_token_key": HF_TOKEN_KEY,
+        "component_fetch": COMPONENT_FETCH,
+        "component_prepull": COMPONENT_PREPULL,
+        "fetch_password_key": FETCH_PASSWORD_KEY,
+        "fetch_secrets_key": FETCH_SECRETS_KEY,
         "serving_defaults": dict(SERVING_DEFAULTS),
     }

@@ -631,6 +631,8 @@ ENV: list[Entry] = [
     S("env-registry-deepgemm", GLM, ENV_OWNED, ("env.SGLANG_ENABLE_JIT_DEEPGEMM", "0")),
     S("env-registry-spec-v2", QWEN, ENV_OWNED, ("env.SGLANG_ENABLE_SPEC_V2", "1")),
     S("env-hf-token-on-super", SUPER, ENV_OWNED, ("env.HF_TOKEN", "hf_x")),
+    S("env-hf-hub-online", GLM, ENV_OWNED, ("env.HF_HUB_OFFLINE", "0")),
+    S("env-jit-cache-redirect", SUPER, ENV_OWNED, ("env.TRITON_CACHE_DIR", "/tmp/stale")),
     # The engine layer keeps a deny-list of secret, endpoint and fabric variables.
     *(
         S(
@@ -662,9 +664,40 @@ _IDENTIFIERS: list[tuple[str, str, Key, Any]] = [
     ("served-name-var-expansion", GLM, "sglang.served_model_name", "$(HF_TOKEN)"),
     ("vllm-served-name-var-expansion", VLLM, "vllm.served_model_name", "x-$(HF_TOKEN)"),
     ("served-name-control-chars", GLM, "sglang.served_model_name", "a\x1b[2Jb\r"),
+    ("revision-branch-name", GLM, "revision", "main"),
+    ("revision-short-sha", QWEN, "revision", "0123456"),
+    ("revision-option-injection", GEMMA, "revision", "--trust-remote-code"),
+    ("allow-moving-tag-bare-bool", VLLM, "allow_moving_tag", True),
+    ("allow-moving-tag-no-reason", VLLM, "allow_moving_tag", {"because": "nightly"}),
+]
+# A moving tag without allow_moving_tag, and a pinned revision TRT-LLM cannot load.
+SWITCH: list[Entry] = [
+    S("moving-tag-refused", VLLM, "image-moving-tag", ("allow_moving_tag", DELETE)),
+    S(
+        "latest-tag-refused",
+        GLM,
+        "image-moving-tag",
+        ("image", "scitrera/dgx-spark-sglang:latest"),
+        ("image_info", {"sglang": "0.5.10", "cudnn": True}),
+    ),
+    S(
+        "trtllm-pinned-revision",
+        TRTLLM,
+        "trtllm-revision",
+        ("revision", "0123456789abcdef0123456789abcdef01234567"),
+    ),
 ]
 IDENTIFIERS: list[Entry] = [
     S(entry_id, base, SCHEMA, (key, value)) for entry_id, base, key, value in _IDENTIFIERS
 ]
 
-CORPUS: list[Entry] = [*LOADER, *TYPES, *UNKNOWN_KEYS, *RULES, *EXTRA_ARGS, *ENV, *IDENTIFIERS]
+CORPUS: list[Entry] = [
+    *LOADER,
+    *TYPES,
+    *UNKNOWN_KEYS,
+    *RULES,
+    *EXTRA_ARGS,
+    *ENV,
+    *IDENTIFIERS,
+    *SWITCH,
+]

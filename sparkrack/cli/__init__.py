@@ -41,6 +41,9 @@ COMMANDS: Final[dict[str, Command]] = {
     "manifests": Command(
         "manifests", "print validated Kubernetes manifests rendered from an inventory"
     ),
+    "images": Command(
+        "images", "list every image an inventory runs, marking moving tags and digests"
+    ),
     "fabric-check": Command(
         "fabric_check",
         "gate an NCCL INFO log: transport as requested, busbw above floor",

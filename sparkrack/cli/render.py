@@ -120,7 +120,11 @@ def run_render(args: argparse.Namespace) -> int:
     elif args.what == "plan":
         print(json.dumps(serving_plan(profile, ctx), indent=2))
     else:
-        docs = render_manifests(profile, ctx)
+        from sparkrack.serving.switch import fetch_objects
+
+        first, *rest = render_manifests(profile, ctx)
+        # In the order the serve play applies them: the fetch step, then the deployment.
+        docs = [first, *fetch_objects(profile, ctx), *rest]
         problems = validate_manifests(docs, source=f"render {profile.name}")
         if problems:
             raise SparkrackError(problems)
@@ -133,7 +137,13 @@ def run_render_inventory(args: argparse.Namespace) -> int:
     from sparkrack.k8s.validate import validate_manifests
     from sparkrack.serving import gateway, render_command, render_env
     from sparkrack.serving.manifests import deployment_objects, namespace
-    from sparkrack.serving.serving import deployment_plan, from_inventory, render_serving
+    from sparkrack.serving.serving import (
+        deployment_plan,
+        from_inventory,
+        in_apply_order,
+        render_serving,
+    )
+    from sparkrack.serving.switch import fetch_objects
 
     serving = from_inventory(args.inventory, _gid_overrides(args.gid_index))
     ctx = serving.ctx
@@ -163,9 +173,14 @@ def run_render_inventory(args: argparse.Namespace) -> int:
         print(json.dumps([deployment_plan(d, ctx) for d in chosen], indent=2))
         return ExitCode.OK
     if args.deployment:
-        docs = [namespace(ctx), *deployment_objects(chosen[0].profile, chosen[0].context(ctx))]
+        dctx = chosen[0].context(ctx)
+        docs = [
+            namespace(ctx),
+            *fetch_objects(chosen[0].profile, dctx),
+            *deployment_objects(chosen[0].profile, dctx),
+        ]
     else:
-        docs = render_serving(serving)["manifests"]
+        docs = in_apply_order(render_serving(serving))
     problems = validate_manifests(docs, source=f"render {args.inventory}")
     if problems:
         raise SparkrackError(problems)

@@ -42,6 +42,13 @@ def plan_profile(
     )
 
 
+def planned_gb(profile: Any, nodes: int, hardware: Hardware | None = None) -> float:
+    """The unified memory one rank of ``profile`` plans on its Spark when the deployment spans
+    ``nodes`` Sparks: weights, KV, recurrent pool and runtime overhead (GB). The deployments'
+    memory table sums it per Spark; a rank's start waits until its Spark has it free."""
+    return plan_profile(profile, nodes=nodes, hardware=hardware).used_per_gpu_gb
+
+
 def capacity_problems(
     profile: Any, nodes: int | None = None, source: str | None = None
 ) -> list[Problem]:

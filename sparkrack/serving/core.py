@@ -15,7 +15,7 @@ from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 from sparkrack.inputs.inventory import load_inventory
-from sparkrack.serving.images import ImageFacts, image_facts
+from sparkrack.serving.images import FETCH_IMAGE, ImageFacts, image_facts
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,12 @@ class Profile:
         return str(self.data.get("transport", "roce"))
 
     @property
+    def revision(self) -> str | None:
+        """The pinned commit of the model repo, or None (the fetch step resolves ``main``)."""
+        value = self.data.get("revision")
+        return None if value is None else str(value)
+
+    @property
     def patches(self) -> list[str]:
         return [str(p) for p in self.data.get("patches", [])]
 
@@ -83,6 +89,21 @@ class ServingContext:
     hf_token_secret: str = contract.SERVING_DEFAULTS["serving_hf_token_secret"]
     startup_timeout: int = contract.SERVING_DEFAULTS["serving_startup_timeout"]
     liveness_timeout: int = contract.SERVING_DEFAULTS["serving_liveness_timeout"]
+    jit_cache: str = contract.SERVING_DEFAULTS["serving_jit_cache"]
+    """Host directory under which each Spark keeps one JIT-cache directory per image."""
+    fetch_secret: str = contract.SERVING_DEFAULTS["serving_fetch_secret"]
+    """Secret with the rsync password of the fetch step (created by the serve play)."""
+    fetch_port: int = contract.SERVING_DEFAULTS["serving_fetch_port"]
+    """TCP port of the receivers' rsync daemon on the fabric PF addresses."""
+    fetch_timeout: int = contract.SERVING_DEFAULTS["serving_fetch_timeout"]
+    """Seconds the download + copy of one model may take."""
+    memwait_timeout: int = contract.SERVING_DEFAULTS["serving_memwait_timeout"]
+    """Seconds a rank waits for MemAvailable to cover its planned footprint."""
+    prepull: bool = contract.SERVING_DEFAULTS["serving_prepull"]
+    """Render one image pre-pull Job per Spark, applied before a switch."""
+    prepull_timeout: int = contract.SERVING_DEFAULTS["serving_prepull_timeout"]
+    fetch_image: str = FETCH_IMAGE
+    """Image of the fetch and receiver Jobs (``serving_fetch_image``)."""
     gid_index: dict[str, int] = field(default_factory=dict)
     """Discovered RoCE GID index per node (roce role fact ``roce_gid_index``)."""
     spark: str | None = None
@@ -168,12 +189,27 @@ def context_from_vars(
         hf_token_secret=str(v["serving_hf_token_secret"]),
         startup_timeout=int(v["serving_startup_timeout"]),
         liveness_timeout=int(v["serving_liveness_timeout"]),
+        jit_cache=str(v["serving_jit_cache"]),
+        fetch_secret=str(v["serving_fetch_secret"]),
+        fetch_port=int(v["serving_fetch_port"]),
+        fetch_timeout=int(v["serving_fetch_timeout"]),
+        memwait_timeout=int(v["serving_memwait_timeout"]),
+        prepull=switch_on(v["serving_prepull"]),
+        prepull_timeout=int(v["serving_prepull_timeout"]),
+        fetch_image=str(v.get("serving_fetch_image") or FETCH_IMAGE),
         gid_index=dict(gid_index or {}),
         spark=None if v.get("serving_spark") is None else str(v["serving_spark"]),
     )
 
 
-SERVING_VARS = (*contract.SERVING_DEFAULTS, "serving_spark")
+def switch_on(value: Any) -> bool:
+    """An inventory switch: a YAML boolean, or its spelling as a string (``-e x=true``)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    return value is True
+
+
+SERVING_VARS = (*contract.SERVING_DEFAULTS, "serving_spark", "serving_fetch_image")
 
 
 def context_from_inventory(inventory: str, gid: dict[str, int] | None = None) -> ServingContext:

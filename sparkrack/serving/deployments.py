@@ -25,7 +25,7 @@ import jsonschema
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.planner.memory import Hardware
-from sparkrack.serving.capacity import plan_profile
+from sparkrack.serving.capacity import planned_gb
 from sparkrack.serving.core import Profile, ServingContext
 from sparkrack.serving.engines import engine_of
 from sparkrack.serving.knobs import lookup
@@ -315,9 +315,9 @@ def memory_table(
     hw = hardware or Hardware()
     per: dict[str, list[tuple[str, float]]] = {}
     for d in deployments:
-        plan = plan_profile(d.profile, nodes=len(d.sparks), hardware=hw)
+        gb = planned_gb(d.profile, len(d.sparks), hw)
         for spark in d.sparks:
-            per.setdefault(spark, []).append((d.name, plan.used_per_gpu_gb))
+            per.setdefault(spark, []).append((d.name, gb))
     rows = [SparkMemory(s, tuple(parts), hw.usable_gb) for s, parts in sorted(per.items())]
     return rows, [r.spark for r in rows if r.over]
 

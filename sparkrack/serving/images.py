@@ -9,9 +9,10 @@ carries beyond its release. An image not listed here states those facts in the p
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 
 @dataclass(frozen=True)
@@ -96,10 +97,46 @@ def is_moving_tag(image: str) -> bool:
     return "@" not in image and bool(MOVING_TAG.search(image))
 
 
+FETCH_IMAGE: Final = "ghcr.io/sparkrack/fetch-step:0.1.0"
+"""Image of the fetch and receiver Jobs (``serving_fetch_image`` overrides it). It must carry
+python3 (3.10 or later), rsync and huggingface_hub. sparkrack neither builds nor verifies it
+(no registry access from here): pinned by tag, its contents are the operator's to check."""
+
+DIGEST = re.compile(r"@sha256:([a-f0-9]{64})$")
+
+
+def without_digest(image: str) -> str:
+    """``repo[:tag]`` of a reference (``repo:tag@sha256:…`` -> ``repo:tag``)."""
+    return image.split("@", 1)[0]
+
+
+def digest_of(image: str) -> str | None:
+    """The ``sha256:…`` digest a reference pins, or None."""
+    found = DIGEST.search(image)
+    return f"sha256:{found.group(1)}" if found else None
+
+
+def pin_state(image: str) -> str:
+    """How a reference pins what runs: ``digest``, ``moving tag`` or ``tag``."""
+    if digest_of(image):
+        return "digest"
+    return "moving tag" if is_moving_tag(image) else "tag"
+
+
+def image_slug(image: str) -> str:
+    """A directory name for an image: its digest when it pins one, else a readable slug of the
+    reference plus a hash of it (two references never share a directory)."""
+    digest = digest_of(image)
+    if digest:
+        return digest.replace(":", "-")
+    readable = re.sub(r"[^a-z0-9.]+", "-", image.lower()).strip("-")[:60]
+    return f"{readable}-{hashlib.sha256(image.encode()).hexdigest()[:12]}"
+
+
 def image_facts(data: dict[str, Any]) -> ImageFacts | None:
     """Facts about a profile's image: the table above, else the profile's ``image_info``."""
     name = str(data.get("engine", "sglang"))
-    image = str(data.get("image", "")).split("@", 1)[0]
+    image = without_digest(str(data.get("image", "")))
     info = data.get("image_info")
     if isinstance(info, dict) and isinstance(info.get(name), str):
         return ImageFacts(

@@ -207,6 +207,8 @@ IMAGE_REF = (
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?(?!\n)$"
 )
 """An OCI image reference: ``[registry[:port]/]path[:tag][@sha256:<digest>]``."""
+REVISION = r"^[0-9a-f]{40}(?!\n)$"
+"""A commit of a Hugging Face repo: 40 lower-case hex digits (a branch or tag name moves)."""
 ARCHITECTURE = r"^[A-Za-z][A-Za-z0-9_]{0,127}(?!\n)$"
 """A transformers architecture class name (``config.json`` ``architectures[0]``)."""
 WORD = r"^[^\x00-\x1f\x7f]*$"

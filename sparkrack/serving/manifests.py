@@ -3,8 +3,11 @@
 Objects: Namespace; one ConfigMap per file set the engine needs (SGLang's launcher with the SM121
 patch engine and group guard, TensorRT-LLM's config file); a headless Service and the OpenAI-API
 Service; one StatefulSet per rank, pinned to its Spark. The engine says what runs (argv, env,
-probes, files, init containers); the pod plumbing — HF-token Secret reference, volumes, node
-pinning, the fabric attachment of engines whose ranks form an NCCL group — is written here once.
+probes, files, init containers, JIT caches); the pod plumbing — HF-token Secret reference,
+volumes, node pinning, the fabric attachment of engines whose ranks form an NCCL group, the init
+containers that wait for the fetched weights and for free memory, the node's JIT-cache directory
+of the image — is written here once. The fetch and pre-pull Jobs are built from these helpers in
+:mod:`sparkrack.serving.switch`.
 
 Kubernetes expands ``$(VAR)`` in a container's command, args and env values; every ``$`` of a
 rendered word is written as ``$$`` so a profile value can never pull the HF token (or any other
@@ -13,16 +16,22 @@ variable of the pod) into the server's argv.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from sparkrack import contract
 from sparkrack.fabric.addressplan import NodePlan, pod_network_annotation
 from sparkrack.observe.scrape import pod_relabelings
+from sparkrack.serving.capacity import planned_gb
 from sparkrack.serving.core import Profile, ServingContext
 from sparkrack.serving.engines import engine_of
 from sparkrack.serving.engines.base import Engine, FileSet, Rank, hf_token_env
+from sparkrack.serving.fetchargs import UNPINNED, fetch_argv
+from sparkrack.serving.images import image_slug
 
 TERMINATION_GRACE_SECONDS = 30
+SWITCH_VOLUME = "switch"
+JIT_VOLUME = "jit-cache"
 
 
 def no_expansion(word: str) -> str:
@@ -55,7 +64,69 @@ def serving_selector(profile: Profile | None = None, ctx: ServingContext | None 
 def names(profile: Profile, ctx: ServingContext) -> dict[str, str]:
     """Object names of one deployment (every name starts with its deployment's name)."""
     s = f"{contract.OBJECT_PREFIX}-{deployment_name(profile, ctx)}"
-    return {"headless": s, "api": f"{s}-api", "launcher": f"{s}-launcher"}
+    return {
+        "headless": s,
+        "api": f"{s}-api",
+        "launcher": f"{s}-launcher",
+        "switch": f"{s}-switch",
+        "fetch": f"{s}-fetch",
+    }
+
+
+def receiver_name(profile: Profile, ctx: ServingContext, node: NodePlan) -> str:
+    """The receiver Job of one non-head Spark of a deployment."""
+    return f"{names(profile, ctx)['headless']}-recv-{node.spark_index}"
+
+
+def jit_cache_dir(ctx: ServingContext, image: str) -> str:
+    """The host directory of one image's JIT caches on every Spark (one per image: a new image
+    never reads kernels an older one compiled)."""
+    return f"{ctx.jit_cache}/{image_slug(image)}"
+
+
+def rank_nodes(eng: Engine, ctx: ServingContext) -> list[NodePlan]:
+    """The Sparks a deployment's ranks run on, head first."""
+    seen: dict[str, NodePlan] = {}
+    for rank in eng.ranks(ctx):
+        seen.setdefault(rank.node.name, rank.node)
+    return list(seen.values())
+
+
+def memwait_gb(profile: Profile, ctx: ServingContext) -> float:
+    """What a rank waits to see free on its Spark: the planner's footprint per Spark, rounded
+    up to 0.1 GB (the same number the deployments' memory table sums)."""
+    gb = planned_gb(profile, len(rank_nodes(engine_of(profile.data), ctx)))
+    return math.ceil(gb * 10) / 10
+
+
+def switch_init_containers(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]:
+    """Before a rank starts: the fetch step's marker of (model, revision) is on its Spark, then
+    MemAvailable covers its planned footprint. Both run the fetch step from the switch ConfigMap
+    in the serving image (python3 is all they need), bounded by their own timeouts."""
+    mounts = [
+        {"name": "hf-cache", "mountPath": contract.HF_CACHE_MOUNT, "readOnly": True},
+        {"name": SWITCH_VOLUME, "mountPath": contract.SWITCH_MOUNT, "readOnly": True},
+    ]
+    wait = fetch_argv(
+        "wait",
+        cache=contract.HF_HUB_CACHE_MOUNT,
+        repo=profile.model,
+        revision=profile.revision or UNPINNED,
+        timeout=ctx.fetch_timeout,
+    )
+    memwait = fetch_argv(
+        "memwait", need_gb=f"{memwait_gb(profile, ctx):g}", timeout=ctx.memwait_timeout
+    )
+    return [
+        {
+            "name": name,
+            "image": profile.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": [no_expansion(w) for w in argv],
+            "volumeMounts": mounts,
+        }
+        for name, argv in (("wait-weights", wait), ("wait-memory", memwait))
+    ]
 
 
 def statefulset_name(profile: Profile, ctx: ServingContext, rank: int) -> str:
@@ -135,6 +206,8 @@ def _container(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank) -
     mounts += [
         {"name": fs.volume, "mountPath": fs.mount, "readOnly": True} for fs in eng.files(profile)
     ]
+    if eng.jit_caches:
+        mounts.append({"name": JIT_VOLUME, "mountPath": contract.JIT_CACHE_MOUNT})
     mounts += eng.extras(profile, ctx).mounts
     container: dict[str, Any] = {
         "name": eng.name,
@@ -178,15 +251,30 @@ def _statefulset(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank)
         if fs.mode is not None:
             source["defaultMode"] = fs.mode
         volumes.append({"name": fs.volume, "configMap": source})
+    volumes.append(
+        {
+            "name": SWITCH_VOLUME,
+            "configMap": {"name": names(profile, ctx)["switch"], "defaultMode": 0o555},
+        }
+    )
+    if eng.jit_caches:
+        volumes.append(
+            {
+                "name": JIT_VOLUME,
+                "hostPath": {
+                    "path": jit_cache_dir(ctx, profile.image),
+                    "type": "DirectoryOrCreate",
+                },
+            }
+        )
     volumes += extras.volumes
     pod: dict[str, Any] = {
         "nodeSelector": node_selector(rank.node),
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "initContainers": [*switch_init_containers(profile, ctx), *extras.init_containers],
         "containers": [_container(eng, profile, ctx, rank)],
         "volumes": volumes,
     }
-    if extras.init_containers:
-        pod["initContainers"] = extras.init_containers
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -269,5 +357,6 @@ def deployment_objects(profile: Profile, ctx: ServingContext) -> list[dict[str, 
 
 
 def render_manifests(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]:
-    """The namespace and every object of one deployment of ``profile``."""
+    """The namespace and every serving object of one deployment of ``profile`` (its switch
+    ConfigMap and fetch Jobs, applied before these: :func:`sparkrack.serving.switch.fetch_objects`)."""
     return [namespace(ctx), *deployment_objects(profile, ctx)]

@@ -31,6 +31,7 @@ OWNED_ENV = (
     "NCCL_IB_DISABLE",
     "HF_TOKEN",
     "HF_HOME",
+    "HF_HUB_OFFLINE",
     "POD_FABRIC_IFNAME",
 )
 
@@ -163,9 +164,19 @@ def _extra(c: Ctx) -> Iterator[Problem]:
     "env may not set variables sparkrack renders",
 )
 def _env(c: Ctx) -> Iterator[Problem]:
-    registry_env = engine_of(c.data).owned_env()
+    eng = engine_of(c.data)
+    registry_env = eng.owned_env()
+    jit_env = eng.jit_env()
     for key in c.data.get("env") or {}:
-        if key in OWNED_ENV:
+        if key in jit_env:
+            yield c.p(
+                f"env.{key}",
+                "points a JIT cache at the node's cache directory of this image (sparkrack "
+                "renders it)",
+                "remove it; set serving_jit_cache in the inventory to move the caches",
+                "env-owned",
+            )
+        elif key in OWNED_ENV:
             yield c.p(
                 f"env.{key}",
                 "is rendered by sparkrack (address plan, transport, HF token Secret)",
@@ -217,6 +228,27 @@ def _patches(c: Ctx) -> Iterator[Problem]:
             )
 
 
+MOVING_TAG_RULE = "image-moving-tag"
+
+
+@RULES.add(
+    MOVING_TAG_RULE,
+    "seed 004 runs vllm/vllm-openai:cu130-nightly; a moving tag changes what runs without the "
+    "profile changing",
+    "a moving image tag (latest, *nightly*) needs allow_moving_tag with the reason",
+)
+def _moving(c: Ctx) -> Iterator[Problem]:
+    image = str(c.data.get("image", ""))
+    if is_moving_tag(image) and not isinstance(c.data.get("allow_moving_tag"), dict):
+        yield c.p(
+            "image",
+            f"{image} is a moving tag: what runs can change without this file changing",
+            "pin a digest (image: repo:tag@sha256:<digest>) or a release tag, or accept it "
+            "with allow_moving_tag: {reason: <why it cannot be pinned>}",
+            MOVING_TAG_RULE,
+        )
+
+
 def _capacity(rule_id: str) -> Any:
     def check(c: Ctx) -> Iterator[Problem]:
         for problem in capacity_problems(c.data, c.nodes, c.source):
@@ -257,20 +289,47 @@ def validate(data: Any, source: str, nodes: int | None = None) -> list[Problem]:
     return check(data, source, nodes)
 
 
+REVISION_RULE = "revision-unpinned"
+
+
 def warnings(data: dict[str, Any], source: str) -> list[Problem]:
-    """What validation reports without refusing: a moving image tag."""
-    image = str(data.get("image", ""))
-    if not is_moving_tag(image):
-        return []
-    return [
-        Problem(
-            source,
-            "image",
-            f"{image} is a moving tag: what runs can change without this file changing",
-            "pin a digest (image: repo@sha256:...) once the image works",
-            "image-moving-tag",
+    """What validation reports without refusing: no pinned model revision, an accepted moving
+    image tag, an ``allow_moving_tag`` that accepts nothing."""
+    found: list[Problem] = []
+    if data.get("revision") is None:
+        found.append(
+            Problem(
+                source,
+                "revision",
+                f"not pinned: the fetch step downloads whatever {data.get('model')} main is "
+                "at fetch time, and a switch back keeps that commit",
+                "pin the commit you tested: revision: <40-hex commit of the model repo>",
+                REVISION_RULE,
+            )
         )
-    ]
+    image = str(data.get("image", ""))
+    allowed = data.get("allow_moving_tag")
+    if is_moving_tag(image) and isinstance(allowed, dict):
+        found.append(
+            Problem(
+                source,
+                "image",
+                f"{image} is a moving tag, accepted by allow_moving_tag ({allowed.get('reason')})",
+                "pin a digest (image: repo:tag@sha256:<digest>) once the image works",
+                MOVING_TAG_RULE,
+            )
+        )
+    elif allowed is not None and not is_moving_tag(image):
+        found.append(
+            Problem(
+                source,
+                "allow_moving_tag",
+                f"{image} is not a moving tag: there is nothing to accept",
+                "remove allow_moving_tag",
+                MOVING_TAG_RULE,
+            )
+        )
+    return found
 
 
 def all_rules() -> list[Rule]:

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from sparkrack.serving.engines import ENGINES
-from sparkrack.serving.knobs import ARCHITECTURE, HF_ID, IMAGE_REF, WORD
+from sparkrack.serving.knobs import ARCHITECTURE, HF_ID, IMAGE_REF, REVISION, WORD
 
 _INT = {"type": "integer", "minimum": 0}
 _POS = {"type": "integer", "minimum": 1}
@@ -159,6 +159,17 @@ def build_schema() -> dict[str, Any]:
             "image": _d(
                 {"type": "string", "pattern": IMAGE_REF},
                 "container image: repo:tag or repo@sha256:<digest>",
+            ),
+            "revision": _d(
+                {"type": "string", "pattern": REVISION},
+                "commit (40 hex digits) of the model repo the fetch step downloads and the "
+                "engine loads; without it the fetch step resolves main at fetch time",
+            ),
+            "allow_moving_tag": _obj(
+                {"reason": {"type": "string", "minLength": 10, "pattern": WORD}},
+                ["reason"],
+                "accept a moving image tag (latest, *nightly*): say why the image cannot be "
+                "pinned by a release tag or a digest",
             ),
             "image_info": _obj(
                 {

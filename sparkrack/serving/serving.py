@@ -26,6 +26,13 @@ from sparkrack.serving.manifests import (
     statefulset_name,
 )
 from sparkrack.serving.render import render_command
+from sparkrack.serving.switch import (
+    fetch_facts,
+    fetch_objects,
+    fetch_selector,
+    prepull_jobs,
+    prepull_selector,
+)
 
 DEPLOYMENT_VARS = (KEY, "serving_profile", "serving_profile_file", "serving_spark")
 
@@ -105,10 +112,12 @@ def render_serving(serving: Serving, key_secret: str | None = None) -> dict[str,
     secret = key_secret or contract.SERVING_DEFAULTS["serving_gateway_key_secret"]
     per: list[dict[str, Any]] = []
     docs: list[dict[str, Any]] = [namespace(ctx)]
+    fetch: list[dict[str, Any]] = []
     for d in serving.deployments:
         dctx = d.context(ctx)
         objects = deployment_objects(d.profile, dctx)
         docs += objects
+        fetch += fetch_objects(d.profile, dctx)
         eng = engine_of(d.profile.data)
         pods = [f"{statefulset_name(d.profile, dctx, r.rank)}-0" for r in eng.ranks(dctx)]
         per.append(
@@ -126,8 +135,10 @@ def render_serving(serving: Serving, key_secret: str | None = None) -> dict[str,
                 "pods": pods,
                 "plan": deployment_plan(d, ctx),
                 "manifests": objects,
+                **fetch_facts(d.profile, dctx),
             }
         )
+    prepull = prepull_jobs([(d.profile, d.context(ctx)) for d in serving.deployments], ctx)
     gateway_docs = gateway.manifests(serving.deployments, ctx, secret)
     docs += gateway_docs
     listed = [d.name for d in serving.deployments]
@@ -143,8 +154,32 @@ def render_serving(serving: Serving, key_secret: str | None = None) -> dict[str,
             f"{contract.LABEL_COMPONENT}={contract.COMPONENT_SERVING}",
             f"{contract.LABEL_DEPLOYMENT} notin ({','.join(listed)})",
         ],
-        "summary": summary(per, ctx, len(docs)),
+        "summary": summary(per, ctx, len(docs) + len(prepull) + len(fetch)),
+        # A switch, in order: prepull (wait Complete) -> fetch (wait Complete) -> prune + apply
+        # manifests. Jobs are immutable: delete the old ones by selector before applying.
+        "prepull": prepull,
+        "fetch": fetch,
+        "switch": {
+            "order": ["prepull", "fetch", "manifests"],
+            "prepull_selector": prepull_selector(),
+            "prepull_timeout": ctx.prepull_timeout,
+            "fetch_selector": fetch_selector(),
+            "fetch_timeout": ctx.fetch_timeout,
+            "fetch_secret": ctx.fetch_secret,
+            "fetch_secret_keys": {
+                "password": contract.FETCH_PASSWORD_KEY,
+                "secrets": contract.FETCH_SECRETS_KEY,
+            },
+            "fetch_image": ctx.fetch_image,
+        },
     }
+
+
+def in_apply_order(rendered: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every object of :func:`render_serving`'s result in the order a switch applies them: the
+    namespace, the pre-pull Jobs, the fetch objects, then the deployments and the gateway."""
+    first, *rest = rendered["manifests"]
+    return [first, *rendered["prepull"], *rendered["fetch"], *rest]
 
 
 def summary(per: Sequence[Mapping[str, Any]], ctx: ServingContext, objects: int) -> list[str]:
@@ -160,6 +195,11 @@ def summary(per: Sequence[Mapping[str, Any]], ctx: ServingContext, objects: int)
         )
         lines += [f"  rank {r['rank']}: {r}" for r in plan["ranks"]]
         lines.append(f"  command of rank 0: {plan['command_rank0']}")
+        copy = f", copied to {', '.join(d['copy_to'])}" if d["copy_to"] else ""
+        lines.append(
+            f"  weights: {d['model']}@{d['revision']} fetched once by Job {d['fetch_job']} "
+            f"({d['need_bytes'] / 1e9:.0f} GB free disk asked){copy}"
+        )
     lines.append(
         f"{objects} manifests validated; clients call Service {contract.API_SERVICE}."
         f"{ctx.namespace}:{ctx.api_port} (LiteLLM {gateway.LITELLM_VERSION}, routes by alias)"

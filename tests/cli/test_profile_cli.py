@@ -96,7 +96,16 @@ def test_render_manifests_multi_document(capsys: pytest.CaptureFixture[str]) -> 
         == 0
     )
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert len(docs) == 8
+    # Namespace; the switch ConfigMap, the fetch Job and 3 receiver Jobs (4 Sparks); the
+    # launcher ConfigMap, 2 Services and 4 StatefulSets: in the order the serve play applies them.
+    assert [d["kind"] for d in docs] == [
+        "Namespace",
+        "ConfigMap",
+        *["Job"] * 4,
+        "ConfigMap",
+        *["Service"] * 2,
+        *["StatefulSet"] * 4,
+    ]
     assert validate_manifests(docs) == []
 
 

@@ -165,10 +165,14 @@ def test_reasoning_parser_plugin_is_mounted_at_the_seed_path(ctx: ServingContext
     spec = _sts(render_manifests(load_profile(NAME), ctx))["spec"]["template"]["spec"]
     mount = next(m for m in spec["containers"][0]["volumeMounts"] if m.get("subPath"))
     assert mount["mountPath"] == "/app/super_v3_reasoning_parser.py"
-    (init,) = spec["initContainers"]
-    # The init container fetches the file from the model repo through the HF cache.
-    assert init["command"][-2:] == [
+    # After the switch's waits (weights marker, memory), the engine's own init container copies
+    # the file of the model repo out of the node's HF cache (offline, at the fetched revision).
+    names = [c["name"] for c in spec["initContainers"]]
+    assert names == ["wait-weights", "wait-memory", "fetch-plugins"]
+    init = spec["initContainers"][-1]
+    assert init["command"][-3:] == [
         "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",
+        "main",
         "super_v3_reasoning_parser.py",
     ]
     assert {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"} in init["volumeMounts"]

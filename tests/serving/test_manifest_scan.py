@@ -21,6 +21,7 @@ from sparkrack.serving import (
     validate_profile,
 )
 from sparkrack.serving.core import ServingContext, context_from_inventory
+from sparkrack.serving.switch import fetch_objects
 
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|CREDENTIAL", re.IGNORECASE)
 DNS_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
@@ -123,12 +124,20 @@ def test_scan_finds_an_unescaped_reference() -> None:
     assert len(scan([doc])) == 2
 
 
+# Containers that never talk to the Hub: they get no token at all.
+NO_TOKEN = ("wait-weights", "wait-memory", "push", "receive")
+
+
 def test_hf_token_is_only_a_secret_reference(ctx: ServingContext) -> None:
     for name in [p.stem for p in list_profiles()]:
-        for doc in render_manifests(load_profile(name), ctx):
+        profile = load_profile(name)
+        for doc in [*fetch_objects(profile, ctx), *render_manifests(profile, ctx)]:
             spec = doc.get("spec", {}).get("template", {}).get("spec", {})
             for c in [*spec.get("containers", []), *spec.get("initContainers", [])]:
                 tokens = [e for e in c.get("env", []) if e["name"] == "HF_TOKEN"]
+                if c["name"] in NO_TOKEN:
+                    assert not tokens, f"{name}: {c['name']} needs no HF token"
+                    continue
                 assert tokens, f"{name}: {c['name']} has no HF_TOKEN reference"
                 assert all("valueFrom" in e and "value" not in e for e in tokens)
 

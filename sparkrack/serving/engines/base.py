@@ -58,6 +58,55 @@ class PodExtras:
     mounts: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class JitCache:
+    """One on-disk cache of kernels an engine compiles at start-up, kept on the node.
+
+    The variable ``env`` points the cache at ``<contract.JIT_CACHE_MOUNT>/<name>``, a directory of
+    the Spark's cache of the pod's image (a new image gets a new directory: no stale kernels).
+    """
+
+    name: str
+    """Subdirectory under the pod's JIT-cache mount."""
+    env: str
+    """The variable the library reads its cache directory from."""
+    default: str
+    """Where the library writes without the variable (for the record)."""
+    source: str
+    """Where the variable and its default are defined."""
+
+    @property
+    def path(self) -> str:
+        return f"{contract.JIT_CACHE_MOUNT}/{self.name}"
+
+
+# The caches the engines' libraries keep; each engine module lists those its engine uses.
+FLASHINFER_CACHE = JitCache(
+    "flashinfer",
+    "FLASHINFER_WORKSPACE_BASE",
+    "$HOME (FlashInfer appends .cache/flashinfer/)",
+    "flashinfer/jit/env.py",
+)
+TRITON_CACHE = JitCache(
+    "triton", "TRITON_CACHE_DIR", "~/.triton/cache", "triton/runtime/cache.py (TRITON_HOME/.triton)"
+)
+INDUCTOR_CACHE = JitCache(
+    "inductor",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "<tempdir>/torchinductor_<user>",
+    "torch/_inductor/runtime/cache_dir_utils.py (cache_dir, default_cache_dir)",
+)
+CUTE_DSL_CACHE = JitCache(
+    "cute-dsl",
+    "CUTE_DSL_CACHE_DIR",
+    "<tempdir>/<user>/cutlass_python_cache",
+    "nvidia-cutlass-dsl (CuTe DSL file cache)",
+)
+DEEPGEMM_CACHE = JitCache(
+    "deep-gemm", "DG_JIT_CACHE_DIR", "$HOME/.deep_gemm", "deep_gemm/jit (DG_JIT_CACHE_DIR)"
+)
+
+
 def hf_token_env(ctx: ServingContext) -> dict[str, Any]:
     """The HF token as a Secret reference: its value never appears in a manifest."""
     return {
@@ -153,6 +202,12 @@ class Engine:
     sparkrack runs has none that is verified)."""
     metrics_port: str = "http"
     """Named container port that serves ``metrics_path`` (the OpenAI-API port of rank 0)."""
+    jit_caches: tuple[JitCache, ...] = ()
+    """The kernel caches the engine's libraries write at start-up (kept per Spark and image)."""
+
+    def jit_env(self) -> dict[str, str]:
+        """The variables that point every JIT cache of the engine at the node's directory."""
+        return {cache.env: cache.path for cache in self.jit_caches}
 
     # --- the table ----------------------------------------------------------------------------
 
@@ -261,6 +316,9 @@ class Engine:
             if pair:
                 env[pair[0]] = pair[1]
         env["HF_HOME"] = contract.HF_CACHE_MOUNT
+        # The fetch step put the weights in the node's cache before the server starts.
+        env["HF_HUB_OFFLINE"] = "1"
+        env.update(self.jit_env())
         env.update({str(k): str(v) for k, v in (profile.data.get("env") or {}).items()})
         return env
 

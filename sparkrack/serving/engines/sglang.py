@@ -38,8 +38,13 @@ from sparkrack.patches import configmap_files, container_entrypoint
 from sparkrack.planner.memory import RecurrentPool, Serving
 from sparkrack.serving.core import Profile, ServingContext
 from sparkrack.serving.engines.base import (
+    CUTE_DSL_CACHE,
+    DEEPGEMM_CACHE,
+    FLASHINFER_CACHE,
+    INDUCTOR_CACHE,
     LIVENESS_PERIOD,
     PROBE_PERIOD,
+    TRITON_CACHE,
     Engine,
     FileSet,
     Rank,
@@ -50,7 +55,7 @@ from sparkrack.serving.engines.base import (
     section,
 )
 from sparkrack.serving.images import version_tuple
-from sparkrack.serving.knobs import HF_ID, IDENT, Knob, RuntimeKnob, Type, runtime
+from sparkrack.serving.knobs import HF_ID, IDENT, REVISION, Knob, RuntimeKnob, Type, runtime
 from sparkrack.serving.ruleset import Ctx, RuleSet
 
 NAME = "sglang"
@@ -100,6 +105,7 @@ def k(key: str, type_: Type, help_: str, flag: str | None = None, **kw: Any) -> 
 KNOBS: tuple[Knob, ...] = (
     # -- what is served, and how it is split (model/topology come from the profile's top level)
     k("model", "string", "Hugging Face model id", "--model-path", pattern=HF_ID),
+    k("revision", "string", "commit of the model repo", "--revision", pattern=REVISION),
     k(
         "sglang.trust_remote_code",
         "boolean",
@@ -793,6 +799,7 @@ class SGLang(Engine):
     uses_fabric = True
     liveness_path = "/health_generate"
     upstream = "sglang"
+    jit_caches = (FLASHINFER_CACHE, TRITON_CACHE, INDUCTOR_CACHE, CUTE_DSL_CACHE, DEEPGEMM_CACHE)
 
     def ranks(self, ctx: ServingContext) -> list[Rank]:
         """One process per Spark of the deployment, the head (rank 0) first."""

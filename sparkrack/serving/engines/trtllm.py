@@ -15,6 +15,11 @@ from typing import Any
 from sparkrack.errors import Problem
 from sparkrack.planner.memory import RecurrentPool, Serving, per_sequence_pool
 from sparkrack.serving.engines.base import (
+    CUTE_DSL_CACHE,
+    DEEPGEMM_CACHE,
+    FLASHINFER_CACHE,
+    INDUCTOR_CACHE,
+    TRITON_CACHE,
     SingleSparkEngine,
     integer,
     long_context_problems,
@@ -110,6 +115,23 @@ def _kv(c: Ctx) -> dict[str, Any]:
 
 
 @RULES.add(
+    "trtllm-revision",
+    "trtllm-serve options (docs of 0.18-1.1): MODEL is a name or a path, no revision option",
+    "trtllm-serve cannot load a pinned revision of a Hugging Face id",
+)
+def _revision(c: Ctx) -> Iterator[Problem]:
+    if c.data.get("revision") is not None:
+        yield c.p(
+            "revision",
+            "trtllm-serve takes the model as a name or a path and has no revision option: "
+            "offline (HF_HUB_OFFLINE=1) it loads the commit main points at, not this one",
+            "remove revision (the fetch step then pins the commit main resolves to at fetch "
+            "time), or serve this model with engine: vllm or sglang",
+            "trtllm-revision",
+        )
+
+
+@RULES.add(
     "trtllm-long-context-env",
     "seed 004 (TLLM_ALLOW_LONG_MAX_MODEL_LEN=1 for --max_seq_len 1048576)",
     "max_seq_len beyond the model config needs trtllm.allow_long_max_model_len",
@@ -198,6 +220,10 @@ class TRTLLM(SingleSparkEngine):
     # format; a Prometheus collector exists in later TensorRT-LLM sources but is not verified
     # against 1.3.0rc9, so nothing is scraped from this engine.
     metrics_path = None
+    # The PyTorch flow's kernels: FlashInfer, Triton, inductor, and the CuTe-DSL and DeepGEMM MoE
+    # backends of moe_config.backend. TensorRT-LLM's own kernel caches, if any, are not verified
+    # against 1.3.0rc9 and are not listed.
+    jit_caches = (FLASHINFER_CACHE, TRITON_CACHE, INDUCTOR_CACHE, CUTE_DSL_CACHE, DEEPGEMM_CACHE)
 
     def config(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """The ``extra-llm-api-config.yml`` mapping, keys in the table's (= the seed's) order."""

@@ -20,6 +20,10 @@ from sparkrack.errors import Problem
 from sparkrack.planner.memory import RecurrentPool, Serving, per_sequence_pool
 from sparkrack.serving.core import Profile, ServingContext
 from sparkrack.serving.engines.base import (
+    FLASHINFER_CACHE,
+    INDUCTOR_CACHE,
+    TRITON_CACHE,
+    JitCache,
     PodExtras,
     SingleSparkEngine,
     hf_token_env,
@@ -28,7 +32,8 @@ from sparkrack.serving.engines.base import (
     number,
     section,
 )
-from sparkrack.serving.knobs import ABS_PATH, HF_ID, IDENT, Knob, env, k, runtime
+from sparkrack.serving.images import without_digest
+from sparkrack.serving.knobs import ABS_PATH, HF_ID, IDENT, REVISION, Knob, env, k, runtime
 from sparkrack.serving.ruleset import Ctx, RuleSet
 
 NAME = "vllm"
@@ -42,6 +47,7 @@ SSM_DTYPES = ("float32", "float16", "bfloat16", "auto")
 
 KNOBS: tuple[Knob, ...] = (
     k("model", "string", "Hugging Face model id", "--model", pattern=HF_ID),
+    k("revision", "string", "commit of the model repo", "--revision", pattern=REVISION),
     k(
         "vllm.served_model_name",
         "string",
@@ -197,7 +203,7 @@ def _nvfp4(c: Ctx) -> bool:
 def _mtp_nightly(c: Ctx) -> Iterator[Problem]:
     spec = _v(c, "speculative_config")
     method = spec.get("method") if isinstance(spec, dict) else None
-    image = str(c.data.get("image", "")).split("@", 1)[0]  # a pinned digest keeps its tag
+    image = without_digest(str(c.data.get("image", "")))  # a pinned digest keeps its tag
     if method == "mtp" and _nvfp4(c) and not NIGHTLY_TAG.search(image):
         yield c.p(
             "image",
@@ -286,6 +292,14 @@ class VLLM(SingleSparkEngine):
     memory = VLLMMemory()
     upstream = "vllm"
     metrics_path = "/metrics"  # served by default on the API port (no flag)
+    # vLLM keeps its torch.compile artefacts under VLLM_CACHE_ROOT (vllm/envs.py,
+    # get_default_cache_root: ~/.cache/vllm).
+    jit_caches = (
+        JitCache("vllm", "VLLM_CACHE_ROOT", "~/.cache/vllm", "vllm/envs.py"),
+        FLASHINFER_CACHE,
+        TRITON_CACHE,
+        INDUCTOR_CACHE,
+    )
 
     def plugin_files(self, profile: Profile) -> dict[str, str]:
         """File name in the model repo -> absolute path the server reads it from."""
@@ -298,20 +312,32 @@ class VLLM(SingleSparkEngine):
         wanted = self.plugin_files(profile)
         if not wanted:
             return PodExtras()
+        # Runs after the fetch step's marker wait: the file is in the node's cache already.
         script = (
             "import shutil, sys\n"
             "from huggingface_hub import hf_hub_download\n"
-            "repo = sys.argv[1]\n"
-            "for name in sys.argv[2:]:\n"
-            "    shutil.copy(hf_hub_download(repo, name), '/plugins/' + name)\n"
-            "    print('fetched', repo, name)\n"
+            "repo, revision = sys.argv[1], sys.argv[2]\n"
+            "for name in sys.argv[3:]:\n"
+            "    shutil.copy(hf_hub_download(repo, name, revision=revision), '/plugins/' + name)\n"
+            "    print('copied', repo, revision, name)\n"
         )
         fetch = {
             "name": "fetch-plugins",
             "image": profile.image,
             "imagePullPolicy": "IfNotPresent",
-            "command": ["python3", "-c", script, profile.model, *sorted(wanted)],
-            "env": [{"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT}, hf_token_env(ctx)],
+            "command": [
+                "python3",
+                "-c",
+                script,
+                profile.model,
+                profile.revision or "main",
+                *sorted(wanted),
+            ],
+            "env": [
+                {"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT},
+                {"name": "HF_HUB_OFFLINE", "value": "1"},
+                hf_token_env(ctx),
+            ],
             "volumeMounts": [
                 {"name": "hf-cache", "mountPath": contract.HF_CACHE_MOUNT},
                 {"name": PLUGIN_VOLUME, "mountPath": "/plugins"},
