@@ -31,7 +31,8 @@ def image_rows(inventory: str) -> list[dict[str, str]]:
     used: list[tuple[str, str]] = [
         (f"deployment {d.name} ({d.profile.name})", d.profile.image) for d in serving.deployments
     ]
-    used.append(("fetch and receiver Jobs", serving.ctx.fetch_image))
+    if serving.ctx.fetch_image:
+        used.append(("weight copy (push and receiver Jobs)", serving.ctx.fetch_image))
     used.append(("gateway (LiteLLM)", gateway.IMAGE))
     return [
         {"used_by": who, "image": image, "pin": pin_state(image), "digest": digest_of(image) or ""}

@@ -15,7 +15,7 @@ from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 from sparkrack.inputs.inventory import load_inventory
-from sparkrack.serving.images import FETCH_IMAGE, ImageFacts, image_facts
+from sparkrack.serving.images import ImageFacts, image_facts
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,8 @@ class ServingContext:
     prepull: bool = contract.SERVING_DEFAULTS["serving_prepull"]
     """Render one image pre-pull Job per Spark, applied before a switch."""
     prepull_timeout: int = contract.SERVING_DEFAULTS["serving_prepull_timeout"]
-    fetch_image: str = FETCH_IMAGE
-    """Image of the fetch and receiver Jobs (``serving_fetch_image``)."""
+    fetch_image: str = ""
+    """Image of the push and receiver containers (``serving_fetch_image``; no default)."""
     gid_index: dict[str, int] = field(default_factory=dict)
     """Discovered RoCE GID index per node (roce role fact ``roce_gid_index``)."""
     spark: str | None = None
@@ -196,7 +196,7 @@ def context_from_vars(
         memwait_timeout=int(v["serving_memwait_timeout"]),
         prepull=switch_on(v["serving_prepull"]),
         prepull_timeout=int(v["serving_prepull_timeout"]),
-        fetch_image=str(v.get("serving_fetch_image") or FETCH_IMAGE),
+        fetch_image=str(v.get("serving_fetch_image") or ""),
         gid_index=dict(gid_index or {}),
         spark=None if v.get("serving_spark") is None else str(v["serving_spark"]),
     )

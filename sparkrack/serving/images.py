@@ -97,10 +97,10 @@ def is_moving_tag(image: str) -> bool:
     return "@" not in image and bool(MOVING_TAG.search(image))
 
 
-FETCH_IMAGE: Final = "ghcr.io/sparkrack/fetch-step:0.1.0"
-"""Image of the fetch and receiver Jobs (``serving_fetch_image`` overrides it). It must carry
-python3 (3.10 or later), rsync and huggingface_hub. sparkrack neither builds nor verifies it
-(no registry access from here): pinned by tag, its contents are the operator's to check."""
+FETCH_IMAGE_NEEDS: Final = "python3 (3.10 or later) and rsync"
+"""What the push and receiver containers run (``serving_fetch_image``). sparkrack publishes no
+such image and has no default: the owner names one, pinned by digest. The download runs in the
+deployment's own engine image, which carries huggingface_hub."""
 
 DIGEST = re.compile(r"@sha256:([a-f0-9]{64})$")
 

@@ -18,6 +18,7 @@ from sparkrack.serving import gateway
 from sparkrack.serving.core import ServingContext, context_from_inventory
 from sparkrack.serving.deployments import KEY, Deployment, load_deployments, source_of
 from sparkrack.serving.engines import engine_of
+from sparkrack.serving.images import FETCH_IMAGE_NEEDS
 from sparkrack.serving.manifests import (
     deployment_objects,
     names,
@@ -67,11 +68,28 @@ def from_inventory(
     inv = load_inventory(inventory)
     variables = {name: inv.var(name) for name in DEPLOYMENT_VARS}
     found = load_deployments(variables, ctx, source_of(inventory), check_memory=check_memory)
-    return Serving(found, ctx)
+    return checked(Serving(found, ctx), source_of(inventory))
 
 
 def from_vars(variables: Mapping[str, Any], ctx: ServingContext, source: str) -> Serving:
-    return Serving(load_deployments(variables, ctx, source), ctx)
+    return checked(Serving(load_deployments(variables, ctx, source), ctx), source)
+
+
+def checked(serving: Serving, source: str) -> Serving:
+    """Refuse deployments across Sparks without an image for the weight copy."""
+    spread = [d.name for d in serving.deployments if len(d.sparks) > 1]
+    if spread and not serving.ctx.fetch_image:
+        raise SparkrackError(
+            Problem(
+                source,
+                "serving_fetch_image",
+                f"is not set; {', '.join(spread)} copy their weights to every Spark with rsync",
+                f"set serving_fetch_image to an image with {FETCH_IMAGE_NEEDS}, pinned by digest "
+                "(README: What happens on a switch)",
+                "fetch-image",
+            )
+        )
+    return serving
 
 
 def deployment_plan(d: Deployment, ctx: ServingContext) -> dict[str, Any]:

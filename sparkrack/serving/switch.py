@@ -170,9 +170,10 @@ def fetch_objects(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]
         # rsync refuses a secrets or password file that others can read.
         "secret": {"secretName": ctx.fetch_secret, "defaultMode": 0o400},
     }
+    # The engine image downloads: it carries huggingface_hub, which the engine loads models with.
     download = _container(
         "download",
-        ctx.fetch_image,
+        profile.image,
         fetch_argv(
             "download",
             repo=profile.model,

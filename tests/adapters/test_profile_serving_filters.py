@@ -26,7 +26,7 @@ def test_render_the_lab_deployments() -> None:
         {"serving_deployments": inv.var("serving_deployments"), "serving_profile": ""},
         inv.plan().to_dict(),
         inv.hostvars,
-        {},
+        {"serving_fetch_image": inv.var("serving_fetch_image")},
     )
     assert out["names"] == ["gemma", "super-vllm", "super-trtllm"]
     assert [len(d["pods"]) for d in out["deployments"]] == [2, 1, 1]
@@ -41,7 +41,11 @@ def test_render_for_the_inventory(inventory: str) -> None:
         {"serving_profile": inv.var("serving_profile"), "serving_deployments": []},
         inv.plan().to_dict(),
         inv.hostvars,
-        {"serving_namespace": inv.var("serving_namespace"), "serving_api_port": "30000"},
+        {
+            "serving_namespace": inv.var("serving_namespace"),
+            "serving_api_port": "30000",
+            "serving_fetch_image": inv.var("serving_fetch_image"),
+        },
     )
     [dep] = out["deployments"]
     assert dep["profile"] == "nemotron-3-super-120b-a12b-nvfp4"
@@ -62,7 +66,7 @@ def test_discovered_gid_index_reaches_the_pods() -> None:
     inv = load_inventory("inventories/example")
     hostvars = {h: {**v, "roce_gid_index": 3} for h, v in inv.hostvars.items()}
     out = FILTERS["sparkrack_serving_render"](
-        one("glm-4.7-nvfp4"), inv.plan().to_dict(), hostvars, {}
+        one("glm-4.7-nvfp4"), inv.plan().to_dict(), hostvars, {"serving_fetch_image": "f:1"}
     )
     sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
     assert len(sts) == 4

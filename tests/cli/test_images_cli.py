@@ -11,8 +11,8 @@ import yaml
 
 from sparkrack.cli import main
 from sparkrack.cli.exitcodes import ExitCode
+from sparkrack.inputs.inventory import load_inventory
 from sparkrack.serving import gateway
-from sparkrack.serving.images import FETCH_IMAGE
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
@@ -30,7 +30,8 @@ def test_lists_every_deployment_the_fetch_image_and_the_gateway(
     rows = {r["used_by"]: r for r in json.loads(out)}
     deployments = [k for k in rows if k.startswith("deployment ")]
     assert len(deployments) == 3
-    assert rows["fetch and receiver Jobs"]["image"] == FETCH_IMAGE
+    copier = rows["weight copy (push and receiver Jobs)"]["image"]
+    assert copier == load_inventory("inventories/lab").var("serving_fetch_image")
     assert rows["gateway (LiteLLM)"]["image"] == gateway.IMAGE
     vllm = next(r for k, r in rows.items() if "super-vllm" in k)
     assert (vllm["image"], vllm["pin"]) == ("vllm/vllm-openai:cu130-nightly", "moving tag")

@@ -53,7 +53,8 @@ def two_vfs() -> ServingContext:
     inv = load_inventory("inventories/example")
     fabric = {**inv.var("fabric"), "vfs_in_use": [0, 1]}
     return context_from_vars(
-        compute_plan(fabric, nodes_from_hostvars(inv.sparks, inv.hostvars)), {}
+        compute_plan(fabric, nodes_from_hostvars(inv.sparks, inv.hostvars)),
+        {"serving_fetch_image": inv.var("serving_fetch_image")},
     )
 
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sparkrack import contract
+from sparkrack.errors import SparkrackError
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving import ServingContext, context_from_vars, engine_of, load_profile
@@ -299,3 +303,28 @@ def test_a_digest_only_image_renders_validates_and_maps_to_its_release(
     assert {c["image"] for c in [*sts["containers"], *sts["initContainers"]]} == {image}
     # The engine check runs the release the profile states for the digest.
     assert engine_of(profile.data).upstream_version(profile) == "0.5.10"
+
+
+def test_a_deployment_across_sparks_needs_a_copy_image(tmp_path: Path) -> None:
+    inv = tmp_path / "inv"
+    shutil.copytree("inventories/lab", inv)
+    group_vars = inv / "group_vars" / "all.yml"
+    data = yaml.safe_load(group_vars.read_text())
+    data["serving_fetch_image"] = ""
+    group_vars.write_text(yaml.safe_dump(data))
+    with pytest.raises(SparkrackError, match="serving_fetch_image: is not set; gemma copy"):
+        from_inventory(str(inv))
+    # single-Spark deployments copy nothing: no image needed
+    data["serving_deployments"] = [d for d in data["serving_deployments"] if len(d["sparks"]) == 1]
+    group_vars.write_text(yaml.safe_dump(data))
+    assert len(from_inventory(str(inv)).deployments) == 2
+
+
+def test_the_engine_image_downloads_and_the_copy_image_pushes() -> None:
+    serving = from_inventory("inventories/lab")
+    gemma = next(d for d in serving.deployments if len(d.sparks) > 1)
+    docs = fetch_objects(gemma.profile, gemma.context(serving.ctx))
+    fetch = next(d for d in docs if d["kind"] == "Job" and "receive" not in d["metadata"]["name"])
+    spec = fetch["spec"]["template"]["spec"]
+    assert spec["initContainers"][0]["image"] == gemma.profile.image
+    assert spec["containers"][0]["image"] == serving.ctx.fetch_image
