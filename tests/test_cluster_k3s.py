@@ -259,3 +259,16 @@ def test_filters_render_config_yaml_through_ansible(tmp_path: Path) -> None:
     assert config["server"] == "https://172.28.250.10:6443"
     assert "sparkrack.io/spark-index=2" in config["node-label"]
     assert (tmp_path / "url").read_text() == "https://172.28.250.10:6443"
+
+
+def test_earlyoom_acts_below_the_kubelets_eviction_threshold() -> None:
+    """spark_base's earlyoom sizes lie under the hard eviction threshold: the kubelet goes first."""
+    defaults = yaml.safe_load((ROOT / "roles/spark_base/defaults/main.yml").read_text())
+    spec = yaml.safe_load((ROOT / "roles/spark_base/meta/argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"]["options"]
+    eviction_bytes = k3s.memory_guard().eviction_hard_mb * 1_000_000
+    kill, term = defaults["spark_base_earlyoom_kill_kib"], defaults["spark_base_earlyoom_term_kib"]
+    assert kill * 1024 < term * 1024 < eviction_bytes
+    for key in (k for k in defaults if k.startswith("spark_base_earlyoom")):
+        assert options[key]["default"] == defaults[key], key
+    assert defaults["spark_base_earlyoom"] is False
