@@ -387,14 +387,14 @@ def receive(
     timeout: float,
     interval: float,
 ) -> None:
-    if shutil.which("rsync") is None:
-        raise StepError("rsync is not installed in this image")
     try:
         lines = secrets_file.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise StepError(f"cannot read --secrets-file {secrets_file}: {exc.strerror}") from None
     if not any(ln.startswith(f"{RSYNC_USER}:") and len(ln) > len(RSYNC_USER) + 1 for ln in lines):
         raise StepError(f"--secrets-file {secrets_file} has no '{RSYNC_USER}:<password>' line")
+    if shutil.which("rsync") is None:
+        raise StepError("rsync is not installed in this image")
     expected = marker_relpath(*expect) if expect else None
     if expected and read_marker(cache / expected) is not None:
         say("receive", f"{expected} already present: only the marker will be rewritten")
@@ -671,8 +671,6 @@ def push(
     timeout: float,
     interval: float,
 ) -> None:
-    if shutil.which("rsync") is None:
-        raise StepError("rsync is not installed in this image")
     for host in hosts:
         if not _HOST_RE.match(host):
             raise StepError(f"--to {host!r} is not a host name or address")
@@ -688,6 +686,8 @@ def push(
     if not password:
         raise StepError(f"--password-file {password_file} is empty")
     snap = find_snapshot(cache, repo, revision)
+    if shutil.which("rsync") is None:
+        raise StepError("rsync is not installed in this image")
     env = {**os.environ, "RSYNC_PASSWORD": password, "LC_ALL": "C"}
     os.environ["RSYNC_PASSWORD"] = password  # only so that redact() knows it
     say(
