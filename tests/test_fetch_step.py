@@ -231,3 +231,18 @@ def test_shipped_script_imports_the_standard_library_only() -> None:
     assert names - sys.stdlib_module_names == {"huggingface_hub"}
     secret = fetchplan.rsync_secret_data("pw")
     assert secret == {"password": "pw", "rsyncd.secrets": "sparkrack:pw\n"}
+
+
+def test_download_writes_the_marker_through_the_real_library(tmp_path: Path) -> None:
+    """huggingface_hub's own snapshot_download, offline, over a cache that holds the revision."""
+    pytest.importorskip("huggingface_hub", reason="huggingface_hub is not a dev dependency here")
+    total = fake_snapshot(tmp_path)
+    env = {"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_never_printed"}
+    done = run_step(*fetchplan.download_argv(REPO, REV, str(tmp_path), total)[2:], env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(fetch_step.marker_path(tmp_path, REPO, REV).read_text())["bytes"] == total
+    missing = run_step(*fetchplan.download_argv(REPO, "b" * 40, str(tmp_path), total)[2:], env=env)
+    assert missing.returncode == 1 and "snapshot_download failed" in last_line(missing)
+    assert not fetch_step.marker_path(tmp_path, REPO, "b" * 40).exists()
+    for text in (done.stdout, done.stderr, missing.stdout, missing.stderr):
+        assert "hf_never_printed" not in text
