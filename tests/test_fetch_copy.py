@@ -324,6 +324,8 @@ def test_interrupted_push_resumes(pair: Pair) -> None:
     assert receiver.poll() is None, "receive must keep serving until the marker arrives"
     marker = fetchplan.marker_path("/resume", REPO, REVISION)
     assert in_container(pair.peer, f"test -e {marker}").returncode != 0
+    # Negative control of the comparison below: the interrupted copy does not pass it.
+    assert listing(pair.peer, "/resume") != listing(pair.head, "/cache")
 
     start = time.monotonic()
     rerun = subprocess.run(

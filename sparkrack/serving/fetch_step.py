@@ -148,7 +148,7 @@ class Snapshot:
 
 
 def find_snapshot(cache: Path, repo: str, revision: str) -> Snapshot:
-    """The files of (repo, revision): the snapshot's entries, the blobs they link and the ref."""
+    """The files of (repo, revision): the snapshot's entries, the blobs they link, the refs naming it."""
     base = cache / repo_folder(repo)
     commit = revision
     ref = base / "refs" / revision
