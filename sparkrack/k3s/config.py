@@ -25,6 +25,7 @@ from sparkrack.k8s.common import (
     ROLE_CONTROL_PLANE,
     ROLE_SPARK,
 )
+from sparkrack.planner import memory as planner
 
 K3S_API_PORT = 6443
 TOKEN_FILE = "/etc/rancher/k3s/sparkrack-join-token"
@@ -121,6 +122,53 @@ def _check_options(opts: K3sNodeOptions, source: str, prefix: str) -> list[Probl
     return problems
 
 
+# Share of the planner's OS headroom kept as the kubelet's hard memory eviction threshold; the
+# rest is system-reserved. Together they are the whole headroom, so the node's allocatable memory
+# is the planner's usable memory (capacity - headroom): pods are scheduled against exactly the
+# memory the planner budgets, and the kubelet evicts before the OS loses its share.
+EVICTION_SHARE = 0.25
+# The kubelet drops its default disk thresholds once eviction-hard is given: restate them.
+DISK_EVICTION_HARD = (
+    "nodefs.available<10%",
+    "nodefs.inodesFree<5%",
+    "imagefs.available<15%",
+    "imagefs.inodesFree<5%",
+)
+
+
+@dataclass(frozen=True)
+class MemoryGuard:
+    """The kubelet's memory reservation on a Spark, split from the planner's OS headroom (MB)."""
+
+    system_reserved_mb: int
+    eviction_hard_mb: int
+
+    def kubelet_args(self) -> list[str]:
+        return [
+            f"system-reserved=memory={self.system_reserved_mb}M",
+            "eviction-hard="
+            + ",".join([f"memory.available<{self.eviction_hard_mb}M", *DISK_EVICTION_HARD]),
+        ]
+
+
+def memory_guard(os_headroom_gb: float | None = None) -> MemoryGuard:
+    """Reservation and eviction threshold from the OS headroom (default: the planner's)."""
+    headroom = planner.DEFAULT_OS_HEADROOM_GB if os_headroom_gb is None else os_headroom_gb
+    total_mb = round(headroom * 1000)
+    eviction_mb = round(total_mb * EVICTION_SHARE)
+    if eviction_mb < 100 or total_mb - eviction_mb <= 0:
+        raise SparkrackError(
+            Problem(
+                "sparkrack/planner/memory.py",
+                "DEFAULT_OS_HEADROOM_GB",
+                f"{headroom:g} GB leaves no room for a system reservation and an eviction "
+                "threshold of at least 100 MB",
+                "keep the OS headroom at 1 GB or more",
+            )
+        )
+    return MemoryGuard(total_mb - eviction_mb, eviction_mb)
+
+
 def _label_list(labels: Mapping[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in sorted(labels.items())]
 
@@ -159,7 +207,8 @@ def agent_config(
     opts: K3sNodeOptions,
     source: str = "k3s_agent",
 ) -> dict[str, Any]:
-    """config.yaml of the K3s agent on Spark ``node_name``: node IP and labels from the plan."""
+    """config.yaml of the K3s agent on Spark ``node_name``: node IP and labels from the plan,
+    memory reservation and eviction threshold from the planner's OS headroom."""
     problems = _check_options(opts, source, "k3s_agent_")
     if problems:
         raise SparkrackError(problems)
@@ -177,6 +226,7 @@ def agent_config(
         "node-name": node.name,
         "node-ip": node.node_ip,
         "node-label": _label_list(labels),
+        "kubelet-arg": memory_guard().kubelet_args(),
     }
     if opts.flannel_iface:
         config["flannel-iface"] = opts.flannel_iface

@@ -26,7 +26,7 @@ from sparkrack.serving.capacity import planned_gb
 from sparkrack.serving.core import Profile, ServingContext
 from sparkrack.serving.engines import engine_of
 from sparkrack.serving.engines.base import Engine, FileSet, Rank, hf_token_env
-from sparkrack.serving.fetchargs import UNPINNED, fetch_argv
+from sparkrack.serving.fetchplan import UNPINNED, memwait_argv, wait_argv
 from sparkrack.serving.images import image_slug
 
 TERMINATION_GRACE_SECONDS = 30
@@ -107,16 +107,13 @@ def switch_init_containers(profile: Profile, ctx: ServingContext) -> list[dict[s
         {"name": "hf-cache", "mountPath": contract.HF_CACHE_MOUNT, "readOnly": True},
         {"name": SWITCH_VOLUME, "mountPath": contract.SWITCH_MOUNT, "readOnly": True},
     ]
-    wait = fetch_argv(
-        "wait",
-        cache=contract.HF_HUB_CACHE_MOUNT,
-        repo=profile.model,
-        revision=profile.revision or UNPINNED,
-        timeout=ctx.fetch_timeout,
+    wait = wait_argv(
+        contract.HF_HUB_CACHE_MOUNT,
+        profile.model,
+        profile.revision or UNPINNED,
+        timeout_s=ctx.fetch_timeout,
     )
-    memwait = fetch_argv(
-        "memwait", need_gb=f"{memwait_gb(profile, ctx):g}", timeout=ctx.memwait_timeout
-    )
+    memwait = memwait_argv(memwait_gb(profile, ctx), timeout_s=ctx.memwait_timeout)
     return [
         {
             "name": name,

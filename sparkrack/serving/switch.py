@@ -36,7 +36,13 @@ from sparkrack.serving.capacity import plan_profile
 from sparkrack.serving.core import Profile, ServingContext
 from sparkrack.serving.engines import engine_of
 from sparkrack.serving.engines.base import hf_token_env, section
-from sparkrack.serving.fetchargs import UNPINNED, fetch_argv, marker_path
+from sparkrack.serving.fetchplan import (
+    UNPINNED,
+    download_argv,
+    marker_path,
+    push_argv,
+    receive_argv,
+)
 from sparkrack.serving.manifests import (
     SWITCH_VOLUME,
     deployment_name,
@@ -174,14 +180,7 @@ def fetch_objects(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]
     download = _container(
         "download",
         profile.image,
-        fetch_argv(
-            "download",
-            repo=profile.model,
-            revision=revision,
-            cache=cache,
-            need_bytes=size,
-            timeout=ctx.fetch_timeout,
-        ),
+        download_argv(profile.model, revision, cache, size, timeout_s=ctx.fetch_timeout),
         env=[{"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT}, hf_token_env(ctx)],
         volumeMounts=[hf_mount, switch_mount],
     )
@@ -190,15 +189,14 @@ def fetch_objects(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]
         push = _container(
             "push",
             ctx.fetch_image,
-            fetch_argv(
-                "push",
-                cache=cache,
-                repo=profile.model,
-                revision=revision,
-                to=",".join(pf_address(ctx.plan, n) for n in others),
+            push_argv(
+                cache,
+                profile.model,
+                revision,
+                [pf_address(ctx.plan, n) for n in others],
+                f"{contract.FETCH_SECRET_MOUNT}/{contract.FETCH_PASSWORD_KEY}",
                 port=ctx.fetch_port,
-                password_file=f"{contract.FETCH_SECRET_MOUNT}/{contract.FETCH_PASSWORD_KEY}",
-                timeout=ctx.fetch_timeout,
+                timeout_s=ctx.fetch_timeout,
             ),
             volumeMounts=[hf_mount, switch_mount, secret_mount],
         )
@@ -214,13 +212,15 @@ def fetch_objects(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]
         receive = _container(
             "receive",
             ctx.fetch_image,
-            fetch_argv(
-                "receive",
-                cache=cache,
-                need_bytes=size,
+            receive_argv(
+                cache,
+                size,
+                f"{contract.FETCH_SECRET_MOUNT}/{contract.FETCH_SECRETS_KEY}",
                 port=ctx.fetch_port,
-                secrets_file=f"{contract.FETCH_SECRET_MOUNT}/{contract.FETCH_SECRETS_KEY}",
-                timeout=ctx.fetch_timeout,
+                address=pf_address(ctx.plan, node),
+                repo=profile.model,
+                revision=revision,
+                timeout_s=ctx.fetch_timeout,
             ),
             ports=[{"name": "rsync", "containerPort": ctx.fetch_port}],
             volumeMounts=[hf_mount, switch_mount, secret_mount],
@@ -250,8 +250,8 @@ def fetch_facts(profile: Profile, ctx: ServingContext) -> dict[str, Any]:
         "receiver_jobs": [receiver_name(profile, ctx, n) for n in nodes[1:]],
         "revision": profile.revision or UNPINNED,
         "revision_pinned": profile.revision is not None,
-        "marker": marker_path(contract.HF_HUB_CACHE_MOUNT, profile.model, profile.revision),
-        "marker_on_host": marker_path(f"{ctx.hf_cache}/hub", profile.model, profile.revision),
+        "marker": str(marker_path(contract.HF_HUB_CACHE_MOUNT, profile.model, profile.revision)),
+        "marker_on_host": str(marker_path(f"{ctx.hf_cache}/hub", profile.model, profile.revision)),
         "need_bytes": need_bytes(profile),
         "copy_to": [pf_address(ctx.plan, n) for n in nodes[1:]],
     }

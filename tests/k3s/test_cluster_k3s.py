@@ -15,6 +15,7 @@ from sparkrack.errors import SparkrackError
 from sparkrack.fabric.addressplan import NodeInput, compute_plan
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k3s import config as k3s
+from sparkrack.planner import memory as planner
 
 ROOT = Path(__file__).resolve().parents[2]
 CP = NodeInput("cp1", "192.168.1.10")
@@ -40,8 +41,43 @@ def test_agent_config_comes_from_the_address_plan(example: Any) -> None:
             "sparkrack.io/spark-index=3",
         ],
         "flannel-iface": "enP7s7",
+        "kubelet-arg": [
+            "system-reserved=memory=6000M",
+            "eviction-hard=memory.available<2000M,nodefs.available<10%,nodefs.inodesFree<5%,"
+            "imagefs.available<15%,imagefs.inodesFree<5%",
+        ],
     }
     assert "token" not in config  # the secret stays in the root-only token file
+
+
+def _reserved_mb(config: dict[str, Any]) -> tuple[int, int]:
+    """(system-reserved, hard eviction threshold) in MB, read back from the kubelet args."""
+    args = dict(a.split("=", 1) for a in config["kubelet-arg"])
+    reserved = args["system-reserved"].removeprefix("memory=").removesuffix("M")
+    memory = next(t for t in args["eviction-hard"].split(",") if t.startswith("memory."))
+    return int(reserved), int(memory.removeprefix("memory.available<").removesuffix("M"))
+
+
+@pytest.mark.parametrize("headroom", [planner.DEFAULT_OS_HEADROOM_GB, 12.0, 5.5])
+def test_memory_guard_follows_the_planners_headroom(
+    example: Any, monkeypatch: pytest.MonkeyPatch, headroom: float
+) -> None:
+    monkeypatch.setattr(planner, "DEFAULT_OS_HEADROOM_GB", headroom)
+    config = k3s.agent_config(example.plan(), "spark2", CP, k3s.K3sNodeOptions())
+    reserved, eviction = _reserved_mb(config)
+    # Reservation + eviction threshold = the headroom, so allocatable = the planner's usable.
+    assert (reserved + eviction) / 1000 == headroom
+    assert eviction == round(headroom * 1000 * k3s.EVICTION_SHARE) and reserved > eviction
+    spec = planner.Hardware(os_headroom_gb=headroom)
+    assert planner.GB10_MEMORY_GB - (reserved + eviction) / 1000 == spec.usable_gb
+
+
+def test_memory_guard_refuses_a_headroom_too_small_to_split(
+    example: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(planner, "DEFAULT_OS_HEADROOM_GB", 0.2)
+    with pytest.raises(SparkrackError, match="DEFAULT_OS_HEADROOM_GB"):
+        k3s.agent_config(example.plan(), "spark2", CP, k3s.K3sNodeOptions())
 
 
 def test_agent_config_taints_labels_runtime() -> None:
@@ -223,3 +259,16 @@ def test_filters_render_config_yaml_through_ansible(tmp_path: Path) -> None:
     assert config["server"] == "https://172.28.250.10:6443"
     assert "sparkrack.io/spark-index=2" in config["node-label"]
     assert (tmp_path / "url").read_text() == "https://172.28.250.10:6443"
+
+
+def test_earlyoom_acts_below_the_kubelets_eviction_threshold() -> None:
+    """spark_base's earlyoom sizes lie under the hard eviction threshold: the kubelet goes first."""
+    defaults = yaml.safe_load((ROOT / "roles/spark_base/defaults/main.yml").read_text())
+    spec = yaml.safe_load((ROOT / "roles/spark_base/meta/argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"]["options"]
+    eviction_bytes = k3s.memory_guard().eviction_hard_mb * 1_000_000
+    kill, term = defaults["spark_base_earlyoom_kill_kib"], defaults["spark_base_earlyoom_term_kib"]
+    assert kill * 1024 < term * 1024 < eviction_bytes
+    for key in (k for k in defaults if k.startswith("spark_base_earlyoom")):
+        assert options[key]["default"] == defaults[key], key
+    assert defaults["spark_base_earlyoom"] is False

@@ -17,11 +17,11 @@ from sparkrack import contract
 from sparkrack.errors import SparkrackError
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
-from sparkrack.serving import ServingContext, context_from_vars, engine_of, load_profile
+from sparkrack.serving import ServingContext, context_from_vars, engine_of, fetchplan, load_profile
 from sparkrack.serving.capacity import planned_gb
 from sparkrack.serving.core import Profile
 from sparkrack.serving.engines import ENGINES
-from sparkrack.serving.fetchargs import FETCH_SCRIPT
+from sparkrack.serving.fetchplan import SCRIPT_PATH
 from sparkrack.serving.images import image_slug
 from sparkrack.serving.manifests import render_manifests
 from sparkrack.serving.serving import from_inventory, render_serving
@@ -71,7 +71,7 @@ def test_fetch_job_downloads_on_the_head_and_pushes_to_the_other_pf_addresses(
     [download] = pod["initContainers"]
     [push] = pod["containers"]
     argv = download["command"]
-    assert argv[:3] == ["python3", FETCH_SCRIPT, "download"]
+    assert argv[:3] == ["python3", str(SCRIPT_PATH), "download"]
     assert option(argv, "--repo") == profile.model
     assert option(argv, "--revision") == REVISION
     assert option(argv, "--cache") == contract.HF_HUB_CACHE_MOUNT
@@ -81,7 +81,7 @@ def test_fetch_job_downloads_on_the_head_and_pushes_to_the_other_pf_addresses(
     [token] = [e for e in download["env"] if e["name"] == "HF_TOKEN"]
     assert token["valueFrom"]["secretKeyRef"]["name"] == ctx.hf_token_secret
     assert "HF_TOKEN" not in str(push) and "hf_" not in str(argv)
-    assert push["command"][:3] == ["python3", FETCH_SCRIPT, "push"]
+    assert push["command"][:3] == ["python3", str(SCRIPT_PATH), "push"]
     assert option(push["command"], "--to").split(",") == [pf_address(ctx.plan, n) for n in others]
     assert option(push["command"], "--port") == str(ctx.fetch_port)
     # One receiver per other Spark, on the host network (the PF address), bounded alike.
@@ -92,14 +92,14 @@ def test_fetch_job_downloads_on_the_head_and_pushes_to_the_other_pf_addresses(
         rpod = job["spec"]["template"]["spec"]
         [receive] = rpod["containers"]
         assert rpod["hostNetwork"] is True
-        assert receive["command"][:3] == ["python3", FETCH_SCRIPT, "receive"]
+        assert receive["command"][:3] == ["python3", str(SCRIPT_PATH), "receive"]
         assert option(receive["command"], "--port") == str(ctx.fetch_port)
         secret = next(v for v in rpod["volumes"] if "secret" in v)["secret"]
         assert secret == {"secretName": ctx.fetch_secret, "defaultMode": 0o400}
         assert job["spec"]["activeDeadlineSeconds"] == spec["activeDeadlineSeconds"]
     # The script is shipped verbatim in a ConfigMap, removed with its deployment (serving label).
     [cm] = kind(docs, "ConfigMap")
-    assert cm["data"][contract.FETCH_FILE].startswith('"""')
+    assert cm["data"][contract.FETCH_FILE] == fetchplan.script_text()
     assert cm["metadata"]["labels"][contract.LABEL_COMPONENT] == contract.COMPONENT_SERVING
 
 
@@ -134,10 +134,10 @@ def test_every_rank_waits_for_the_weights_and_its_memory_then_runs_offline(
     for sts in sets:
         pod = sts["spec"]["template"]["spec"]
         wait, memwait = pod["initContainers"][:2]
-        assert wait["command"][:3] == ["python3", FETCH_SCRIPT, "wait"]
+        assert wait["command"][:3] == ["python3", str(SCRIPT_PATH), "wait"]
         assert option(wait["command"], "--repo") == profile.model
         assert option(wait["command"], "--revision") == "main"
-        assert memwait["command"][:3] == ["python3", FETCH_SCRIPT, "memwait"]
+        assert memwait["command"][:3] == ["python3", str(SCRIPT_PATH), "memwait"]
         # The planner's footprint per Spark (the deployments' memory table), rounded up.
         need = float(option(memwait["command"], "--need-gb"))
         assert gb <= need < gb + 0.1 and need > 10
