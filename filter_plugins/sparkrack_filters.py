@@ -14,6 +14,7 @@ if str(_ROOT) not in sys.path:
 from ansible.errors import AnsibleFilterError  # noqa: E402
 
 from sparkrack.addressplan import compute_plan, nodes_from_hostvars  # noqa: E402
+from sparkrack.contract import contract_fact  # noqa: E402
 from sparkrack.errors import SparkrackError  # noqa: E402
 from sparkrack.inventory import group_problems  # noqa: E402
 
@@ -34,9 +35,15 @@ def inventory_problems(groups: Any, hostvars: Any, source: str = "inventory") ->
     return [str(p) for p in group_problems(groups, hostvars, source)]
 
 
+def contract(home: str) -> dict[str, Any]:
+    """``{{ lookup('env', 'HOME') | sparkrack_contract }}`` -> the names of sparkrack/contract.py."""
+    return contract_fact(str(home))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "sparkrack_fabric_plan": fabric_plan,
+            "sparkrack_contract": contract,
             "sparkrack_inventory_problems": inventory_problems,
         }

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from sparkrack import safeyaml
+from sparkrack import contract, safeyaml
 from sparkrack.addressplan import FabricPlan, NodeInput
 from sparkrack.cluster.common import (
     LABEL_GPU_PRESENT,
@@ -27,7 +27,7 @@ from sparkrack.cluster.common import (
 from sparkrack.errors import Problem, SparkrackError
 
 K3S_API_PORT = 6443
-TOKEN_FILE = "/etc/rancher/k3s/sparkrack-join-token"
+TOKEN_FILE = contract.K3S_TOKEN_FILE
 _TAINT_RE = re.compile(
     r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?(=[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
     r":(NoSchedule|PreferNoSchedule|NoExecute)$"
