@@ -183,3 +183,10 @@ def test_names_read_from_the_fact_and_prose_pass(tmp_path: Path) -> None:
     )
     plant(tmp_path, "playbooks/p.yml", "- hosts: all\n  roles:\n    - role: serving\n")
     assert literal_hits(tmp_path, contract_strings()) == []
+
+
+def test_the_fact_carries_the_kubeconfig_under_the_given_home() -> None:
+    fact = contract.contract_fact("/home/owner/")
+    assert fact["kubeconfig"] == "/home/owner/" + contract.KUBECONFIG_FILE
+    assert "kubeconfig" not in contract.contract_fact()
+    assert fact["part_of_selector"] == "=".join(next(iter(contract.PART_OF.items())))
