@@ -10,13 +10,17 @@ import re
 from typing import Any, Final
 
 # --- labels ----------------------------------------------------------------------------------
-PART_OF: Final = {"app.kubernetes.io/part-of": "sparkrack"}
+LABEL_PART_OF: Final = "app.kubernetes.io/part-of"
+PART_OF_VALUE: Final = "sparkrack"
+PART_OF: Final = {LABEL_PART_OF: PART_OF_VALUE}
 """Every object sparkrack renders carries this label (removal by label)."""
 LABEL_COMPONENT: Final = "sparkrack.io/component"
 COMPONENT_SERVING: Final = "serving"
 COMPONENT_GATEWAY: Final = "gateway"
+COMPONENT_FABRIC_CHECK: Final = "fabric-check"
 LABEL_ROLE: Final = "sparkrack.io/role"
 ROLE_CONTROL_PLANE: Final = "control-plane"
+ROLE_SPARK: Final = "spark"
 LABEL_PROFILE: Final = "sparkrack.io/profile"
 LABEL_DEPLOYMENT: Final = "sparkrack.io/deployment"
 LABEL_RANK: Final = "sparkrack.io/rank"
@@ -61,6 +65,18 @@ FETCH_SECRETS_KEY: Final = "rsyncd.secrets"
 JIT_CACHE_MOUNT: Final = "/var/cache/sparkrack/jit"
 """Where a serving pod mounts its Spark's JIT-cache directory of its image."""
 
+GATEWAY_KEY_KEY: Final = "key"
+"""Key of the gateway's master key in its Secret (``serving_gateway_key_secret``)."""
+
+# --- K3s: files sparkrack writes on the nodes and the control machine --------------------------
+KUBECONFIG_FILE: Final = ".kube/sparkrack.yaml"
+"""The kubeconfig sparkrack writes on the control machine, relative to the user's home."""
+K3S_TOKEN_FILE: Final = "/etc/rancher/k3s/sparkrack-join-token"
+"""Root-only file holding the agents' join token (config.yaml names it as ``token-file``)."""
+K3S_CNI_CONF_DIR: Final = "/var/lib/rancher/k3s/agent/etc/cni/net.d"
+K3S_CNI_BIN_DIR: Final = "/var/lib/rancher/k3s/data/cni"
+"""The CNI layout K3s uses instead of /etc/cni/net.d and /opt/cni/bin."""
+
 SERVING_DEFAULTS: Final[dict[str, Any]] = {
     "serving_namespace": "sparkrack",
     "serving_api_port": 30000,
@@ -100,13 +116,23 @@ def slug(name: str) -> str:
     return text[:SLUG_MAX].rstrip("-") or "profile"
 
 
-def contract_fact() -> dict[str, Any]:
-    """The names Ansible needs, as one fact."""
+def contract_fact(home: str | None = None) -> dict[str, Any]:
+    """The names Ansible needs, as one fact (``sparkrack_contract``, set once by preflight).
+
+    ``home`` is the control machine's home folder; with it the fact carries the full kubeconfig
+    path, without it only ``kubeconfig_file`` (relative to the home).
+    """
     return {
         "part_of": dict(PART_OF),
+        "part_of_selector": f"{LABEL_PART_OF}={PART_OF_VALUE}",
         "label_component": LABEL_COMPONENT,
+        "label_role": LABEL_ROLE,
+        "role_spark": ROLE_SPARK,
         "component_serving": COMPONENT_SERVING,
         "component_gateway": COMPONENT_GATEWAY,
+        "component_fabric_check": COMPONENT_FABRIC_CHECK,
+        "fabric_check_selector": f"{LABEL_COMPONENT}={COMPONENT_FABRIC_CHECK}",
+        "spark_selector": f"{LABEL_ROLE}={ROLE_SPARK}",
         "label_profile": LABEL_PROFILE,
         "label_deployment": LABEL_DEPLOYMENT,
         "api_service": API_SERVICE,
@@ -118,5 +144,11 @@ def contract_fact() -> dict[str, Any]:
         "component_prepull": COMPONENT_PREPULL,
         "fetch_password_key": FETCH_PASSWORD_KEY,
         "fetch_secrets_key": FETCH_SECRETS_KEY,
+        "gateway_key_key": GATEWAY_KEY_KEY,
+        "kubeconfig_file": KUBECONFIG_FILE,
+        **({"kubeconfig": f"{home.rstrip('/')}/{KUBECONFIG_FILE}"} if home else {}),
+        "k3s_token_file": K3S_TOKEN_FILE,
+        "k3s_cni_conf_dir": K3S_CNI_CONF_DIR,
+        "k3s_cni_bin_dir": K3S_CNI_BIN_DIR,
         "serving_defaults": dict(SERVING_DEFAULTS),
     }

@@ -14,6 +14,7 @@ from typing import Any, Final, TypeVar, cast
 
 from ansible.errors import AnsibleFilterError
 
+from sparkrack.contract import contract_fact
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput, compute_plan, nodes_from_hostvars
 from sparkrack.fabric.nccl import Requested, check_transport, gate
@@ -50,7 +51,12 @@ def _text(log: Any) -> str:
     return "\n".join(log) if isinstance(log, list) else str(log or "")
 
 
-# --- inventory and address plan ---------------------------------------------------------------
+# --- the contract and the address plan ---------------------------------------------------------
+
+
+def contract(home: str) -> dict[str, Any]:
+    """``{{ lookup('env', 'HOME') | sparkrack_contract }}``: every cross-boundary name, once."""
+    return contract_fact(home)
 
 
 def fabric_plan(
@@ -287,6 +293,7 @@ def diagnose_lines(log: Any) -> list[str]:
 
 
 FILTERS: Final[dict[str, Callable[..., Any]]] = {
+    "sparkrack_contract": contract,
     "sparkrack_fabric_plan": fabric_plan,
     "sparkrack_inventory_problems": inventory_problems,
     "sparkrack_netplan": netplan,

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput
 from sparkrack.inputs import safeyaml
@@ -28,7 +29,7 @@ from sparkrack.k8s.common import (
 from sparkrack.planner import memory as planner
 
 K3S_API_PORT = 6443
-TOKEN_FILE = "/etc/rancher/k3s/sparkrack-join-token"
+TOKEN_FILE = contract.K3S_TOKEN_FILE
 _TAINT_RE = re.compile(
     r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?(=[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
     r":(NoSchedule|PreferNoSchedule|NoExecute)$"

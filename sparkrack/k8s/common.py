@@ -7,11 +7,14 @@ from typing import Any
 
 from sparkrack.contract import (
     HOSTNAME_LABEL,
+    K3S_CNI_BIN_DIR,
+    K3S_CNI_CONF_DIR,
     LABEL_RANK,
     LABEL_ROLE,
     LABEL_SPARK_INDEX,
     PART_OF,
     ROLE_CONTROL_PLANE,
+    ROLE_SPARK,
 )
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs.inventory import plain  # exact builtin types, no tagged str
@@ -19,22 +22,20 @@ from sparkrack.k8s.validate import validate_manifests
 
 Manifest = dict[str, Any]
 
-# --- K3s paths (the CNI layout K3s uses instead of /etc/cni/net.d and /opt/cni/bin) -----------
-K3S_CNI_CONF_DIR = "/var/lib/rancher/k3s/agent/etc/cni/net.d"
-K3S_CNI_BIN_DIR = "/var/lib/rancher/k3s/data/cni"
-
 # --- Node labels written by the K3s roles (config.yaml) and read by the add-on selectors -------
 # (the names themselves live in sparkrack.contract)
-ROLE_SPARK = "spark"
 LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
 
 __all__ = [
     "HOSTNAME_LABEL",
+    "K3S_CNI_BIN_DIR",
+    "K3S_CNI_CONF_DIR",
     "LABEL_RANK",
     "LABEL_ROLE",
     "LABEL_SPARK_INDEX",
     "PART_OF",
     "ROLE_CONTROL_PLANE",
+    "ROLE_SPARK",
 ]
 
 # Node agents (CNI daemon, device plugin) must run on every node whatever its taints.

@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+from sparkrack import contract
 from sparkrack.fabric.addressplan import FabricPlan, pod_network_annotation
 from sparkrack.fabric.ncclenv import rank_env
 from sparkrack.k8s.common import HOSTNAME_LABEL, Manifest, metadata
 from sparkrack.k8s.options import ClusterOptions
 
-COMPONENT = "fabric-check"
+COMPONENT = contract.COMPONENT_FABRIC_CHECK
 SCRIPT = Path(__file__).resolve().parent.parent / "data" / "fabric-check" / "nccl_allreduce.py"
 SCRIPT_CONFIGMAP = "sparkrack-fabric-check-script"
 POD_PREFIX = "sparkrack-fabric-check-"
@@ -42,7 +43,7 @@ def render_fabric_check(
     :func:`sparkrack.fabric.ncclenv.rank_env` gives a serving rank on the same VF.
     """
     ns = opts.namespace
-    extra = {"sparkrack.io/component": COMPONENT}
+    extra = {contract.LABEL_COMPONENT: COMPONENT}
     master = plan.head.rail_vfs(plan.serving_vf_index if vf_index is None else vf_index)[0].address
     docs: list[Manifest] = [
         {

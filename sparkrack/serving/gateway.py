@@ -27,7 +27,7 @@ CONFIG_FILE = "config.yaml"
 CONFIG_MOUNT = "/etc/litellm"
 PORT = 4000
 MASTER_KEY_ENV = "LITELLM_MASTER_KEY"
-SECRET_KEY = "key"
+SECRET_KEY = contract.GATEWAY_KEY_KEY
 
 
 def backend_key(dep: Deployment) -> str:

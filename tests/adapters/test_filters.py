@@ -150,3 +150,10 @@ def test_sparkrack_fabric_check_manifests_one_pod_per_spark_and_a_bad_transport(
     assert len(pods) == len(LAB.sparks)
     with pytest.raises(AnsibleFilterError, match="roce or socket"):
         FILTERS["sparkrack_fabric_check_manifests"](PLAN, {}, "tcp", {})
+
+
+def test_sparkrack_contract_carries_names_and_the_kubeconfig_under_home() -> None:
+    fact = FILTERS["sparkrack_contract"]("/home/owner/")
+    assert fact["kubeconfig"] == "/home/owner/.kube/sparkrack.yaml"
+    assert fact["serving_defaults"]["serving_namespace"] == "sparkrack"
+    assert "kubeconfig" not in FILTERS["sparkrack_contract"]("")

@@ -122,18 +122,10 @@ def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(tmp_path: Path) -
             "name": "fabric gate without an API",
             "hosts": "localhost",
             "gather_facts": False,
-            "tasks": [
-                {
-                    "name": "gate",
-                    "ansible.builtin.include_role": {
-                        "name": "cluster_addons",
-                        "tasks_from": "fabric_check",
-                    },
-                }
-            ],
+            "roles": [{"role": "fabric_gate"}],
         }
     ]
-    proc = run_playbook(play, tmp_path, "-e", "cluster_addons_fabric_transport=socket")
+    proc = run_playbook(play, tmp_path, "-e", "fabric_gate_transport=socket")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "FABRIC GATE NOT RUN" in proc.stdout
     assert "5 manifests" in proc.stdout  # script ConfigMap + one pod per Spark

@@ -3,6 +3,7 @@ through real ansible-playbook (validates always, installs nothing without an API
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -68,8 +69,10 @@ def run_role(tmp_path: Path, enabled: bool) -> subprocess.CompletedProcess[str]:
         "ANSIBLE_LOCALHOST_WARNING": "false",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
     }
+    # The fact preflight exports to every play (the role reads its kubeconfig path from it).
+    facts = json.dumps({"sparkrack_contract": contract.contract_fact(str(tmp_path))})
     return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play)],
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", facts, str(play)],
         capture_output=True,
         text=True,
         env=env,

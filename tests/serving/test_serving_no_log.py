@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sparkrack.contract import contract_fact
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parents[1] / "data" / "no_log"
 BIN = Path(sys.executable).parent
@@ -43,8 +45,10 @@ def run_play(
         "ANSIBLE_FORCE_COLOR": "false",
         **extra_env,
     }
+    # The fact preflight exports to every play: the role's defaults read it.
+    facts = json.dumps({"sparkrack_contract": contract_fact(str(run / "home"))})
     proc = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-vvv", "-e", f"@{secrets}", str(playbook)],
+        [str(BIN / "ansible-playbook"), "-vvv", "-e", facts, "-e", f"@{secrets}", str(playbook)],
         capture_output=True,
         text=True,
         env=env,
