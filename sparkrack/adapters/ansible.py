@@ -279,6 +279,13 @@ def serving_render(
     return _guard("serving", run)
 
 
+def fetch_secret_data(password: str) -> dict[str, str]:
+    """``{{ password | sparkrack_fetch_secret_data }}``: the rsync Secret's keys, one password."""
+    from sparkrack.serving.fetchplan import rsync_secret_data
+
+    return rsync_secret_data(str(password))
+
+
 def nccl_problems(log: Any, requested: str) -> list[str]:
     """``{{ head_log | sparkrack_nccl_problems('roce') }}`` -> problem lines (empty = transport ok)."""
     problems = check_transport(_text(log), cast(Requested, requested), source="head NCCL log")
@@ -312,6 +319,7 @@ FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_fabric_check_manifests": fabric_check_manifests,
     "sparkrack_fabric_gate": fabric_gate,
     "sparkrack_serving_render": serving_render,
+    "sparkrack_fetch_secret_data": fetch_secret_data,
     "sparkrack_nccl_problems": nccl_problems,
     "sparkrack_diagnose": diagnose_lines,
 }

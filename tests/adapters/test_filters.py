@@ -157,3 +157,8 @@ def test_sparkrack_contract_carries_names_and_the_kubeconfig_under_home() -> Non
     assert fact["kubeconfig"] == "/home/owner/.kube/sparkrack.yaml"
     assert fact["serving_defaults"]["serving_namespace"] == "sparkrack"
     assert "kubeconfig" not in FILTERS["sparkrack_contract"]("")
+
+
+def test_sparkrack_fetch_secret_data_gives_pusher_and_receivers_one_password() -> None:
+    data = FILTERS["sparkrack_fetch_secret_data"]("s3cret")
+    assert data == {"password": "s3cret", "rsyncd.secrets": "sparkrack:s3cret\n"}
