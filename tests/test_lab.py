@@ -92,6 +92,18 @@ def test_recap_parser(lab: ModuleType) -> None:
     assert match is not None and match.groups() == ("spark1", "14", "3", "0", "1")
 
 
+def test_timings_print_both_runs_against_the_rerun_goal(
+    lab: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lab.print_timings({"converge_seconds": 180.0, "rerun_seconds": 45.0}, None)
+    out = capsys.readouterr().out
+    assert "converge         180.0 s" in out
+    assert (
+        "idempotent rerun 45.0 s  (25 % of converge; goal <= 52 s, 50 % of the earlier 104 s)"
+        in out
+    )
+
+
 def _result(code: int, stderr: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(["docker"], code, "", stderr)
 

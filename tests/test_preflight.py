@@ -32,7 +32,7 @@ def run_preflight(inventory: Path, tmp_path: Path) -> subprocess.CompletedProces
                         {
                             "name": "Write plan",
                             "ansible.builtin.copy": {
-                                "content": "{{ sparkrack_plan | to_json }}",
+                                "content": "{{ hostvars['localhost'].sparkrack_plan | to_json }}",
                                 "dest": str(tmp_path / "plan.json"),
                                 "mode": "0600",
                             },

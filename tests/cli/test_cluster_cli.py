@@ -137,6 +137,7 @@ def test_rdma_preflight_says_not_run_in_the_lab(tmp_path: Path) -> None:
             "name": "rdma preflight in the lab",
             "hosts": "sparks",
             "gather_facts": False,
+            "vars": {"sparkrack_plan": "{{ hostvars['localhost'].sparkrack_plan }}"},
             "tasks": [
                 {
                     "name": "preflight",

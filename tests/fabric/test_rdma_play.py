@@ -75,6 +75,7 @@ def run(tmp_path: Path, client_output: str) -> subprocess.CompletedProcess[str]:
                     "name": "rdma",
                     "hosts": "sparks",
                     "gather_facts": False,
+                    "vars": {"sparkrack_plan": "{{ hostvars['localhost'].sparkrack_plan }}"},
                     "tasks": [
                         {
                             "name": "preflight",

@@ -213,7 +213,7 @@ def test_filters_render_config_yaml_through_ansible(tmp_path: Path) -> None:
                 {
                     "name": "agent config",
                     "ansible.builtin.copy": {
-                        "content": "{{ hostvars['spark2'].sparkrack_plan"
+                        "content": "{{ sparkrack_plan"
                         " | sparkrack_k3s_agent_config(hostvars, 'spark2',"
                         " 'cp1', {'flannel_iface': None, 'labels': {}, 'taints': [], 'default_runtime': ''})"
                         " | to_nice_yaml(indent=2) }}",

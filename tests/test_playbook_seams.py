@@ -1,0 +1,185 @@
+"""The hardware seam of the Spark roles, the rolling agent play and the summary's `*_simulated`
+collection, checked in the role files and through real ansible-playbook runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+SEAM_ROLES = ["spark_base", "nvidia_driver", "qsfp_network", "roce", "sriov", "cni_plugins"]
+SEAM = "hardware/{{ spark_hardware }}.yml"
+
+
+def _load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def _yaml_files(role: Path) -> list[Path]:
+    return sorted(p for d in ("tasks", "handlers") for p in (role / d).rglob("*.yml"))
+
+
+@pytest.mark.parametrize("name", SEAM_ROLES)
+def test_role_switches_hardware_with_one_include(name: str) -> None:
+    role = ROOT / "roles" / name
+    main = _load(role / "tasks" / "main.yml")
+    seams = [t for t in main if t.get("ansible.builtin.include_tasks") == SEAM]
+    assert len(seams) == 1, f"{name}: tasks/main.yml must include {SEAM} once"
+    for variant in ("real", "simulated"):
+        assert (role / "tasks" / "hardware" / f"{variant}.yml").is_file()
+    branches = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in _yaml_files(role)
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"spark_hardware\s*[!=]=", line)
+    ]
+    assert branches == [], f"branch on spark_hardware outside the seam: {branches}"
+
+
+@pytest.mark.parametrize("name", SEAM_ROLES)
+def test_simulated_notes_are_role_data_published_once(name: str) -> None:
+    role = ROOT / "roles" / name
+    notes = _load(role / "vars" / "main.yml")
+    assert list(notes) == [f"{name}_simulated_notes"]
+    assert all(
+        isinstance(n, str) and n.startswith(f"{name}: ") for n in notes[f"{name}_simulated_notes"]
+    )
+    simulated = _load(role / "tasks" / "hardware" / "simulated.yml")
+    published = [
+        t["ansible.builtin.set_fact"][f"{name}_simulated"]
+        for t in simulated
+        if f"{name}_simulated" in t.get("ansible.builtin.set_fact", {})
+    ]
+    assert published == [f"{{{{ {name}_simulated_notes }}}}"]
+    for path in _yaml_files(role):
+        assert "sparkrack_simulated" not in path.read_text(), path
+
+
+def _k3s_plays() -> list[dict[str, Any]]:
+    plays: list[dict[str, Any]] = _load(ROOT / "playbooks" / "k3s.yml")
+    return plays
+
+
+def test_agent_play_rolls_on_the_condition_the_agent_starts_on() -> None:
+    agents = next(p for p in _k3s_plays() if p.get("roles") == [{"role": "k3s_agent"}])
+    agent_tasks = _load(ROOT / "roles" / "k3s_agent" / "tasks" / "main.yml")
+    include = next(t for t in agent_tasks if "k3s_server_may_start" in t.get("vars", {}))
+    may_start = include["vars"]["k3s_server_may_start"].strip("{} ")
+    assert may_start in agents["serial"], (agents["serial"], may_start)
+
+
+def _run(playbook: list[dict[str, Any]], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "probe.yml"
+    path.write_text(yaml.safe_dump(playbook))
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+    }
+    inventory = tmp_path / "hosts.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "control_plane": {"hosts": {"cp1": local}},
+                        "sparks": {"hosts": {f"s{i}": local for i in range(1, 5)}},
+                    }
+                }
+            }
+        )
+    )
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=180,
+    )
+
+
+@pytest.mark.parametrize(("token", "batch"), [(True, 1), (False, 4)])
+def test_agent_play_batches(tmp_path: Path, token: bool, batch: int) -> None:
+    agents = next(p for p in _k3s_plays() if p.get("roles") == [{"role": "k3s_agent"}])
+    out = tmp_path / "batches"
+    play = [
+        {
+            "name": "server",
+            "hosts": "control_plane",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "token",
+                    "ansible.builtin.set_fact": {"k3s_server_join_token": "t"},
+                    "when": token,
+                }
+            ],
+        },
+        {
+            "name": "agents",
+            "hosts": "sparks",
+            "gather_facts": False,
+            "serial": agents["serial"],
+            "tasks": [
+                {
+                    "name": "record the batch",
+                    "ansible.builtin.shell": f"echo {{{{ ansible_play_batch | length }}}} >> {out}",
+                    "run_once": True,
+                    "changed_when": False,
+                }
+            ],
+        },
+    ]
+    proc = _run(play, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert out.read_text().split() == [str(batch)] * (4 // batch)
+
+
+def test_summary_collects_every_simulated_list(tmp_path: Path) -> None:
+    summary = _load(ROOT / "playbooks" / "summary.yml")[0]
+    collect = next(
+        t for t in summary["tasks"] if "summary_node" in t.get("ansible.builtin.set_fact", {})
+    )
+    expression = collect["ansible.builtin.set_fact"]["summary_node"]["simulated"]
+    out = tmp_path / "simulated.json"
+    play = [
+        {
+            "name": "probe",
+            "hosts": "s1",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "two roles record, one unrelated var looks alike",
+                    "ansible.builtin.set_fact": {
+                        "sriov_simulated": ["sriov: b"],
+                        "roce_simulated": ["roce: a1", "roce: a2"],
+                        "roce_simulated_gid_index": 3,
+                        "roce_simulated_notes": ["not published"],
+                    },
+                },
+                {"name": "collect", "ansible.builtin.set_fact": {"collected": expression}},
+                {
+                    "name": "write",
+                    "ansible.builtin.copy": {
+                        "content": "{{ collected | to_json }}",
+                        "dest": str(out),
+                        "mode": "0600",
+                    },
+                },
+            ],
+        }
+    ]
+    proc = _run(play, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(out.read_text()) == ["roce: a1", "roce: a2", "sriov: b"]
