@@ -189,3 +189,44 @@ def test_summary_collects_every_simulated_list(tmp_path: Path) -> None:
     proc = _run(play, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(out.read_text()) == ["roce: a1", "roce: a2", "sriov: b"]
+
+
+def simulated_lists(root: Path) -> dict[str, Any]:
+    """Every ``*_simulated`` set_fact and ``*_simulated_notes`` var list in the roles."""
+    found: dict[str, Any] = {}
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(key, str) and key.endswith(("_simulated", "_simulated_notes")):
+                    found[f"{where}:{key}"] = value
+                walk(value, where)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, where)
+
+    for path in sorted(root.rglob("*.yml")):
+        walk(yaml.safe_load(path.read_text()), str(path.relative_to(root)))
+    return found
+
+
+def non_text_notes(found: dict[str, Any]) -> list[str]:
+    return [
+        f"{where}: {item!r}"
+        for where, value in found.items()
+        if isinstance(value, list)
+        for item in value
+        if not isinstance(item, str)
+    ]
+
+
+def test_every_simulated_note_is_one_line_of_text() -> None:
+    found = simulated_lists(ROOT / "roles")
+    assert len(found) >= 6 and non_text_notes(found) == []
+
+
+def test_note_checker_finds_a_note_yaml_read_as_a_mapping() -> None:
+    planted = yaml.safe_load("x_simulated:\n  - x: not joined\n")
+    assert non_text_notes({"t:x_simulated": planted["x_simulated"]}) == [
+        "t:x_simulated: {'x': 'not joined'}"
+    ]
