@@ -146,6 +146,11 @@ def test_validate_sees_the_new_content_and_a_refusal_keeps_the_old_file(tmp_path
             [{"dest": "{tmp}/v", "content": "x", "mode": "0644", "validate": "true"}],
             "validate of {tmp}/v must contain %s (the new file's path): 'true'",
         ),
+        (
+            None,
+            [{"dest": "etc/x.conf", "content": "x", "mode": "0644"}],
+            "paths must be absolute: etc/x.conf",
+        ),
     ],
 )
 def test_bad_input_fails_with_the_path_and_the_fix(

@@ -177,6 +177,10 @@ def _file(module: AnsibleModule, spec: dict[str, Any], diffs: list[dict[str, Any
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    paths = module.params["directories"] + [f["dest"] for f in module.params["files"]]
+    relative = [path for path in paths if not os.path.isabs(path)]
+    if relative:
+        module.fail_json(msg=f"paths must be absolute: {', '.join(relative)}")
     diffs: list[dict[str, Any]] = []
     changed_paths = [d for d in module.params["directories"] if _directory(module, d, diffs)]
     changed_paths += [f["dest"] for f in module.params["files"] if _file(module, f, diffs)]
