@@ -9,6 +9,7 @@ bottleneck (the accuracy tests measure that: see ``client_cpu_s_per_1k_tok``).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -199,7 +200,13 @@ async def run_request(
             if resp.status != 200:
                 text = clip(await resp.text(errors="replace"))
                 raise StreamError(f"HTTP {resp.status}: {text}")
-            async for raw in resp.content:
+            while True:
+                # Our own deadline per line: aiohttp's sock_read timer is dropped when a broken
+                # response closes the connection under a pending read, which then never returns.
+                async with asyncio.timeout(stall):
+                    raw = await resp.content.readline()
+                if not raw:
+                    break
                 now = time.perf_counter()  # arrival time, before any parsing
                 if now - t_progress > stall:
                     raise StreamError(_stalled(stall, result.text_chunks))

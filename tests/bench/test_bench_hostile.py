@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from sparkrack.cli import main
@@ -410,3 +411,31 @@ def test_hostile_metrics_endpoint_does_not_fail_the_run(
     assert code == 0 and "Traceback" not in "".join(capsys.readouterr())
     level = json.loads((tmp_path / "results.json").read_text())["levels"][0]
     assert level["status"] == "ok" and level["accept_len"] is None
+
+
+def test_a_read_that_never_returns_gives_up_at_the_stall_deadline(
+    run_case: RunCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken response can close the connection under a pending read and drop aiohttp's own
+    read timer with it; the read then never returns. The stand-in read below never returns
+    either: the bench must still give up after --stall-timeout."""
+
+    async def never(self: aiohttp.StreamReader) -> bytes:
+        await asyncio.Event().wait()
+        return b""
+
+    monkeypatch.setattr(aiohttp.StreamReader, "readline", never)
+    case = Case(
+        "read-never-returns",
+        stream(*good_chunks(2)),
+        message="stalled: no generated text for 1 s (after 0 text chunks",
+        args=("--stall-timeout", "1"),
+    )
+    finished: list[tuple[int, str, Path, HostileServer]] = []
+    worker = threading.Thread(target=lambda: finished.append(run_case(case)), daemon=True)
+    worker.start()
+    worker.join(15)
+    assert finished, "bench never gave up on a read that does not return"
+    _, _, out, _ = finished[0]
+    (request,) = json.loads((out / "results.json").read_text())["levels"][0]["requests"]
+    assert request["status"] == "failed" and case.message in request["error"], request["error"]
