@@ -97,6 +97,22 @@ def test_a_mode_or_folder_mode_that_drifted_is_put_back(
     assert secret.read_text() == "token\n"
 
 
+def test_a_symlink_at_the_destination_is_replaced_and_its_target_left_alone(
+    tmp_path: Path, layout: dict[str, Any]
+) -> None:
+    run(tmp_path, **layout)
+    secret = Path(layout["files"][1]["dest"])
+    target = tmp_path / "elsewhere"
+    target.write_text("token\n")
+    target.chmod(0o644)
+    secret.unlink()
+    secret.symlink_to(target)
+    result = run(tmp_path, **layout)
+    assert result["changed_paths"] == [str(secret)]
+    assert not secret.is_symlink() and mode(secret) == "0o600"
+    assert target.read_text() == "token\n" and mode(target) == "0o644"
+
+
 def test_check_mode_reports_and_writes_nothing(tmp_path: Path, layout: dict[str, Any]) -> None:
     result = run(tmp_path, check=True, **layout)
     assert result["changed"] is True

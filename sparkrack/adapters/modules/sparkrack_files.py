@@ -98,11 +98,18 @@ def _settle(
 
 
 def _read(path: str) -> bytes | None:
+    """The file's bytes; None when it is absent or a symlink, which is then replaced by the file
+    rather than followed (as copy does), so owner and mode never land on a link's target."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
+    except OSError:
+        if os.path.islink(path):
+            return None
+        raise
+    with os.fdopen(handle, "rb") as file:
+        return file.read()
 
 
 def _directory(module: AnsibleModule, path: str, diffs: list[dict[str, Any]]) -> bool:
