@@ -36,6 +36,14 @@ def add_arguments(command: str, m: argparse.ArgumentParser) -> None:
     m.set_defaults(handler=cmd_matrix)
 
 
+def bench_model(bench: dict[str, Any], profile: dict[str, Any]) -> str:
+    """The model name the bench sends: the matrix's ``bench.model``, else the name the case's
+    server answers to (its engine's ``served_model_name``, else the model id)."""
+    from sparkrack.serving import engine_of
+
+    return str(bench.get("model") or engine_of(profile).served_name(profile))
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     out = args.out or Path("matrix-results") / matrix.name
@@ -53,11 +61,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     bench = dict(matrix.bench)
 
     def bench_case(case: Case, case_dir: Path) -> RunResult:
-        sglang = case.profile.get("sglang") or {}
-        model = bench.get("model") or sglang.get("served_model_name") or case.profile.get("model")
         spec = RequestSpec(
             url=normalize_url(str(bench.get("url", "http://127.0.0.1:30000"))),
-            model=str(model),
+            model=bench_model(bench, case.profile),
             max_tokens=int(bench.get("max_tokens", 3072)),
             api_key=os.environ.get(str(bench.get("api_key_env", "OPENAI_API_KEY"))) or None,
             thinking=bench.get("thinking"),

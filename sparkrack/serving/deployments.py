@@ -28,7 +28,6 @@ from sparkrack.planner.memory import Hardware
 from sparkrack.serving.capacity import planned_gb
 from sparkrack.serving.core import Profile, ServingContext
 from sparkrack.serving.engines import engine_of
-from sparkrack.serving.knobs import lookup
 from sparkrack.serving.profile import load_profile
 from sparkrack.serving.rules import validate
 
@@ -95,9 +94,7 @@ class Deployment:
 
     def served_name(self) -> str:
         """The model name the deployment's server answers to."""
-        eng = engine_of(self.profile.data)
-        name = lookup(self.profile.data, f"{eng.name}.served_model_name")
-        return str(name) if name else self.profile.model
+        return engine_of(self.profile.data).served_name(self.profile.data)
 
 
 @cache

@@ -19,6 +19,7 @@ Kinds of row:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -166,13 +167,13 @@ def scalar(value: Any) -> str:
     return str(value)
 
 
-def lookup(data: dict[str, Any], key: str) -> Any:
+def lookup(data: Mapping[str, Any], key: str) -> Any:
     """The value at a dotted profile key (``None`` when any part is missing)."""
     section, _, name = key.partition(".")
     if not name:
         return data.get(section)
     block = data.get(section)
-    return block.get(name) if isinstance(block, dict) else None
+    return block.get(name) if isinstance(block, Mapping) else None
 
 
 def k(key: str, type_: Type, help_: str, flag: str | None = None, **kw: Any) -> Knob:

@@ -432,3 +432,32 @@ def test_real_validator_refuses_a_case_of_a_shipped_profile(tmp_path: Path) -> N
     assert refused["status"] == "refused"
     assert refused["reason"].startswith("refused by rule ")
     assert "sglang.disable_piecewise_cuda_graph" in refused["reason"]
+
+
+@pytest.mark.parametrize(
+    ("profile", "served"),
+    [
+        ("nemotron-3-super-120b-a12b-nvfp4-vllm", "nemotron-3-super"),
+        (
+            "nemotron-3-super-120b-a12b-nvfp4-trtllm",
+            "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",
+        ),
+        ("glm-4.7-nvfp4", "nvidia/GLM-4.7-NVFP4"),
+    ],
+)
+def test_bench_asks_for_the_name_the_cases_engine_serves(profile: str, served: str) -> None:
+    from sparkrack.cli.matrix import bench_model
+    from sparkrack.serving import load_profile
+
+    data = load_profile(profile).data
+    assert bench_model({}, data) == served
+    assert bench_model({"model": "pinned"}, data) == "pinned"
+
+
+def test_a_vllm_case_is_benched_under_its_vllm_served_name() -> None:
+    from sparkrack.cli.matrix import bench_model
+
+    data = {"model": "org/m", "engine": "vllm", "vllm": {"served_model_name": "short"}}
+    assert bench_model({}, data) == "short"
+    # A key of another engine's block is not what this server answers to.
+    assert bench_model({}, {**data, "vllm": {}, "sglang": {"served_model_name": "x"}}) == "org/m"

@@ -257,6 +257,13 @@ class Engine:
                 return " or ".join(matches)
         return None
 
+    def served_name(self, data: Mapping[str, Any]) -> str:
+        """The model name the server answers to: the profile's ``<engine>.served_model_name``
+        when the engine's table has that key and the profile sets it, else the model id."""
+        key = f"{self.name}.served_model_name"
+        name = lookup(data, key) if self.knob(key) is not None else None
+        return str(name) if name else str(data.get("model", ""))
+
     def owned_env(self) -> dict[str, str]:
         """Every environment variable the table renders -> the profile key that sets it."""
         return {k.env: k.key for k in self.knobs if k.env}
