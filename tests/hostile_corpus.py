@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from sparkrack.serving.rules import OWNED_ENV
+from sparkrack.serving.profile.rules import OWNED_ENV
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "model_profiles"
 

@@ -145,14 +145,14 @@ def external_imports(root: Path, prefixes: tuple[str, ...], allowed: tuple[str, 
 
 
 def unmirrored_test_dirs(tests: Path, root: Path) -> list[str]:
-    """Folders of tests/ (other than data) that name no package of sparkrack/."""
+    """Folders of tests/ holding tests (at any depth, data folders aside) that name no package
+    of sparkrack/ at the same path."""
     return [
-        d.name
-        for d in sorted(tests.iterdir())
-        if d.is_dir()
-        and d.name not in DATA_DIRS
+        d.relative_to(tests).as_posix()
+        for d in sorted(p for p in tests.rglob("*") if p.is_dir())
+        if not DATA_DIRS & set(d.relative_to(tests).parts)
         and list(d.glob("test_*.py"))
-        and not (root / d.name / "__init__.py").exists()
+        and not (root / d.relative_to(tests) / "__init__.py").exists()
     ]
 
 
@@ -258,4 +258,6 @@ def test_mirror_checker_finds_a_planted_folder(planted: Path, tmp_path: Path) ->
     (tests / "engines" / "test_e.py").write_text("")
     (tests / "nowhere").mkdir()
     (tests / "nowhere" / "test_n.py").write_text("")
-    assert unmirrored_test_dirs(tests, planted) == ["nowhere"]
+    (tests / "engines" / "deeper").mkdir()
+    (tests / "engines" / "deeper" / "test_d.py").write_text("")
+    assert unmirrored_test_dirs(tests, planted) == ["engines/deeper", "nowhere"]

@@ -259,7 +259,7 @@ def serving_render(
     """
     from sparkrack.k8s.validate import validate_manifests
     from sparkrack.serving import context_from_vars
-    from sparkrack.serving.serving import from_vars, in_apply_order, render_serving
+    from sparkrack.serving.deployments.bundle import from_vars, in_apply_order, render_serving
 
     def run() -> dict[str, Any]:
         plan = _plan(plan_fact)
@@ -281,7 +281,7 @@ def serving_render(
 
 def fetch_secret_data(password: str) -> dict[str, str]:
     """``{{ password | sparkrack_fetch_secret_data }}``: the rsync Secret's keys, one password."""
-    from sparkrack.serving.fetchplan import rsync_secret_data
+    from sparkrack.serving.switch.plan import rsync_secret_data
 
     return rsync_secret_data(str(password))
 

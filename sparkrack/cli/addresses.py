@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 def print_deployments(inventory: str) -> None:
     """Which VF each deployment of the inventory uses, on which Sparks."""
     from sparkrack.errors import SparkrackError
-    from sparkrack.serving.serving import from_inventory
+    from sparkrack.serving.deployments.bundle import from_inventory
 
     try:
         serving = from_inventory(inventory, check_memory=False)

@@ -14,7 +14,7 @@ from sparkrack.planner.memory import (
     CapacityPlan,
     Hardware,
 )
-from sparkrack.serving.capacity import plan_profile
+from sparkrack.serving.profile.capacity import plan_profile
 
 COLUMNS = (
     ("profile", 7),
@@ -140,8 +140,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_inventory(inventory: str, hw: Hardware, fmt: str) -> int:
     """Per Spark: what each deployment of the inventory plans, total vs usable."""
-    from sparkrack.serving.deployments import format_table, memory_table
-    from sparkrack.serving.serving import from_inventory
+    from sparkrack.serving.deployments.bundle import from_inventory
+    from sparkrack.serving.deployments.load import format_table, memory_table
 
     serving = from_inventory(inventory, check_memory=False)
     rows, over = memory_table(serving.deployments, hw)

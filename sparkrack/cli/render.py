@@ -57,7 +57,7 @@ def _gid_overrides(values: list[str]) -> dict[str, int]:
 def build(profile_ref: str, inventory: str, gid: dict[str, int] | None = None) -> tuple[Any, Any]:
     """(profile, context) for a profile and an inventory; refuses invalid profiles/manifests."""
     from sparkrack.serving import load_checked
-    from sparkrack.serving.core import context_from_inventory
+    from sparkrack.serving.context import context_from_inventory
 
     ctx = context_from_inventory(inventory, gid)
     return load_checked(profile_ref, nodes=ctx.nodes), ctx
@@ -120,7 +120,7 @@ def run_render(args: argparse.Namespace) -> int:
     elif args.what == "plan":
         print(json.dumps(serving_plan(profile, ctx), indent=2))
     else:
-        from sparkrack.serving.switch import fetch_objects
+        from sparkrack.serving.switch.objects import fetch_objects
 
         first, *rest = render_manifests(profile, ctx)
         # In the order the serve play applies them: the fetch step, then the deployment.
@@ -135,15 +135,16 @@ def run_render(args: argparse.Namespace) -> int:
 def run_render_inventory(args: argparse.Namespace) -> int:
     """``render --inventory DIR [--deployment NAME]``: the inventory's deployments."""
     from sparkrack.k8s.validate import validate_manifests
-    from sparkrack.serving import gateway, render_command, render_env
-    from sparkrack.serving.manifests import deployment_objects, namespace
-    from sparkrack.serving.serving import (
+    from sparkrack.serving import render_command, render_env
+    from sparkrack.serving.deployments import gateway
+    from sparkrack.serving.deployments.bundle import (
         deployment_plan,
         from_inventory,
         in_apply_order,
         render_serving,
     )
-    from sparkrack.serving.switch import fetch_objects
+    from sparkrack.serving.objects.ranks import deployment_objects, namespace
+    from sparkrack.serving.switch.objects import fetch_objects
 
     serving = from_inventory(args.inventory, _gid_overrides(args.gid_index))
     ctx = serving.ctx

@@ -68,7 +68,7 @@ def run_validate(args: argparse.Namespace) -> int:
         for warning in profile_warnings(profile.data, profile.source):
             print(f"warning: {warning}", file=sys.stderr)
     if not problems and args.engine_check:
-        from sparkrack.serving.upstream_check import engine_check
+        from sparkrack.serving.enginecheck.check import engine_check
 
         problems += engine_check(loaded, args.inventory, offline=args.offline)
     for problem in problems:

@@ -9,18 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 from sparkrack.errors import Problem, SparkrackError
-from sparkrack.serving.core import Profile, ServingContext, context_from_vars
+from sparkrack.serving.context import ServingContext, context_from_vars
 from sparkrack.serving.engines import ENGINES, engine, engine_of
-from sparkrack.serving.manifests import render_manifests, serving_selector
-from sparkrack.serving.profile import (
+from sparkrack.serving.objects.ranks import render_manifests, serving_selector
+from sparkrack.serving.profile.load import (
     PROFILE_DIR,
     SCHEMA_PATH,
     list_profiles,
     load_profile,
     schema_problems,
 )
+from sparkrack.serving.profile.model import Profile
+from sparkrack.serving.profile.rules import all_rules, rule_table, validate, warnings
 from sparkrack.serving.render import render_argv, render_command, render_env
-from sparkrack.serving.rules import all_rules, rule_table, validate, warnings
 
 __all__ = [
     "ENGINES",

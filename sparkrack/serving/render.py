@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import shlex
 
-from sparkrack.serving.core import Profile, ServingContext
+from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines import engine_of
+from sparkrack.serving.profile.model import Profile
 
 
 def render_argv(profile: Profile, ctx: ServingContext, rank: int = 0) -> list[str]:

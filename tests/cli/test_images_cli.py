@@ -12,7 +12,7 @@ import yaml
 from sparkrack.cli import main
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.inputs.inventory import load_inventory
-from sparkrack.serving import gateway
+from sparkrack.serving.deployments import gateway
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 

@@ -1,6 +1,6 @@
 """The strict YAML loader: what it refuses, what it still accepts, and how fast it gives up.
 
-Profiles go through it in tests/serving/test_hostile_profiles.py; these cases pin the loader itself,
+Profiles go through it in tests/serving/profile/test_hostile_profiles.py; these cases pin the loader itself,
 with a negative control each (the same document without the hostile part loads).
 """
 

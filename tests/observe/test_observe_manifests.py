@@ -11,7 +11,7 @@ from sparkrack.inputs.inventory import load_inventory
 from sparkrack.observe.scrape import DEPLOYMENT, PROFILE, scrape_config
 from sparkrack.serving import ServingContext, context_from_vars, list_profiles, load_profile
 from sparkrack.serving.engines import engine_of
-from sparkrack.serving.manifests import pod_monitor, render_manifests
+from sparkrack.serving.objects.ranks import pod_monitor, render_manifests
 
 SHIPPED = [p.stem for p in list_profiles()]
 

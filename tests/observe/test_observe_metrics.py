@@ -62,7 +62,7 @@ def test_series_names_follow_prometheus_client() -> None:
 
 
 def test_engine_versions_cover_the_shipped_images() -> None:
-    from sparkrack.serving.images import IMAGES
+    from sparkrack.serving.profile.images import IMAGES
 
     for engine, images in IMAGES.items():
         table = {v for m in ENGINE_METRICS if m.exporter == engine for v in m.versions}

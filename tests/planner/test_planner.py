@@ -26,8 +26,8 @@ from sparkrack.planner.memory import (
     model_info_from_dict,
     plan,
 )
-from sparkrack.serving.capacity import capacity_problems, plan_profile
 from sparkrack.serving.engines import engine
+from sparkrack.serving.profile.capacity import capacity_problems, plan_profile
 
 # nvidia/Qwen3.5-397B-A17B-NVFP4 — Qwen/Qwen3.5-397B-A17B config.json: hidden 4096, 60 layers
 # (full_attention_interval 4 -> 15 attention + 45 Gated-DeltaNet), 32 q / 2 kv heads x 256,
@@ -393,7 +393,7 @@ def test_capacity_problems_hook_names_the_file() -> None:
 
 
 def test_weight_classes_are_part_of_the_profile_schema() -> None:
-    from sparkrack.serving.schema import build_schema
+    from sparkrack.serving.profile.schema import build_schema
 
     schema = build_schema()
     jsonschema = pytest.importorskip("jsonschema")
@@ -411,7 +411,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_cli_plans_every_shipped_profile() -> None:
-    from sparkrack.serving.profile import list_profiles
+    from sparkrack.serving.profile.load import list_profiles
 
     shipped = list_profiles()
     if not shipped:

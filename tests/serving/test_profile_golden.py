@@ -112,7 +112,7 @@ DGXARLEY_GLM = "vroomfondel/dgxarley nvidia-glm-4.7-nvfp4.yml@41f87e7"
 
 # SGLang's own start-up check (ServerArgs._handle_speculative_decoding, every release 0.5.10-0.5.15)
 # fills eagle_topk in only when num_steps and num_draft_tokens are unset too; the seed prints the
-# two without it, so the command as printed fails at start-up (tests/serving/test_engine_check.py runs it).
+# two without it, so the command as printed fails at start-up (tests/serving/enginecheck/test_engine_check.py runs it).
 TOPK = "SGLang ServerArgs start-up check; seed 000 §2 passes --speculative-eagle-topk 1"
 # Upstream SGLang 0.5.13 refuses MTP on NemotronH with the default no_buffer strategy unless the
 # image carries sglang PR #27998; extra_buffer starts on the seed's image and on upstream alike.

@@ -4,7 +4,7 @@ An :class:`Engine` owns everything sparkrack knows about one engine: its knob ta
 and the deployment flags, as rows of the same table), its ranks, argv, environment, config
 files and probes, its validation rules (the seed traps), the memory semantics the planner needs,
 and which upstream release its image corresponds to (the engine check). The manifests builder
-(:mod:`sparkrack.serving.manifests`) turns what an engine returns into Kubernetes objects, the
+(:mod:`sparkrack.serving.objects.ranks`) turns what an engine returns into Kubernetes objects, the
 same way for every engine; nothing outside ``engines/`` asks which engine a profile uses.
 
 :class:`SingleSparkEngine` is the shared shape of engines that run one process on one Spark
@@ -22,9 +22,10 @@ from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import POD_FABRIC_IFNAME, NodePlan
 from sparkrack.fabric.ncclenv import rank_env
 from sparkrack.planner.memory import MemoryModel, Serving
-from sparkrack.serving.core import Profile, ServingContext
-from sparkrack.serving.knobs import Knob, RuntimeKnob, lookup
-from sparkrack.serving.ruleset import Ctx, Rule, RuleSet
+from sparkrack.serving.context import ServingContext
+from sparkrack.serving.profile.knobs import Knob, RuntimeKnob, lookup
+from sparkrack.serving.profile.model import Profile
+from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
 
 PROBE_PERIOD = 10
 LIVENESS_PERIOD = 30

@@ -2,7 +2,7 @@
 
 This module is everything sparkrack knows about SGLang: the knob table (checked against
 ``python/sglang/srt/server_args.py`` of the PyPI wheels 0.5.10-0.5.13, the releases the seeds'
-images carry; ``tests/serving/test_profile_flags.py`` re-reads every flag from the wheels), the
+images carry; ``tests/serving/engines/test_profile_flags.py`` re-reads every flag from the wheels), the
 deployment flags as rows of the same table, the seed traps as rules, the Mamba-pool memory
 semantics, and the pod's launcher (SM121 patches, then the server) and group-restart probes.
 
@@ -29,14 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sparkrack import contract
 from sparkrack.errors import Problem
 from sparkrack.patches import configmap_files, container_entrypoint
 from sparkrack.planner.memory import RecurrentPool, Serving
-from sparkrack.serving.core import Profile, ServingContext
+from sparkrack.serving import scripts
+from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import (
     CUTE_DSL_CACHE,
     DEEPGEMM_CACHE,
@@ -54,9 +54,10 @@ from sparkrack.serving.engines.base import (
     number,
     section,
 )
-from sparkrack.serving.images import version_tuple
-from sparkrack.serving.knobs import HF_ID, IDENT, REVISION, Knob, RuntimeKnob, Type, runtime
-from sparkrack.serving.ruleset import Ctx, RuleSet
+from sparkrack.serving.profile.images import version_tuple
+from sparkrack.serving.profile.knobs import HF_ID, IDENT, REVISION, Knob, RuntimeKnob, Type, runtime
+from sparkrack.serving.profile.model import Profile
+from sparkrack.serving.profile.ruleset import Ctx, RuleSet
 
 NAME = "sglang"
 ENTRY = ("python3", "-m", "sglang.launch_server")
@@ -879,11 +880,10 @@ class SGLang(Engine):
 def launcher_files() -> dict[str, str]:
     """The launcher ConfigMap: the patch engine + launcher, the group guard, the smoke client."""
     files = dict(configmap_files())
-    here = Path(__file__).resolve().parent.parent
     for name in (contract.GUARD_FILE, contract.SMOKE_FILE):
         if name in files:  # pragma: no cover - the patch engine must not ship these names
             raise ValueError(f"{name} is already in sparkrack.patches.configmap_files()")
-        files[name] = (here / name).read_text()
+        files[name] = scripts.text(name)
     return files
 
 

@@ -26,8 +26,8 @@ from sparkrack.serving.engines.base import (
     number,
     section,
 )
-from sparkrack.serving.knobs import IDENT, Knob, PositionalKnob, cfg, env, k, runtime
-from sparkrack.serving.ruleset import Ctx, RuleSet
+from sparkrack.serving.profile.knobs import IDENT, Knob, PositionalKnob, cfg, env, k, runtime
+from sparkrack.serving.profile.ruleset import Ctx, RuleSet
 
 NAME = "trtllm"
 ENTRY = ("trtllm-serve",)

@@ -18,7 +18,7 @@ from typing import Any
 from sparkrack import contract
 from sparkrack.errors import Problem
 from sparkrack.planner.memory import RecurrentPool, Serving, per_sequence_pool
-from sparkrack.serving.core import Profile, ServingContext
+from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import (
     FLASHINFER_CACHE,
     INDUCTOR_CACHE,
@@ -32,9 +32,10 @@ from sparkrack.serving.engines.base import (
     number,
     section,
 )
-from sparkrack.serving.images import without_digest
-from sparkrack.serving.knobs import ABS_PATH, HF_ID, IDENT, REVISION, Knob, env, k, runtime
-from sparkrack.serving.ruleset import Ctx, RuleSet
+from sparkrack.serving.profile.images import without_digest
+from sparkrack.serving.profile.knobs import ABS_PATH, HF_ID, IDENT, REVISION, Knob, env, k, runtime
+from sparkrack.serving.profile.model import Profile
+from sparkrack.serving.profile.ruleset import Ctx, RuleSet
 
 NAME = "vllm"
 ENTRY = ("vllm", "serve")

@@ -1,0 +1,176 @@
+"""Every rank's rendered command, run through the real upstream engine's parser and start-up checks.
+
+For each profile and each of its ranks, the engine renders argv and environment exactly as the
+pods get them; :mod:`sparkrack.serving.enginecheck.upstream` hands them to the argument parser and the
+start-up checks of the upstream release the image corresponds to (the wheel from PyPI, cached),
+and reports what that code raises. TensorRT-LLM's release is not on PyPI: its options and config
+keys are checked against a table made from its source.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sparkrack.errors import Problem
+from sparkrack.serving.context import ServingContext, context_from_inventory
+from sparkrack.serving.enginecheck import upstream as enginecheck
+from sparkrack.serving.engines import engine_of
+from sparkrack.serving.profile.model import Profile
+
+RULE = "engine-check"
+RULE_ENV = "engine-env-unknown"
+RULE_EXTRA = "extra-args-owned"
+CONFIG_DESTS = frozenset({"config"})
+"""Parser destinations that read settings from a file (SGLang's and vLLM's ``--config``)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the result table: profile x rank x engine release."""
+
+    profile: str
+    rank: int
+    engine: str
+    version: str
+    ok: bool
+    error: str
+    unknown_env: tuple[str, ...]
+
+
+def invocations(profile: Profile, ctx: ServingContext) -> list[tuple[int, enginecheck.Invocation]]:
+    """(rank, what the engine's parser sees) for every rank of the profile."""
+    eng = engine_of(profile.data)
+    out = []
+    for rank in eng.ranks(ctx):
+        argv = eng.argv(profile, ctx, rank)
+        out.append(
+            (
+                rank.rank,
+                enginecheck.Invocation(
+                    label=f"{profile.name} rank {rank.rank}",
+                    argv=tuple(argv[len(eng.entry) :]),
+                    env=eng.env(profile, ctx, rank),
+                    model=profile.model,
+                    model_info=dict(profile.data.get("model_info") or {}),
+                ),
+            )
+        )
+    return out
+
+
+def check_profiles(
+    profiles: Sequence[Profile], ctx: ServingContext, *, offline: bool = False
+) -> list[Row]:
+    """The result table for ``profiles`` rendered in ``ctx``, one row per profile x rank."""
+    rows: list[Row] = []
+    batches: dict[tuple[str, str], list[tuple[Profile, int, enginecheck.Invocation]]] = defaultdict(
+        list
+    )
+    for profile in profiles:
+        eng = engine_of(profile.data)
+        version = eng.upstream_version(profile) or "unknown"
+        for rank, inv in invocations(profile, ctx):
+            if eng.upstream is None:
+                errors = enginecheck.check_trtllm(inv.argv, eng.config(profile.data))
+                rows.append(
+                    Row(profile.name, rank, eng.name, version, not errors, "; ".join(errors), ())
+                )
+            else:
+                batches[(eng.upstream, version)].append((profile, rank, inv))
+    for (dist, version), items in sorted(batches.items()):
+        verdicts = enginecheck.run_upstream(
+            dist, version, [inv for _p, _r, inv in items], offline=offline
+        )
+        for (profile, rank, _inv), verdict in zip(items, verdicts, strict=True):
+            rows.append(
+                Row(
+                    profile.name,
+                    rank,
+                    dist,
+                    version,
+                    verdict.ok,
+                    verdict.error,
+                    tuple(verdict.unknown_env),
+                )
+            )
+    return rows
+
+
+def problems_of(rows: Sequence[Row], sources: dict[str, str]) -> list[Problem]:
+    """Refusals for the rows that failed, naming the profile file."""
+    out: list[Problem] = []
+    for row in rows:
+        source = sources.get(row.profile, row.profile)
+        if not row.ok:
+            out.append(
+                Problem(
+                    source,
+                    f"rank {row.rank}",
+                    f"{row.engine} {row.version} refuses the rendered command: {row.error}",
+                    "change the profile key the message names (sparkrack render "
+                    f"{row.profile} --rank {row.rank} --what command shows the command)",
+                    RULE,
+                )
+            )
+        for name in row.unknown_env:
+            out.append(
+                Problem(
+                    source,
+                    f"env {name}",
+                    f"{row.engine} {row.version} does not know {name}: it is silently ignored",
+                    "remove it, or pin an image whose release still reads it",
+                    RULE_ENV,
+                )
+            )
+    return out
+
+
+def extra_args_problems(profile: Profile, *, offline: bool = False) -> list[Problem]:
+    """``extra_args`` resolved by the real parser of the profile's engine release: refused when
+    an option lands on a destination a table flag owns, loads a config file, or is unknown."""
+    eng = engine_of(profile.data)
+    extra = [str(w) for w in profile.data.get("extra_args") or []]
+    version = eng.upstream_version(profile)
+    if not extra or eng.upstream is None or version is None:
+        return []
+    out = []
+    # A config-file option is refused before the parser sees it: vLLM's parser would read the file.
+    config = [w for w in extra if w.startswith("-") and eng.is_config_option(w)]
+    for word in config:
+        flag = word.split("=", 1)[0]
+        message = f"{flag} loads settings from a file, past the profile"
+        out.append(Problem(profile.source, "extra_args", message, "remove it", RULE_EXTRA))
+    extra = [w for w in extra if w not in config]
+    owners = eng.owned_flags()
+    resolved = enginecheck.option_dests(eng.upstream, version, list(owners), offline=offline)
+    owned = {dest: owners[flag] for flag, dest in resolved if dest is not None}
+    for word, dest in enginecheck.option_dests(eng.upstream, version, extra, offline=offline):
+        flag = word.split("=", 1)[0]
+        if dest is None:
+            message, fix = f"{flag} is not an option of {eng.name} {version}", "remove it"
+        elif dest in CONFIG_DESTS:
+            message, fix = f"{flag} loads settings from a file, past the profile", "remove it"
+        elif dest in owned:
+            message = f"{flag} is {eng.name} {version}'s {dest}, which {owned[dest]} sets"
+            fix = f"set {owned[dest]} instead" if "." in owned[dest] else "remove it"
+        else:
+            continue
+        out.append(Problem(profile.source, "extra_args", message, fix, RULE_EXTRA))
+    return out
+
+
+def engine_check(
+    profiles: Sequence[Profile], inventory: str, *, offline: bool = False
+) -> list[Problem]:
+    """``sparkrack validate --engine-check``: problems of every rank of ``profiles``."""
+    ctx = context_from_inventory(inventory)
+    extra = [p for profile in profiles for p in extra_args_problems(profile, offline=offline)]
+    if extra:
+        return extra
+    rows = check_profiles(profiles, ctx, offline=offline)
+    for row in rows:
+        verdict = "ok" if row.ok else "FAIL"
+        print(f"engine-check {row.profile} rank {row.rank}: {row.engine} {row.version} {verdict}")
+    return problems_of(rows, {p.name: p.source for p in profiles})

@@ -1,0 +1,136 @@
+"""Loading a serving profile: find it, parse it, check it against the schema."""
+
+from __future__ import annotations
+
+import difflib
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from sparkrack.errors import Problem, SparkrackError
+from sparkrack.inputs import safeyaml
+from sparkrack.serving.profile.model import Profile
+from sparkrack.serving.profile.schema import build_schema
+
+
+def _profile_dir() -> Path:
+    """``model_profiles/`` of the checkout: beside the package when it runs from the source
+    tree (``pip install -e``), else in the working directory (``pip install .`` on a Spark,
+    run from the checkout whose playbooks it drives)."""
+    beside = Path(__file__).resolve().parents[3] / "model_profiles"
+    return beside if beside.is_dir() else Path.cwd() / "model_profiles"
+
+
+PROFILE_DIR = _profile_dir()
+SCHEMA_PATH = PROFILE_DIR / "schema.json"
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    def strict_integer(checker: Any, instance: object) -> bool:
+        """An integer is an ``int`` as written: ``4.0`` and ``true`` are not (``--tp-size 4.0``)."""
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", strict_integer)
+    strict = jsonschema.validators.extend(base, type_checker=checker)  # type: ignore[no-untyped-call]
+    validator: jsonschema.Draft202012Validator = strict(build_schema())
+    return validator
+
+
+def schema_problems(data: Any, source: str) -> list[Problem]:
+    """Schema violations, one Problem each, keyed by the dotted path of the offending key."""
+    if not isinstance(data, dict):
+        return [Problem(source, "(root)", "is not a mapping", "write key: value pairs", "schema")]
+    problems: list[Problem] = []
+    for err in sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path))):
+        path = ".".join(str(p) for p in err.absolute_path) or "(root)"
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            known = ", ".join(sorted(err.schema.get("properties", {})))
+            for key in extra:
+                where = f"{path}.{key}" if path != "(root)" else key
+                close = difflib.get_close_matches(str(key), err.schema.get("properties", {}), 1)
+                fix = f"did you mean {close[0]}?" if close else f"remove it; known keys: {known}"
+                problems.append(Problem(source, where, "unknown key", fix, "schema"))
+            continue
+        if err.validator == "const" or (err.validator is False or err.schema is False):
+            problems.append(
+                Problem(source, path, "does not belong to this engine", "remove it", "schema")
+            )
+            continue
+        fix = "see model_profiles/schema.json"
+        if err.validator == "enum":
+            fix = f"use one of: {', '.join(map(str, err.validator_value))}"
+        elif err.validator == "required":
+            fix = "add it"
+        problems.append(Problem(source, path, err.message, fix, "schema"))
+    return problems
+
+
+def _candidates(ref: str) -> list[Path]:
+    path = Path(ref)
+    if path.suffix in (".yml", ".yaml") or path.exists():
+        return [path]
+    found = [PROFILE_DIR / f"{ref}.yml"]
+    if "/" in ref:
+        matches = []
+        for candidate in sorted(PROFILE_DIR.glob("*.yml")):
+            data = _read(candidate)
+            if isinstance(data, dict) and str(data.get("model", "")).lower() == ref.lower():
+                matches.append((candidate, str(data.get("engine", "sglang"))))
+        if len(matches) > 1:
+            # One model, several engines: the HF id means the multi-Spark (sglang) profile.
+            matches = [m for m in matches if m[1] == "sglang"] or matches
+        if len(matches) > 1:
+            raise SparkrackError(
+                Problem(
+                    ref,
+                    "profile",
+                    f"model id matches {len(matches)} profiles",
+                    f"name one of: {', '.join(m[0].stem for m in matches)}",
+                    "profile-not-found",
+                )
+            )
+        found = [m[0] for m in matches] + found
+    return found
+
+
+def _read(path: Path) -> Any:
+    return safeyaml.load_file(path)
+
+
+def resolve(ref: str) -> Path:
+    """A profile reference (path, file stem, or HF model id) -> its file."""
+    for candidate in _candidates(ref):
+        if candidate.is_file():
+            return candidate
+    names = ", ".join(p.stem for p in list_profiles())
+    raise SparkrackError(
+        Problem(
+            ref,
+            "profile",
+            "no such profile (not a file, a name in model_profiles/, or a model id)",
+            f"use one of: {names}",
+            "profile-not-found",
+        )
+    )
+
+
+def load_profile(ref: str | Path) -> Profile:
+    """Load and schema-check a profile; raise :class:`SparkrackError` when the schema refuses it.
+
+    The seed-trap rules are applied by :func:`sparkrack.serving.validate_profile`.
+    """
+    path = resolve(str(ref))
+    data = _read(path)
+    problems = schema_problems(data, str(path))
+    if problems:
+        raise SparkrackError(problems)
+    return Profile(name=path.stem, path=path, data=data)
+
+
+def list_profiles(directory: Path = PROFILE_DIR) -> list[Path]:
+    return sorted(directory.glob("*.yml"))

@@ -1,0 +1,345 @@
+"""Validation rules every profile goes through, whatever its engine, and the one entry point.
+
+A rule yields :class:`Problem` s ``<file>: <key>: <message> — fix: <fix> [<rule-id>]``. The rules
+here are engine-agnostic (topology arithmetic, the ``extra_args``/``env`` escape hatches, patch
+ids, the capacity planner); each engine's seed traps live in its own module under ``engines/``
+and run after these.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterator
+from typing import Any
+
+from sparkrack.errors import Problem
+from sparkrack.planner.memory import RULE_CONTEXT, RULE_POOL, RULE_WEIGHTS
+from sparkrack.serving.engines import ENGINES, engine_of
+from sparkrack.serving.profile.capacity import capacity_problems
+from sparkrack.serving.profile.images import image_facts, is_moving_tag
+from sparkrack.serving.profile.load import schema_problems
+from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
+
+# Environment the renderer owns; a profile's `env` may not set these.
+OWNED_ENV = (
+    "NCCL_IB_HCA",
+    "NCCL_IB_GID_INDEX",
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_DEBUG",
+    "NCCL_NET",
+    "NCCL_IB_DISABLE",
+    "HF_TOKEN",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "POD_FABRIC_IFNAME",
+)
+
+# Variables a shared profile may not set, with the reason: they would send the HF token to another
+# host, inject code into the server process, or override the fabric settings sparkrack renders.
+DENIED_ENV: tuple[tuple[str, str], ...] = (
+    ("HF_ENDPOINT", "points the Hugging Face client, and with it the HF token, at another host"),
+    ("HF_TOKEN", "a secret: it comes from the Kubernetes Secret"),
+    ("HUGGING_FACE_HUB_TOKEN", "a secret: the HF token comes from the Kubernetes Secret"),
+    ("HTTP_PROXY", "routes the server's downloads (and the HF token) through another host"),
+    ("HTTPS_PROXY", "routes the server's downloads (and the HF token) through another host"),
+    ("ALL_PROXY", "routes the server's downloads (and the HF token) through another host"),
+    ("REQUESTS_CA_BUNDLE", "trusts another CA for the HF download: the token can be intercepted"),
+    ("SSL_CERT_FILE", "trusts another CA for the HF download: the token can be intercepted"),
+    ("CURL_CA_BUNDLE", "trusts another CA for the HF download: the token can be intercepted"),
+    ("LD_PRELOAD", "loads foreign code into the server process"),
+    ("LD_LIBRARY_PATH", "loads foreign libraries into the server process"),
+    ("PYTHONPATH", "imports foreign code before the engine's own"),
+    ("PYTHONSTARTUP", "runs foreign code in the server's interpreter"),
+    ("PYTHONHOME", "replaces the image's Python"),
+    ("PYTHONUSERBASE", "imports foreign code from a user site directory"),
+    ("NCCL_CONF_FILE", "loads NCCL settings from a file, past the fabric env sparkrack renders"),
+    ("NCCL_TOPO_FILE", "replaces NCCL's view of the fabric sparkrack configured"),
+    ("NCCL_NET_PLUGIN", "loads a foreign NCCL network plugin"),
+    ("NCCL_IB_*", "a fabric setting: sparkrack renders the RoCE env from the address plan"),
+    ("NCCL_SOCKET_*", "a fabric setting: sparkrack renders the interface from the address plan"),
+    ("GLOO_*", "a fabric setting: sparkrack renders the interface from the address plan"),
+    ("*_TOKEN", "looks like a secret: secrets come from Kubernetes Secrets, never a profile"),
+    ("*_API_KEY", "looks like a secret: secrets come from Kubernetes Secrets, never a profile"),
+    ("*SECRET*", "looks like a secret: secrets come from Kubernetes Secrets, never a profile"),
+    ("*PASSWORD*", "looks like a secret: secrets come from Kubernetes Secrets, never a profile"),
+)
+
+
+def denied_env(name: str) -> str | None:
+    """The reason ``name`` may not be set by a profile, or None."""
+    for pattern, reason in DENIED_ENV:
+        if fnmatch.fnmatchcase(name, pattern):
+            return reason
+    return None
+
+
+RULES = RuleSet()
+
+
+@RULES.add(
+    "topology-ep-divides-tp", "SGLang ServerArgs (ep_size must divide tp_size)", "ep must divide tp"
+)
+def _ep(c: Ctx) -> Iterator[Problem]:
+    if c.tp % c.ep:
+        yield c.p(
+            "topology.ep",
+            f"ep={c.ep} does not divide tp={c.tp}",
+            f"use an ep from {[d for d in range(1, c.tp + 1) if c.tp % d == 0]}",
+            "topology-ep-divides-tp",
+        )
+    if c.ep > 1 and not c.moe:
+        yield c.p(
+            "topology.ep",
+            f"ep={c.ep} on a model without routed experts",
+            "set ep: 1 (expert parallelism needs an MoE model)",
+            "topology-ep-divides-tp",
+        )
+
+
+@RULES.add(
+    "topology-tp-heads",
+    "tensor parallelism shards attention heads",
+    "tp must divide the attention heads",
+)
+def _heads(c: Ctx) -> Iterator[Problem]:
+    heads = int(c.info("attention_heads", 0) or 0)
+    if heads and heads % c.tp:
+        yield c.p(
+            "topology.tp",
+            f"tp={c.tp} does not divide the {heads} attention heads of {c.arch}",
+            f"use a tp that divides {heads}",
+            "topology-tp-heads",
+        )
+
+
+@RULES.add(
+    "topology-kv-heads",
+    "tensor parallelism shards or replicates KV heads",
+    "KV heads must shard or replicate evenly over tp",
+)
+def _kv(c: Ctx) -> Iterator[Problem]:
+    kv = int(c.info("kv_heads", 0) or 0)
+    heads = int(c.info("attention_heads", 0) or 0)
+    if kv and heads and heads % kv:
+        yield c.p(
+            "model_info.kv_heads",
+            f"{heads} attention heads are not a multiple of {kv} KV heads",
+            "copy num_attention_heads/num_key_value_heads from the model's config.json",
+            "topology-kv-heads",
+        )
+    if kv and kv % c.tp and c.tp % kv:
+        yield c.p(
+            "topology.tp",
+            f"tp={c.tp} neither divides nor is a multiple of the {kv} KV heads",
+            "use a tp that divides the KV heads or is a multiple of them",
+            "topology-kv-heads",
+        )
+
+
+@RULES.add(
+    "extra-args-owned",
+    "sparkrack (one registry)",
+    "extra_args may not repeat a flag the registry or the renderer owns",
+)
+def _extra(c: Ctx) -> Iterator[Problem]:
+    eng = engine_of(c.data)
+    for word in c.data.get("extra_args") or []:
+        owner = eng.owner_of(str(word))
+        if owner is not None:
+            flag = str(word).split("=", 1)[0]
+            yield c.p(
+                "extra_args",
+                f"{flag} sets what {owner} owns",
+                f"set {owner} instead of passing {flag}"
+                if owner.count(".") == 1 and " " not in owner
+                else "remove it",
+                "extra-args-owned",
+            )
+
+
+@RULES.add(
+    "env-owned",
+    "sparkrack (NCCL/secret env comes from the address plan and the Secret)",
+    "env may not set variables sparkrack renders",
+)
+def _env(c: Ctx) -> Iterator[Problem]:
+    eng = engine_of(c.data)
+    registry_env = eng.owned_env()
+    jit_env = eng.jit_env()
+    for key in c.data.get("env") or {}:
+        if key in jit_env:
+            yield c.p(
+                f"env.{key}",
+                "points a JIT cache at the node's cache directory of this image (sparkrack "
+                "renders it)",
+                "remove it; set serving_jit_cache in the inventory to move the caches",
+                "env-owned",
+            )
+        elif key in OWNED_ENV:
+            yield c.p(
+                f"env.{key}",
+                "is rendered by sparkrack (address plan, transport, HF token Secret)",
+                "remove it; set fabric/transport in the inventory or profile",
+                "env-owned",
+            )
+        elif key in registry_env:
+            yield c.p(
+                f"env.{key}",
+                f"is the profile key {registry_env[key]}",
+                f"set {registry_env[key]} instead",
+                "env-owned",
+            )
+        elif (reason := denied_env(str(key))) is not None:
+            yield c.p(
+                f"env.{key}",
+                f"may not be set by a profile ({reason})",
+                "remove it (profiles are shared; the inventory and Secrets own these)",
+                "env-denied",
+            )
+
+
+@RULES.add(
+    "patch-unknown",
+    "sparkrack.patches.PATCH_IDS",
+    "required patches must exist in the patch catalog",
+)
+def _patches(c: Ctx) -> Iterator[Problem]:
+    wanted = [str(p) for p in c.data.get("patches") or []]
+    if not wanted:
+        return
+    try:
+        from sparkrack.patches import PATCH_IDS
+    except ImportError:  # pragma: no cover - the patch engine ships with sparkrack
+        yield c.p(
+            "patches",
+            "the patch engine (sparkrack.patches) is not installed",
+            "reinstall sparkrack",
+            "patch-unknown",
+        )
+        return
+    for pid in wanted:
+        if pid not in PATCH_IDS:
+            yield c.p(
+                "patches",
+                f"{pid!r} is not a known patch",
+                f"use one of: {', '.join(sorted(PATCH_IDS))}",
+                "patch-unknown",
+            )
+
+
+MOVING_TAG_RULE = "image-moving-tag"
+
+
+@RULES.add(
+    MOVING_TAG_RULE,
+    "seed 004 runs vllm/vllm-openai:cu130-nightly; a moving tag changes what runs without the "
+    "profile changing",
+    "a moving image tag (latest, *nightly*) needs allow_moving_tag with the reason",
+)
+def _moving(c: Ctx) -> Iterator[Problem]:
+    image = str(c.data.get("image", ""))
+    if is_moving_tag(image) and not isinstance(c.data.get("allow_moving_tag"), dict):
+        yield c.p(
+            "image",
+            f"{image} is a moving tag: what runs can change without this file changing",
+            "pin a digest (image: repo:tag@sha256:<digest>) or a release tag, or accept it "
+            "with allow_moving_tag: {reason: <why it cannot be pinned>}",
+            MOVING_TAG_RULE,
+        )
+
+
+def _capacity(rule_id: str) -> Any:
+    def check(c: Ctx) -> Iterator[Problem]:
+        for problem in capacity_problems(c.data, c.nodes, c.source):
+            if problem.rule == rule_id:
+                yield problem
+
+    return check
+
+
+for _id, _summary in (
+    (RULE_WEIGHTS, "the weights per GPU exceed a Spark's usable unified memory"),
+    (RULE_POOL, "the memory fraction leaves nothing for the KV cache after the weights"),
+    (RULE_CONTEXT, "vLLM/TRT-LLM: one full-length sequence does not fit the KV pool"),
+):
+    RULES.add(
+        _id, "sparkrack.planner.memory (model_info weights + the engine's memory rule)", _summary
+    )(_capacity(_id))
+
+
+def check(data: dict[str, Any], source: str, nodes: int | None) -> list[Problem]:
+    """Every problem of a schema-clean profile: the generic rules, then its engine's."""
+    ctx = Ctx(data=data, source=source, nodes=nodes, image=image_facts(data))
+    problems: list[Problem] = []
+    for r in RULES:
+        problems.extend(r.check(ctx))
+    problems.extend(engine_of(data).problems(ctx))
+    return problems
+
+
+def validate(data: Any, source: str, nodes: int | None = None) -> list[Problem]:
+    """Every problem of a profile: schema first, then (on a schema-clean profile) every rule.
+
+    ``nodes`` is the number of Sparks the profile runs on; ``None`` skips the tp·pp check.
+    """
+    problems = schema_problems(data, source)
+    if problems:
+        return problems
+    return check(data, source, nodes)
+
+
+REVISION_RULE = "revision-unpinned"
+
+
+def warnings(data: dict[str, Any], source: str) -> list[Problem]:
+    """What validation reports without refusing: no pinned model revision, an accepted moving
+    image tag, an ``allow_moving_tag`` that accepts nothing."""
+    found: list[Problem] = []
+    if data.get("revision") is None:
+        found.append(
+            Problem(
+                source,
+                "revision",
+                f"not pinned: the fetch step downloads whatever {data.get('model')} main is "
+                "at fetch time, and a switch back keeps that commit",
+                "pin the commit you tested: revision: <40-hex commit of the model repo>",
+                REVISION_RULE,
+            )
+        )
+    image = str(data.get("image", ""))
+    allowed = data.get("allow_moving_tag")
+    if is_moving_tag(image) and isinstance(allowed, dict):
+        found.append(
+            Problem(
+                source,
+                "image",
+                f"{image} is a moving tag, accepted by allow_moving_tag ({allowed.get('reason')})",
+                "pin a digest (image: repo:tag@sha256:<digest>) once the image works",
+                MOVING_TAG_RULE,
+            )
+        )
+    elif allowed is not None and not is_moving_tag(image):
+        found.append(
+            Problem(
+                source,
+                "allow_moving_tag",
+                f"{image} is not a moving tag: there is nothing to accept",
+                "remove allow_moving_tag",
+                MOVING_TAG_RULE,
+            )
+        )
+    return found
+
+
+def all_rules() -> list[Rule]:
+    """The generic rules, then every engine's, each id once."""
+    seen: dict[str, Rule] = {r.id: r for r in RULES}
+    for eng in ENGINES.values():
+        for r in eng.rule_list():
+            seen.setdefault(r.id, r)
+    return list(seen.values())
+
+
+def rule_table() -> list[tuple[str, str, str]]:
+    return [(r.id, r.seed, r.summary) for r in all_rules()]

@@ -1,0 +1,169 @@
+"""What the manifests need to run the fetch step: script location, marker, port and argv.
+
+The fetch step itself is :mod:`sparkrack.serving.scripts.fetch_step` (stdlib only, shipped verbatim in a
+ConfigMap). This module is the one owner of its command-line shape on the rendering side: the
+manifest builder calls the ``*_argv`` functions below instead of spelling flags, and
+``tests/serving/scripts/test_fetch_step.py`` parses every argv built here with the script's own parser.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Final
+
+from sparkrack import contract
+from sparkrack.serving import scripts
+from sparkrack.serving.scripts import fetch_step
+
+SCRIPT_NAME: Final = contract.FETCH_FILE
+SCRIPT_DIR: Final = PurePosixPath(contract.SWITCH_MOUNT)
+"""Where the ConfigMap holding the script is mounted in the fetch Job and init containers."""
+SCRIPT_PATH: Final = SCRIPT_DIR / SCRIPT_NAME
+PYTHON: Final = "python3"
+UNPINNED: Final = "main"
+"""The revision the fetch step resolves when a profile pins none (the marker records the commit
+it resolved; a switch back to the model finds the marker and downloads nothing)."""
+
+DEFAULT_PORT: Final[int] = contract.SERVING_DEFAULTS["serving_fetch_port"]
+"""TCP port of the receivers' rsync daemon on the fabric PF addresses."""
+RSYNC_USER: Final = fetch_step.RSYNC_USER
+SPACE_MARGIN_BYTES: Final = fetch_step.SPACE_MARGIN_BYTES
+DEFAULT_TIMEOUT_S: Final = dict(fetch_step.DEFAULT_TIMEOUT_S)
+
+# Keys of the rsync Secret: the pusher reads the bare password, each receiver the
+# ``user:password`` line rsyncd's secrets file format wants. One password, two renderings.
+PASSWORD_KEY: Final = contract.FETCH_PASSWORD_KEY
+SECRETS_KEY: Final = contract.FETCH_SECRETS_KEY
+
+
+def script_text() -> str:
+    """The script as shipped (ConfigMap data under :data:`SCRIPT_NAME`)."""
+    return scripts.text(SCRIPT_NAME)
+
+
+def rsync_secret_data(password: str) -> dict[str, str]:
+    """``stringData`` of the rsync Secret for ``password`` (pusher and receivers share it)."""
+    return {PASSWORD_KEY: password, SECRETS_KEY: f"{RSYNC_USER}:{password}\n"}
+
+
+def marker_path(
+    cache_dir: str | PurePosixPath, repo: str, revision: str | None = None
+) -> PurePosixPath:
+    """The completion marker of (repo, revision or :data:`UNPINNED`) under the cache directory."""
+    return PurePosixPath(cache_dir) / fetch_step.marker_relpath(repo, revision or UNPINNED)
+
+
+def _base(step: str) -> list[str]:
+    return [PYTHON, str(SCRIPT_PATH), step]
+
+
+def _timing(timeout_s: float | None, interval_s: float | None) -> list[str]:
+    out = []
+    if timeout_s is not None:
+        out += ["--timeout", f"{timeout_s:g}"]
+    if interval_s is not None:
+        out += ["--interval", f"{interval_s:g}"]
+    return out
+
+
+def download_argv(
+    repo: str,
+    revision: str,
+    cache_dir: str,
+    need_bytes: int,
+    timeout_s: float | None = None,
+    interval_s: float | None = None,
+) -> list[str]:
+    return [
+        *_base("download"),
+        "--repo", repo,
+        "--revision", revision,
+        "--cache", cache_dir,
+        "--need-bytes", str(need_bytes),
+        *_timing(timeout_s, interval_s),
+    ]  # fmt: skip
+
+
+def receive_argv(
+    cache_dir: str,
+    need_bytes: int,
+    secrets_file: str,
+    port: int = DEFAULT_PORT,
+    address: str | None = None,
+    repo: str | None = None,
+    revision: str | None = None,
+    timeout_s: float | None = None,
+    interval_s: float | None = None,
+) -> list[str]:
+    """``receive``; with ``repo``/``revision`` it stops only on that marker, with ``address`` the
+    daemon listens on that address only (the Spark's fabric PF)."""
+    argv = [
+        *_base("receive"),
+        "--cache", cache_dir,
+        "--need-bytes", str(need_bytes),
+        "--port", str(port),
+        "--secrets-file", secrets_file,
+    ]  # fmt: skip
+    if address is not None:
+        argv += ["--address", address]
+    if (repo is None) != (revision is None):
+        raise ValueError("receive_argv: give repo and revision together, or neither")
+    if repo is not None and revision is not None:
+        argv += ["--repo", repo, "--revision", revision]
+    return argv + _timing(timeout_s, interval_s)
+
+
+def push_argv(
+    cache_dir: str,
+    repo: str,
+    revision: str,
+    hosts: list[str],
+    password_file: str,
+    port: int = DEFAULT_PORT,
+    bwlimit_kib: int | None = None,
+    timeout_s: float | None = None,
+    interval_s: float | None = None,
+) -> list[str]:
+    if not hosts:
+        raise ValueError("push_argv: no peer to push to")
+    argv = [
+        *_base("push"),
+        "--cache", cache_dir,
+        "--repo", repo,
+        "--revision", revision,
+        "--to", ",".join(hosts),
+        "--port", str(port),
+        "--password-file", password_file,
+    ]  # fmt: skip
+    if bwlimit_kib is not None:
+        argv += ["--bwlimit", str(bwlimit_kib)]
+    return argv + _timing(timeout_s, interval_s)
+
+
+def wait_argv(
+    cache_dir: str,
+    repo: str,
+    revision: str,
+    timeout_s: float | None = None,
+    interval_s: float | None = None,
+) -> list[str]:
+    return [
+        *_base("wait"),
+        "--cache", cache_dir,
+        "--repo", repo,
+        "--revision", revision,
+        *_timing(timeout_s, interval_s),
+    ]  # fmt: skip
+
+
+def memwait_argv(
+    need_gb: float,
+    timeout_s: float | None = None,
+    interval_s: float | None = None,
+    meminfo: str | None = None,
+) -> list[str]:
+    """``memwait``: ``need_gb`` is the rank's planned footprint (``sparkrack plan``)."""
+    argv = [*_base("memwait"), "--need-gb", f"{need_gb:g}"]
+    if meminfo is not None:
+        argv += ["--meminfo", meminfo]
+    return argv + _timing(timeout_s, interval_s)

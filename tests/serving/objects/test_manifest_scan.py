@@ -1,0 +1,165 @@
+"""Every rendered serving manifest, shipped profiles and hostile variants: Kubernetes must never
+expand a ``$(VAR)`` that came from a profile, and no secret travels as a literal env value."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkrack.contract import label_value
+from sparkrack.serving import (
+    Profile,
+    context_from_vars,
+    list_profiles,
+    load_profile,
+    render_manifests,
+    serving_selector,
+    validate_profile,
+)
+from sparkrack.serving.context import ServingContext, context_from_inventory
+from sparkrack.serving.switch.objects import fetch_objects
+
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|CREDENTIAL", re.IGNORECASE)
+DNS_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+
+
+def expandable(word: str) -> bool:
+    """True when Kubernetes would expand a ``$(VAR)`` reference in ``word`` (``$$`` escapes)."""
+    return "$(" in word.replace("$$", "")
+
+
+def scan(docs: list[dict[str, Any]]) -> list[str]:
+    """Every expandable word in command/args/env values and every literal secret-like env."""
+    found = []
+    for doc in docs:
+        spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+        for container in [*spec.get("containers", []), *spec.get("initContainers", [])]:
+            where = f"{doc['metadata']['name']}/{container['name']}"
+            for key in ("command", "args"):
+                found += [f"{where} {key}: {w}" for w in container.get(key, []) if expandable(w)]
+            for env in container.get("env", []):
+                if "value" in env and expandable(env["value"]):
+                    found.append(f"{where} env {env['name']}: {env['value']}")
+                if "value" in env and SECRET_NAME.search(env["name"]):
+                    found.append(f"{where} env {env['name']} is a literal secret")
+    return found
+
+
+HOSTILE: list[tuple[str, dict[str, Any]]] = [
+    ("extra_args", {"extra_args": ["--api-key", "$(HF_TOKEN)"]}),
+    ("extra_args-equals", {"extra_args": ["--api-key=$(HF_TOKEN)"]}),
+    ("env-value", {"env": {"SGLANG_SOMETHING": "$(HF_TOKEN)"}}),
+    ("json-override", {"sglang.json_model_override_args": {"x": "$(HF_TOKEN)"}}),
+    ("double-dollar", {"extra_args": ["--api-key", "$$(HF_TOKEN)"]}),
+]
+
+
+def mutate(data: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(data)
+    for key, value in change.items():
+        section, _, name = key.partition(".")
+        if name:
+            out.setdefault(section, {})[name] = value
+        else:
+            out[key] = value
+    return out
+
+
+@pytest.fixture(scope="module", params=["inventories/example", "inventories/lab"])
+def ctx(request: pytest.FixtureRequest) -> ServingContext:
+    return context_from_inventory(request.param)
+
+
+@pytest.mark.parametrize("name", [p.stem for p in list_profiles()])
+def test_shipped_manifests_are_clean(name: str, ctx: ServingContext) -> None:
+    assert scan(render_manifests(load_profile(name), ctx)) == []
+
+
+@pytest.mark.parametrize(("case", "change"), HOSTILE, ids=[c for c, _ in HOSTILE])
+@pytest.mark.parametrize("name", ["glm-4.7-nvfp4", "nemotron-3-super-120b-a12b-nvfp4-vllm"])
+def test_hostile_values_reach_the_process_unexpanded(
+    name: str, case: str, change: dict[str, Any], ctx: ServingContext
+) -> None:
+    base = load_profile(name)
+    if case == "json-override" and base.engine != "sglang":
+        pytest.skip("json_model_override_args is an SGLang key")
+    data = mutate(base.data, change)
+    assert validate_profile(data, "hostile.yml", nodes=None) == []
+    docs = render_manifests(Profile(name, Path("hostile.yml"), data), ctx)
+    assert scan(docs) == []
+    # What the process receives is exactly what the profile wrote: $$ -> $ undoes the escape.
+    container = next(d for d in docs if d["kind"] == "StatefulSet")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    words = [w.replace("$$", "$") for w in container["args"]]
+    env = {e["name"]: e["value"].replace("$$", "$") for e in container["env"] if "value" in e}
+    for value in change.values():
+        if isinstance(value, list):
+            assert all(v in words for v in value)
+        elif isinstance(value, dict) and case == "env-value":
+            assert all(env[k] == v for k, v in value.items())
+
+
+def test_scan_finds_an_unescaped_reference() -> None:
+    doc = {
+        "metadata": {"name": "x"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c",
+                            "args": ["--api-key", "$(HF_TOKEN)"],
+                            "env": [{"name": "HF_TOKEN", "value": "hf_x"}],
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    assert len(scan([doc])) == 2
+
+
+# Containers that never talk to the Hub: they get no token at all.
+NO_TOKEN = ("wait-weights", "wait-memory", "push", "receive")
+
+
+def test_hf_token_is_only_a_secret_reference(ctx: ServingContext) -> None:
+    for name in [p.stem for p in list_profiles()]:
+        profile = load_profile(name)
+        for doc in [*fetch_objects(profile, ctx), *render_manifests(profile, ctx)]:
+            spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+            for c in [*spec.get("containers", []), *spec.get("initContainers", [])]:
+                tokens = [e for e in c.get("env", []) if e["name"] == "HF_TOKEN"]
+                if c["name"] in NO_TOKEN:
+                    assert not tokens, f"{name}: {c['name']} needs no HF token"
+                    continue
+                assert tokens, f"{name}: {c['name']} has no HF_TOKEN reference"
+                assert all("valueFrom" in e and "value" not in e for e in tokens)
+
+
+@pytest.mark.parametrize("length", [62, 63, 64, 80, 200])
+def test_long_profile_names_give_valid_labels_and_matching_selectors(length: int) -> None:
+    base = load_profile("glm-4.7-nvfp4")
+    name = ("glm-" + "x" * length)[: length - 1] + "-"  # a cut may land on a dash
+    profile = Profile(name, Path(f"{name}.yml"), base.data)
+    ctx = context_from_vars(context_from_inventory("inventories/example").plan, {})
+    docs = render_manifests(profile, ctx)
+    selector = dict(part.split("=", 1) for part in serving_selector(profile).split(","))
+    for doc in docs:
+        labels = doc["metadata"].get("labels", {})
+        for value in labels.values():
+            assert DNS_LABEL.match(value), f"invalid label value {value!r}"
+        if doc["kind"] != "Namespace":
+            assert all(labels.get(k) == v for k, v in selector.items()), doc["metadata"]["name"]
+        assert len(doc["metadata"]["name"]) <= 63
+
+
+def test_label_value_never_ends_on_a_separator() -> None:
+    assert label_value("a" * 62 + "-b") == "a" * 62
+    assert label_value("-x-") == "x"
+    assert len(label_value("y" * 100)) == 63

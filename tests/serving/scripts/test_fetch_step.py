@@ -1,0 +1,252 @@
+"""The fetch step's logic on this machine: marker, snapshot walk, free-space refusal, waits, argv.
+
+The script runs as the pods run it (``python3 fetch_step.py ...`` in a subprocess); the copy
+between two machines is tests/serving/switch/test_fetch_copy.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from sparkrack.serving.scripts import fetch_step
+from sparkrack.serving.switch import plan as fetchplan
+
+SCRIPT = Path(fetch_step.__file__)
+REPO = "org/model"
+REV = "a" * 40
+
+
+def run_step(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def fake_snapshot(cache: Path, sizes: tuple[int, ...] = (1000, 2000)) -> int:
+    """An HF cache entry: blobs, snapshot links (one nested), refs/main -> REV; returns bytes."""
+    base = cache / "models--org--model"
+    snap = base / "snapshots" / REV
+    (snap / "sub").mkdir(parents=True)
+    (base / "blobs").mkdir()
+    (base / "refs").mkdir()
+    for i, size in enumerate(sizes):
+        (base / "blobs" / f"h{i}").write_bytes(bytes([i + 1]) * size)
+        link = snap / ("sub/tok" if i == 0 else f"model-{i}.safetensors")
+        link.symlink_to(("../../../" if i == 0 else "../../") + f"blobs/h{i}")
+    (base / "blobs" / "other-revision").write_bytes(b"x" * 10)
+    (base / "refs" / "main").write_text(REV)
+    (base / "refs" / "old").write_text("b" * 40)
+    return sum(sizes)
+
+
+def last_line(result: subprocess.CompletedProcess[str]) -> str:
+    return (result.stderr.strip().splitlines() or [""])[-1]
+
+
+def test_marker_name_has_one_owner() -> None:
+    rel = fetch_step.marker_relpath(REPO, REV)
+    assert rel == f".sparkrack/models--org--model@{REV}.done"
+    assert fetchplan.marker_path("/c", REPO, REV) == PurePosixPath("/c") / rel
+    assert fetch_step.marker_path("/c", REPO, REV) == Path("/c") / rel
+    for repo, rev in (("no-slash", REV), ("a/b/c", REV), (REPO, "refs/pr/1"), (REPO, "")):
+        with pytest.raises(fetch_step.StepError):
+            fetch_step.marker_relpath(repo, rev)
+
+
+def test_snapshot_walk_takes_its_blobs_and_refs_only(tmp_path: Path) -> None:
+    total = fake_snapshot(tmp_path)
+    snap = fetch_step.find_snapshot(tmp_path, REPO, REV)
+    assert (snap.commit, snap.files, snap.bytes) == (REV, 2, total)
+    assert set(snap.paths) == {
+        "models--org--model/blobs/h0",
+        "models--org--model/blobs/h1",
+        "models--org--model/refs/main",
+        f"models--org--model/snapshots/{REV}/sub/tok",
+        f"models--org--model/snapshots/{REV}/model-1.safetensors",
+    }
+    assert fetch_step.find_snapshot(tmp_path, REPO, "main").commit == REV  # by ref name
+    (tmp_path / "models--org--model/blobs/h1").unlink()
+    with pytest.raises(fetch_step.StepError, match="incomplete"):
+        fetch_step.find_snapshot(tmp_path, REPO, REV)
+
+
+def test_mark_then_wait_reads_the_marker(tmp_path: Path) -> None:
+    total = fake_snapshot(tmp_path)
+    marked = run_step("mark", "--cache", str(tmp_path), "--repo", REPO, "--revision", REV)
+    assert marked.returncode == 0, marked.stderr
+    data = json.loads(fetch_step.marker_path(tmp_path, REPO, REV).read_text())
+    assert data == {"repo": REPO, "revision": REV, "commit": REV, "bytes": total, "files": 2}
+    waited = run_step(*fetchplan.wait_argv(str(tmp_path), REPO, REV, timeout_s=5)[2:])
+    assert waited.returncode == 0 and f"2 files, {total / 1e9:.2f} GB" in waited.stdout
+
+
+def test_wait_times_out_with_the_numbers_and_sees_a_late_marker(tmp_path: Path) -> None:
+    argv = fetchplan.wait_argv(str(tmp_path), REPO, REV, timeout_s=1.5, interval_s=0.5)[2:]
+    start = time.monotonic()
+    late = run_step(*argv)
+    assert late.returncode == fetch_step.EXIT_TIMEOUT
+    assert 1.5 <= time.monotonic() - start < 20
+    assert "FAILED: waiting for" in last_line(late) and "after 2 s" in last_line(late)
+    assert late.stdout.count("waiting for") >= 2  # progress lines while it waits
+    fake_snapshot(tmp_path)
+    fetch_step.mark(REPO, REV, tmp_path)
+    marker = fetch_step.marker_path(tmp_path, REPO, REV)
+    moved = marker.with_name("elsewhere")
+    marker.rename(moved)
+    timer = threading.Timer(1.0, moved.rename, args=(marker,))
+    timer.start()
+    try:
+        arrived = run_step(*fetchplan.wait_argv(str(tmp_path), REPO, REV, timeout_s=20)[2:])
+    finally:
+        timer.join()
+    assert arrived.returncode == 0, arrived.stderr
+
+
+def _meminfo(path: Path, avail_kb: int) -> Path:
+    path.write_text(f"MemTotal:       125000000 kB\nMemAvailable:   {avail_kb} kB\n")
+    return path
+
+
+def test_memwait_passes_fails_and_follows_the_file(tmp_path: Path) -> None:
+    info = _meminfo(tmp_path / "meminfo", 100_000_000)  # 102.4 GB
+    ok = run_step(*fetchplan.memwait_argv(90, timeout_s=5, meminfo=str(info))[2:])
+    assert ok.returncode == 0 and "MemAvailable 102.4 GB >= need 90 GB" in ok.stdout
+    short = run_step(
+        *fetchplan.memwait_argv(110, timeout_s=1, interval_s=0.5, meminfo=str(info))[2:]
+    )
+    assert short.returncode == fetch_step.EXIT_TIMEOUT
+    assert last_line(short).endswith("FAILED: MemAvailable 102.4 GB < need 110 GB after 1 s")
+    _meminfo(info, 50_000_000)
+    timer = threading.Timer(1.0, _meminfo, args=(info, 120_000_000))
+    timer.start()
+    try:
+        freed = run_step(*fetchplan.memwait_argv(100, timeout_s=20, meminfo=str(info))[2:])
+    finally:
+        timer.join()
+    assert freed.returncode == 0 and "MemAvailable 51.2 GB < need 100 GB" in freed.stdout
+    assert "MemAvailable 122.9 GB >= need 100 GB" in freed.stdout
+    (tmp_path / "bad").write_text("MemTotal: 1 kB\n")
+    bad = run_step("memwait", "--need-gb", "1", "--meminfo", str(tmp_path / "bad"))
+    assert bad.returncode == 1 and "no MemAvailable line" in last_line(bad)
+
+
+def test_download_refuses_short_disk_before_writing(tmp_path: Path) -> None:
+    cache = tmp_path / "hf"
+    need = 10**18  # more than any disk here: the real statvfs of tmp_path refuses
+    refused = run_step(*fetchplan.download_argv(REPO, REV, str(cache), need)[2:])
+    assert refused.returncode == 1
+    free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    line = last_line(refused)
+    assert f"need {(need + fetch_step.SPACE_MARGIN_BYTES) / 1e9:.2f} GB" in line
+    assert f"free {free / 1e9:.2f} GB on {cache}" in line
+    assert not cache.exists()
+
+
+def test_download_skips_a_cached_revision_and_redoes_a_broken_one(tmp_path: Path) -> None:
+    fake_snapshot(tmp_path)
+    fetch_step.mark(REPO, REV, tmp_path)
+    cached = run_step(*fetchplan.download_argv(REPO, REV, str(tmp_path), 3000)[2:])
+    assert cached.returncode == 0 and "no download" in cached.stdout
+    (tmp_path / "models--org--model/blobs/h0").unlink()
+    redo = run_step(*fetchplan.download_argv(REPO, REV, str(tmp_path), 3000)[2:])
+    # The Hub cannot be reached from here: the real huggingface_hub finds only the broken cache,
+    # and the step refuses to mark it.
+    assert "downloading again" in redo.stdout
+    assert redo.returncode == 1 and last_line(redo).startswith("[fetch download] FAILED")
+    assert "the snapshot is incomplete" in last_line(redo)
+
+
+def test_push_and_receive_refuse_bad_inputs(tmp_path: Path) -> None:
+    fake_snapshot(tmp_path)
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret-pass\n")
+    unmarked = run_step(*fetchplan.push_argv(str(tmp_path), REPO, REV, ["10.0.0.2"], str(pw))[2:])
+    assert unmarked.returncode == 1 and "download first" in last_line(unmarked)
+    bad_host = run_step(*fetchplan.push_argv(str(tmp_path), REPO, REV, ["a b"], str(pw))[2:])
+    assert bad_host.returncode == 1 and "'a b'" in last_line(bad_host)
+    secrets = tmp_path / "secrets"
+    secrets.write_text("someone:else\n")
+    wrong = run_step(*fetchplan.receive_argv(str(tmp_path / "c"), 10, str(secrets))[2:])
+    assert wrong.returncode == 1 and "no 'sparkrack:<password>' line" in last_line(wrong)
+    half = run_step(
+        "receive", "--cache", "c", "--need-bytes", "1", "--port", "8873", "--secrets-file", "s",
+        "--repo", REPO,
+    )  # fmt: skip
+    assert half.returncode == 1 and "together" in last_line(half)
+    for text in (unmarked.stdout, unmarked.stderr, bad_host.stdout, bad_host.stderr):
+        assert "s3cret-pass" not in text
+
+
+def test_secrets_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_abcdefgh")
+    assert fetch_step.redact("401 for token hf_abcdefgh") == "401 for token ***"
+    monkeypatch.delenv("HF_TOKEN")
+    assert fetch_step.redact("hf_abcdefgh") == "hf_abcdefgh"
+
+
+def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
+    parser = fetch_step.build_parser()
+    built = {
+        "download": fetchplan.download_argv(REPO, REV, "/c", 5, 60, 2),
+        "receive": fetchplan.receive_argv("/c", 5, "/s", 9000, "10.0.0.3", REPO, REV, 60, 2),
+        "push": fetchplan.push_argv("/c", REPO, REV, ["10.0.0.3", "10.0.0.4"], "/p", 9000, 100),
+        "wait": fetchplan.wait_argv("/c", REPO, REV, 60, 2),
+        "memwait": fetchplan.memwait_argv(61.5, 60, 2, "/proc/meminfo"),
+    }
+    for step, argv in built.items():
+        assert argv[:3] == ["python3", "/opt/sparkrack/switch/fetch_step.py", step]
+        args = parser.parse_args(argv[2:])
+        assert args.step == step
+    assert parser.parse_args(built["push"][2:]).to == "10.0.0.3,10.0.0.4"
+    assert parser.parse_args(built["memwait"][2:]).need_gb == 61.5
+    receive = parser.parse_args(built["receive"][2:])
+    assert (receive.address, receive.repo, receive.port) == ("10.0.0.3", REPO, 9000)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["receive", "--cache", "/c", "--need-bytes", "0", "--secrets-file", "s"])
+    with pytest.raises(ValueError, match="together"):
+        fetchplan.receive_argv("/c", 5, "/s", repo=REPO)
+
+
+def test_shipped_script_imports_the_standard_library_only() -> None:
+    assert fetchplan.script_text() == SCRIPT.read_text()
+    tree = ast.parse(SCRIPT.read_text())
+    names = {
+        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    names |= {
+        n.module.split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
+    }
+    assert names - sys.stdlib_module_names == {"huggingface_hub"}
+    secret = fetchplan.rsync_secret_data("pw")
+    assert secret == {"password": "pw", "rsyncd.secrets": "sparkrack:pw\n"}
+
+
+def test_download_writes_the_marker_through_the_real_library(tmp_path: Path) -> None:
+    """huggingface_hub's own snapshot_download, offline, over a cache that holds the revision."""
+    pytest.importorskip("huggingface_hub", reason="huggingface_hub is not a dev dependency here")
+    total = fake_snapshot(tmp_path)
+    env = {"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_never_printed"}
+    done = run_step(*fetchplan.download_argv(REPO, REV, str(tmp_path), total)[2:], env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(fetch_step.marker_path(tmp_path, REPO, REV).read_text())["bytes"] == total
+    missing = run_step(*fetchplan.download_argv(REPO, "b" * 40, str(tmp_path), total)[2:], env=env)
+    assert missing.returncode == 1 and "snapshot_download failed" in last_line(missing)
+    assert not fetch_step.marker_path(tmp_path, REPO, "b" * 40).exists()
+    for text in (done.stdout, done.stderr, missing.stdout, missing.stderr):
+        assert "hf_never_printed" not in text
