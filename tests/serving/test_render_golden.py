@@ -126,7 +126,9 @@ def adapter_render(inventory: str, **override: Any) -> str:
     rendered = FILTERS["sparkrack_serving_render"](
         variables, inv.plan().to_dict(), inv.hostvars, serving_settings(inventory, **override)
     )
-    return yaml.safe_dump(rendered, sort_keys=False, width=1000)
+    # JSON: what Ansible receives is data; which objects of it are one Python object is not part
+    # of it (a YAML dump would show that as anchors).
+    return json.dumps(rendered) + "\n"
 
 
 def inventory_renders(name: str) -> dict[str, str]:
@@ -191,7 +193,12 @@ def compare(folder: Path, renders: dict[str, str]) -> list[str]:
                     old, readable(name, raw).splitlines(), name, "now", lineterm=""
                 )
             )
-            shown = "\n".join(diff[:80]) if diff else "(a string longer than LONG changed)"
+            shown = (
+                "\n".join(diff[:80])
+                if diff
+                else "(the readable form is the same: a string longer than LONG, or the YAML's "
+                "anchors, changed)"
+            )
             out.append(f"{name}: differs from the golden render\n{shown}")
     return out
 
