@@ -252,14 +252,12 @@ def serving_render(
 
     ``serving_vars`` holds ``serving_deployments``/``serving_profile``/``serving_profile_file``/
     ``serving_spark``; ``sparkrack_plan`` is the address plan preflight computed (read here,
-    never recomputed). -> every deployment validated for its Sparks, every manifest (the
-    deployments', the gateway's, the pre-pull and fetch Jobs') validated against the Kubernetes
-    schemas, and per deployment
-    the facts the serve play needs (see :func:`sparkrack.serving.serving.render_serving`).
+    never recomputed). -> the one render ``sparkrack render`` prints too
+    (:func:`sparkrack.serving.deployments.bundle.render_serving`): every deployment validated for
+    its Sparks, every manifest validated, and per deployment the facts the serve play needs.
     """
-    from sparkrack.k8s.validate import validate_manifests
     from sparkrack.serving import context_from_vars
-    from sparkrack.serving.deployments.bundle import from_vars, in_apply_order, render_serving
+    from sparkrack.serving.deployments.bundle import from_vars, render_serving
 
     def run() -> dict[str, Any]:
         plan = _plan(plan_fact)
@@ -269,12 +267,9 @@ def serving_render(
             if value is not None and str(value).isdigit():
                 gid[node.name] = int(value)
         ctx = context_from_vars(plan, dict(settings), gid)
-        serving = from_vars(dict(deployments), ctx, "inventory serving_deployments")
-        rendered = render_serving(serving, str(settings.get("serving_gateway_key_secret") or ""))
-        problems = validate_manifests(in_apply_order(rendered), source="serving")
-        if problems:
-            raise SparkrackError(problems)
-        return rendered
+        found = from_vars(dict(deployments), ctx, "inventory serving_deployments")
+        key_secret = str(settings.get("serving_gateway_key_secret") or "")
+        return render_serving(found, key_secret, source="serving")
 
     return _guard("serving", run)
 

@@ -44,14 +44,14 @@ def print_deployments(inventory: str) -> None:
     from sparkrack.serving.deployments.bundle import from_inventory
 
     try:
-        serving = from_inventory(inventory, check_memory=False)
+        deployments = from_inventory(inventory, check_memory=False)
     except SparkrackError as exc:
         print(f"\ndeployments: refused (sparkrack render -i {inventory} --what plan shows why)")
         for problem in exc.problems[:3]:
             print(f"  {problem}")
         return
     print(f"\n{'deployment':<28} {'engine':<7} {'VF':<4} sparks (head first)")
-    for d in serving.deployments:
+    for d in deployments.deployments:
         vf = "-" if d.vf is None else str(d.vf)
-        eng = d.profile.engine
+        eng = d.res.engine.name
         print(f"{d.name:<28} {eng:<7} {vf:<4} {', '.join(d.sparks)}")

@@ -27,12 +27,13 @@ def image_rows(inventory: str) -> list[dict[str, str]]:
     from sparkrack.serving.deployments.bundle import from_inventory
     from sparkrack.serving.profile.images import digest_of, pin_state
 
-    serving = from_inventory(inventory, check_memory=False)
+    deployments = from_inventory(inventory, check_memory=False)
     used: list[tuple[str, str]] = [
-        (f"deployment {d.name} ({d.profile.name})", d.profile.image) for d in serving.deployments
+        (f"deployment {d.name} ({d.profile.name})", d.profile.image)
+        for d in deployments.deployments
     ]
-    if serving.ctx.fetch_image:
-        used.append(("weight copy (push and receiver Jobs)", serving.ctx.fetch_image))
+    if deployments.ctx.fetch_image:
+        used.append(("weight copy (push and receiver Jobs)", deployments.ctx.fetch_image))
     used.append(("gateway (LiteLLM)", gateway.IMAGE))
     return [
         {"used_by": who, "image": image, "pin": pin_state(image), "digest": digest_of(image) or ""}

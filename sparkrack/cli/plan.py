@@ -143,8 +143,8 @@ def run_inventory(inventory: str, hw: Hardware, fmt: str) -> int:
     from sparkrack.serving.deployments.bundle import from_inventory
     from sparkrack.serving.deployments.load import format_table, memory_table
 
-    serving = from_inventory(inventory, check_memory=False)
-    rows, over = memory_table(serving.deployments, hw)
+    deployments = from_inventory(inventory, check_memory=False)
+    rows, over = memory_table(deployments.deployments, hw)
     if fmt == "json":
         print(
             json.dumps(

@@ -54,22 +54,19 @@ def _gid_overrides(values: list[str]) -> dict[str, int]:
     return out
 
 
-def build(profile_ref: str, inventory: str, gid: dict[str, int] | None = None) -> tuple[Any, Any]:
-    """(profile, context) for a profile and an inventory; refuses invalid profiles/manifests."""
-    from sparkrack.serving import load_checked
+def build(profile_ref: str, inventory: str, gid: dict[str, int] | None = None) -> Any:
+    """The resolution of a profile on an inventory's Sparks; refuses an invalid profile."""
+    from sparkrack.serving import load_checked, resolve
     from sparkrack.serving.context import context_from_inventory
 
     ctx = context_from_inventory(inventory, gid)
-    return load_checked(profile_ref, nodes=ctx.nodes), ctx
+    return resolve(load_checked(profile_ref, nodes=ctx.nodes), ctx)
 
 
-def serving_plan(profile: Any, ctx: Any) -> dict[str, Any]:
+def serving_plan(res: Any) -> dict[str, Any]:
     """What the serve play prints in the lab: ranks, nodes, addresses, rank 0's command."""
-    from sparkrack.serving import engine_of, render_command
-
-    eng = engine_of(profile.data)
-    ranks = eng.ranks(ctx)
-    if not eng.uses_fabric:
+    profile, ctx = res.profile, res.ctx
+    if not res.engine.uses_fabric:
         # One process on one Spark: no NCCL group, no fabric address, no dist-init address.
         return {
             "profile": profile.name,
@@ -80,9 +77,9 @@ def serving_plan(profile: Any, ctx: Any) -> dict[str, Any]:
             "dist_init_addr": "none (single Spark)",
             "ranks": [
                 {"rank": r.rank, "node": str(r.node.name), "spark_index": r.node.spark_index}
-                for r in ranks
+                for r in res.ranks
             ],
-            "command_rank0": render_command(profile, ctx, 0),
+            "command_rank0": res.command(0),
         }
     return {
         "profile": profile.name,
@@ -99,43 +96,44 @@ def serving_plan(profile: Any, ctx: Any) -> dict[str, Any]:
                 "fabric_address": r.node.serving_vf.address,
                 "rdma_device": r.node.serving_vf.rdma_device,
             }
-            for r in ranks
+            for r in res.ranks
         ],
-        "command_rank0": render_command(profile, ctx, 0),
+        "command_rank0": res.command(0),
     }
 
 
+def print_rank(res: Any, what: str, rank: int) -> None:
+    """``--what command|env`` of one rank of a resolved deployment."""
+    if what == "command":
+        print(res.command(rank))
+        return
+    for key, value in res.env(res.rank(rank)).items():
+        print(f"{key}={value}")
+
+
+def print_manifests(docs: list[dict[str, Any]]) -> None:
+    sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, width=1000))
+
+
 def run_render(args: argparse.Namespace) -> int:
-    from sparkrack.k8s.validate import validate_manifests
-    from sparkrack.serving import render_command, render_env, render_manifests
+    from sparkrack.serving.deployments.bundle import in_apply_order, render_serving, single
 
     if args.profile is None or args.what == "gateway":
         return run_render_inventory(args)
-    profile, ctx = build(args.profile, args.inventory, _gid_overrides(args.gid_index))
-    if args.what == "command":
-        print(render_command(profile, ctx, args.rank))
-    elif args.what == "env":
-        for key, value in render_env(profile, ctx, args.rank).items():
-            print(f"{key}={value}")
+    res = build(args.profile, args.inventory, _gid_overrides(args.gid_index))
+    if args.what in ("command", "env"):
+        print_rank(res, args.what, args.rank)
     elif args.what == "plan":
-        print(json.dumps(serving_plan(profile, ctx), indent=2))
+        print(json.dumps(serving_plan(res), indent=2))
     else:
-        from sparkrack.serving.switch.objects import fetch_objects
-
-        first, *rest = render_manifests(profile, ctx)
         # In the order the serve play applies them: the fetch step, then the deployment.
-        docs = [first, *fetch_objects(profile, ctx), *rest]
-        problems = validate_manifests(docs, source=f"render {profile.name}")
-        if problems:
-            raise SparkrackError(problems)
-        sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, width=1000))
+        rendered = render_serving(single(res), source=f"render {res.profile.name}")
+        print_manifests(in_apply_order(rendered, deployment=res.name))
     return ExitCode.OK
 
 
 def run_render_inventory(args: argparse.Namespace) -> int:
     """``render --inventory DIR [--deployment NAME]``: the inventory's deployments."""
-    from sparkrack.k8s.validate import validate_manifests
-    from sparkrack.serving import render_command, render_env
     from sparkrack.serving.deployments import gateway
     from sparkrack.serving.deployments.bundle import (
         deployment_plan,
@@ -143,14 +141,13 @@ def run_render_inventory(args: argparse.Namespace) -> int:
         in_apply_order,
         render_serving,
     )
-    from sparkrack.serving.objects.ranks import deployment_objects, namespace
-    from sparkrack.serving.switch.objects import fetch_objects
 
-    serving = from_inventory(args.inventory, _gid_overrides(args.gid_index))
-    ctx = serving.ctx
-    chosen = [serving.deployment(args.deployment)] if args.deployment else serving.deployments
+    deployments = from_inventory(args.inventory, _gid_overrides(args.gid_index))
+    chosen = (
+        [deployments.deployment(args.deployment)] if args.deployment else deployments.deployments
+    )
     if args.what == "gateway":
-        sys.stdout.write(gateway.config_text(serving.deployments, ctx))
+        sys.stdout.write(gateway.config_text(deployments.deployments, deployments.ctx))
         return ExitCode.OK
     if args.what in ("command", "env"):
         if len(chosen) != 1:
@@ -163,27 +160,11 @@ def run_render_inventory(args: argparse.Namespace) -> int:
                     "cli",
                 )
             )
-        d = chosen[0]
-        if args.what == "command":
-            print(render_command(d.profile, d.context(ctx), args.rank))
-        else:
-            for key, value in render_env(d.profile, d.context(ctx), args.rank).items():
-                print(f"{key}={value}")
+        print_rank(chosen[0].res, args.what, args.rank)
         return ExitCode.OK
     if args.what == "plan":
-        print(json.dumps([deployment_plan(d, ctx) for d in chosen], indent=2))
+        print(json.dumps([deployment_plan(d) for d in chosen], indent=2))
         return ExitCode.OK
-    if args.deployment:
-        dctx = chosen[0].context(ctx)
-        docs = [
-            namespace(ctx),
-            *fetch_objects(chosen[0].profile, dctx),
-            *deployment_objects(chosen[0].profile, dctx),
-        ]
-    else:
-        docs = in_apply_order(render_serving(serving))
-    problems = validate_manifests(docs, source=f"render {args.inventory}")
-    if problems:
-        raise SparkrackError(problems)
-    sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, width=1000))
+    rendered = render_serving(deployments, source=f"render {args.inventory}")
+    print_manifests(in_apply_order(rendered, deployment=args.deployment))
     return ExitCode.OK

@@ -12,7 +12,7 @@ from typing import Any
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
-from sparkrack.inputs.inventory import load_inventory
+from sparkrack.inputs.inventory import Inventory, load_inventory
 
 
 @dataclass(frozen=True)
@@ -152,9 +152,13 @@ SERVING_VARS = (*contract.SERVING_DEFAULTS, "serving_spark", "serving_fetch_imag
 
 
 def context_from_inventory(inventory: str, gid: dict[str, int] | None = None) -> ServingContext:
-    """The context of an inventory directory: its address plan, ``serving_*`` variables and the
+    """The context of an inventory directory (:func:`context_of` its loaded inventory)."""
+    return context_of(load_inventory(inventory), gid)
+
+
+def context_of(inv: Inventory, gid: dict[str, int] | None = None) -> ServingContext:
+    """The context of a loaded inventory: its address plan, ``serving_*`` variables and the
     RoCE GID indices its hosts record (``gid`` overrides them per node)."""
-    inv = load_inventory(inventory)
     discovered = {
         host: int(inv.hostvars[host]["roce_gid_index"])
         for host in inv.sparks

@@ -9,9 +9,16 @@ import pytest
 from sparkrack import contract
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.observe.scrape import DEPLOYMENT, PROFILE, scrape_config
-from sparkrack.serving import ServingContext, context_from_vars, list_profiles, load_profile
-from sparkrack.serving.engines import engine_of
-from sparkrack.serving.objects.ranks import pod_monitor, render_manifests
+from sparkrack.serving import (
+    ServingContext,
+    context_from_vars,
+    engine_of,
+    list_profiles,
+    load_profile,
+    render_manifests,
+    resolve,
+)
+from sparkrack.serving.objects.ranks import pod_monitor
 
 SHIPPED = [p.stem for p in list_profiles()]
 
@@ -38,7 +45,7 @@ def test_head_pod_is_annotated_for_scraping(name: str, ctx: ServingContext) -> N
     notes = head["metadata"].get("annotations", {})
     if eng.metrics_path is None:
         assert contract.PROMETHEUS_SCRAPE_ANNOTATION not in notes
-        assert pod_monitor(profile, ctx) is None
+        assert pod_monitor(resolve(profile, ctx)) is None
         return
     assert notes[contract.PROMETHEUS_SCRAPE_ANNOTATION] == "true"
     assert notes[contract.PROMETHEUS_PATH_ANNOTATION] == eng.metrics_path
@@ -72,7 +79,7 @@ def test_every_engine_but_trtllm_is_scraped(ctx: ServingContext) -> None:
 @pytest.mark.parametrize("name", SHIPPED)
 def test_pod_monitor_selects_the_head_and_labels_series(name: str, ctx: ServingContext) -> None:
     profile = load_profile(name)
-    monitor = pod_monitor(profile, ctx)
+    monitor = pod_monitor(resolve(profile, ctx))
     if monitor is None:
         return
     docs = render_manifests(profile, ctx)

@@ -1,7 +1,7 @@
 """Run an engine's own argument parser and start-up checks on rendered argvs, off the GPU.
 
 Runs in an isolated interpreter (``python -I``) whose ``sys.path`` holds only the engine's
-cached environment (see ``sparkrack/serving/enginecheck.py``). It reads one JSON request on
+cached environment (see ``sparkrack/serving/enginecheck/upstream.py``). It reads one JSON request on
 stdin and writes one JSON answer to the file the request names.
 
 Stand-ins replace only what needs a GPU or the network:

@@ -14,32 +14,26 @@ from typing import Any
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs.inventory import load_inventory
-from sparkrack.serving.context import ServingContext, context_from_inventory
+from sparkrack.k8s.validate import validate_manifests
+from sparkrack.serving.context import ServingContext, context_of
 from sparkrack.serving.deployments import gateway
 from sparkrack.serving.deployments.load import KEY, Deployment, load_deployments, source_of
-from sparkrack.serving.engines import engine_of
-from sparkrack.serving.objects.ranks import (
-    deployment_objects,
-    names,
-    namespace,
-    serving_selector,
-    statefulset_name,
-)
-from sparkrack.serving.profile.images import FETCH_IMAGE_NEEDS
-from sparkrack.serving.render import render_command
+from sparkrack.serving.objects.pod import namespace
+from sparkrack.serving.objects.ranks import deployment_objects
+from sparkrack.serving.resolution import Resolution, serving_selector
 from sparkrack.serving.switch.objects import (
-    fetch_facts,
-    fetch_objects,
     fetch_selector,
     prepull_jobs,
     prepull_selector,
+    switch_objects,
 )
+from sparkrack.serving.switch.plan import FETCH_IMAGE_NEEDS
 
 DEPLOYMENT_VARS = (KEY, "serving_profile", "serving_profile_file", "serving_spark")
 
 
 @dataclass(frozen=True)
-class Serving:
+class DeploymentSet:
     """An inventory's deployments and the context they render in."""
 
     deployments: list[Deployment]
@@ -62,23 +56,29 @@ class Serving:
 
 def from_inventory(
     inventory: str, gid: dict[str, int] | None = None, *, check_memory: bool = True
-) -> Serving:
+) -> DeploymentSet:
     """The deployments of an inventory directory, every check passed."""
-    ctx = context_from_inventory(inventory, gid)
     inv = load_inventory(inventory)
+    ctx, source = context_of(inv, gid), source_of(inventory)
     variables = {name: inv.var(name) for name in DEPLOYMENT_VARS}
-    found = load_deployments(variables, ctx, source_of(inventory), check_memory=check_memory)
-    return checked(Serving(found, ctx), source_of(inventory))
+    found = load_deployments(variables, ctx, source, check_memory=check_memory)
+    return checked(DeploymentSet(found, ctx), source)
 
 
-def from_vars(variables: Mapping[str, Any], ctx: ServingContext, source: str) -> Serving:
-    return checked(Serving(load_deployments(variables, ctx, source), ctx), source)
+def from_vars(variables: Mapping[str, Any], ctx: ServingContext, source: str) -> DeploymentSet:
+    return checked(DeploymentSet(load_deployments(variables, ctx, source), ctx), source)
 
 
-def checked(serving: Serving, source: str) -> Serving:
+def single(res: Resolution) -> DeploymentSet:
+    """One resolved profile on its context's Sparks, named after the profile (``sparkrack render
+    PROFILE``): the profile's own checks only, none of the inventory's deployments."""
+    return DeploymentSet([Deployment(res, res.profile.model)], res.ctx)
+
+
+def checked(deployments: DeploymentSet, source: str) -> DeploymentSet:
     """Refuse deployments across Sparks without an image for the weight copy."""
-    spread = [d.name for d in serving.deployments if len(d.sparks) > 1]
-    if spread and not serving.ctx.fetch_image:
+    spread = [d.name for d in deployments.deployments if len(d.sparks) > 1]
+    if spread and not deployments.ctx.fetch_image:
         raise SparkrackError(
             Problem(
                 source,
@@ -89,18 +89,18 @@ def checked(serving: Serving, source: str) -> Serving:
                 "fetch-image",
             )
         )
-    return serving
+    return deployments
 
 
-def deployment_plan(d: Deployment, ctx: ServingContext) -> dict[str, Any]:
+def deployment_plan(d: Deployment) -> dict[str, Any]:
     """What the serve play prints for one deployment: ranks, Sparks, VF, addresses, rank 0's command."""
-    dctx = d.context(ctx)
-    eng = engine_of(d.profile.data)
+    res = d.res
+    ctx, fabric = res.ctx, res.engine.uses_fabric
     ranks = []
-    for r in eng.ranks(dctx):
+    for r in res.ranks:
         row: dict[str, Any] = {"rank": r.rank, "node": str(r.node.name)}
         row["spark_index"] = r.node.spark_index
-        if eng.uses_fabric:
+        if fabric:
             vfs = r.node.rail_vfs(d.vf if d.vf is not None else ctx.plan.serving_vf_index)
             row["vf"] = vfs[0].index
             row["fabric_address"] = vfs[0].address
@@ -112,32 +112,37 @@ def deployment_plan(d: Deployment, ctx: ServingContext) -> dict[str, Any]:
         "model": d.profile.model,
         "alias": d.alias,
         "image": d.profile.image,
-        "engine": eng.name,
-        "transport": d.profile.transport if eng.uses_fabric else "none (single Spark)",
+        "engine": res.engine.name,
+        "transport": d.profile.transport if fabric else "none (single Spark)",
         "vf": d.vf,
         "dist_init_addr": (
-            f"{dctx.head_address}:{ctx.dist_port}" if eng.uses_fabric else "none (single Spark)"
+            f"{ctx.head_address}:{ctx.dist_port}" if fabric else "none (single Spark)"
         ),
         "ranks": ranks,
-        "command_rank0": render_command(d.profile, dctx, 0),
+        "command_rank0": res.command(0),
     }
 
 
-def render_serving(serving: Serving, key_secret: str | None = None) -> dict[str, Any]:
-    """Every object to apply (namespace, each deployment's, the gateway's) and per-deployment
-    facts the serve play needs (pods, selector, NCCL gate, plan)."""
-    ctx = serving.ctx
+def render_serving(
+    deployments: DeploymentSet, key_secret: str | None = None, *, source: str = "serving"
+) -> dict[str, Any]:
+    """The one render of a set of deployments, which the serve role's filter and ``sparkrack
+    render`` share: every object to apply (namespace, each deployment's, the gateway's, the
+    pre-pull and fetch Jobs), all validated against the Kubernetes schemas (a refusal names
+    ``source``), and per deployment the facts the serve play needs (pods, selector, NCCL gate,
+    plan)."""
+    ctx = deployments.ctx
     secret = key_secret or contract.SERVING_DEFAULTS["serving_gateway_key_secret"]
     per: list[dict[str, Any]] = []
     docs: list[dict[str, Any]] = [namespace(ctx)]
     fetch: list[dict[str, Any]] = []
-    for d in serving.deployments:
-        dctx = d.context(ctx)
-        objects = deployment_objects(d.profile, dctx)
+    for d in deployments.deployments:
+        res = d.res
+        switch = switch_objects(res)
+        objects = deployment_objects(res, switch.init_containers)
         docs += objects
-        fetch += fetch_objects(d.profile, dctx)
-        eng = engine_of(d.profile.data)
-        pods = [f"{statefulset_name(d.profile, dctx, r.rank)}-0" for r in eng.ranks(dctx)]
+        fetch += switch.objects
+        pods = [res.names.pod(r.rank) for r in res.ranks]
         per.append(
             {
                 "name": d.name,
@@ -146,21 +151,21 @@ def render_serving(serving: Serving, key_secret: str | None = None) -> dict[str,
                 "served_name": d.served_name(),
                 "alias": d.alias,
                 "transport": d.profile.transport,
-                "nccl_check": eng.uses_fabric,
-                "selector": serving_selector(d.profile, dctx),
-                "api_service": names(d.profile, dctx)["api"],
+                "nccl_check": res.engine.uses_fabric,
+                "selector": res.selector,
+                "api_service": res.names.api,
                 "head_pod": pods[0],
                 "pods": pods,
-                "plan": deployment_plan(d, ctx),
+                "plan": deployment_plan(d),
                 "manifests": objects,
-                **fetch_facts(d.profile, dctx),
+                **switch.facts,
             }
         )
-    prepull = prepull_jobs([(d.profile, d.context(ctx)) for d in serving.deployments], ctx)
-    gateway_docs = gateway.manifests(serving.deployments, ctx, secret)
+    prepull = prepull_jobs([d.res for d in deployments.deployments], ctx)
+    gateway_docs = gateway.manifests(deployments.deployments, ctx, secret)
     docs += gateway_docs
-    listed = [d.name for d in serving.deployments]
-    return {
+    listed = [d.name for d in deployments.deployments]
+    rendered = {
         "namespace": ctx.namespace,
         "deployments": per,
         "names": listed,
@@ -169,7 +174,7 @@ def render_serving(serving: Serving, key_secret: str | None = None) -> dict[str,
         "contract": contract.contract_fact(),
         # Objects of deployments that left the list: removed by label, never from a kept list.
         "prune_selectors": [
-            f"{contract.LABEL_COMPONENT}={contract.COMPONENT_SERVING}",
+            serving_selector(),
             f"{contract.LABEL_DEPLOYMENT} notin ({','.join(listed)})",
         ],
         "summary": summary(per, ctx, len(docs) + len(prepull) + len(fetch)),
@@ -191,13 +196,28 @@ def render_serving(serving: Serving, key_secret: str | None = None) -> dict[str,
             "fetch_image": ctx.fetch_image,
         },
     }
+    problems = validate_manifests(in_apply_order(rendered), source=source)
+    if problems:
+        raise SparkrackError(problems)
+    return rendered
 
 
-def in_apply_order(rendered: Mapping[str, Any]) -> list[dict[str, Any]]:
+def in_apply_order(
+    rendered: Mapping[str, Any], deployment: str | None = None
+) -> list[dict[str, Any]]:
     """Every object of :func:`render_serving`'s result in the order a switch applies them: the
-    namespace, the pre-pull Jobs, the fetch objects, then the deployments and the gateway."""
+    namespace, the pre-pull Jobs, the fetch objects, then the deployments and the gateway. With
+    ``deployment``: the namespace, that deployment's fetch objects, then its own objects."""
     first, *rest = rendered["manifests"]
-    return [first, *rendered["prepull"], *rendered["fetch"], *rest]
+    if deployment is None:
+        return [first, *rendered["prepull"], *rendered["fetch"], *rest]
+    [own] = [d for d in rendered["deployments"] if d["name"] == deployment]
+    fetch = [
+        doc
+        for doc in rendered["fetch"]
+        if doc["metadata"]["labels"].get(contract.LABEL_DEPLOYMENT) == deployment
+    ]
+    return [first, *fetch, *own["manifests"]]
 
 
 def summary(per: Sequence[Mapping[str, Any]], ctx: ServingContext, objects: int) -> list[str]:

@@ -17,7 +17,7 @@ import yaml
 from sparkrack import contract
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.deployments.load import Deployment
-from sparkrack.serving.objects.ranks import meta, names
+from sparkrack.serving.objects.pod import meta
 
 LITELLM_VERSION = "1.102.4"
 """The LiteLLM release: the PyPI wheel the routing test runs, and the image tag below."""
@@ -38,8 +38,7 @@ def backend_key(dep: Deployment) -> str:
 
 
 def backend_url(dep: Deployment, ctx: ServingContext) -> str:
-    api = names(dep.profile, dep.context(ctx))["api"]
-    return f"http://{api}.{ctx.namespace}.svc.cluster.local:{ctx.api_port}/v1"
+    return f"http://{dep.res.names.api}.{ctx.namespace}.svc.cluster.local:{ctx.api_port}/v1"
 
 
 def config(

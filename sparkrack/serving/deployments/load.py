@@ -26,11 +26,12 @@ from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.planner.memory import Hardware
 from sparkrack.serving.context import ServingContext
-from sparkrack.serving.engines import engine_of
+from sparkrack.serving.engines import Engine, engine_of
 from sparkrack.serving.profile.capacity import planned_gb
 from sparkrack.serving.profile.load import load_profile
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.rules import validate
+from sparkrack.serving.resolution import Resolution, resolve
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
 """DNS-1123 label of at most 40 characters: object names are ``sparkrack-<name>-r<rank>``."""
@@ -76,26 +77,34 @@ SCHEMA: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Deployment:
-    """One model on chosen Sparks: its profile (with the topology override applied)."""
+    """One model on chosen Sparks: its resolution (the profile with the topology override
+    applied, its engine, the deployment's context) and the name clients send."""
 
-    name: str
-    profile: Profile
-    sparks: tuple[str, ...]
-    vf: int | None
-    """VF index of its pods (None: the engine uses no fabric VF)."""
+    res: Resolution
     alias: str
     """The model name clients send to the gateway."""
 
     @property
-    def uses_fabric(self) -> bool:
-        return engine_of(self.profile.data).uses_fabric
+    def name(self) -> str:
+        return self.res.name
 
-    def context(self, base: ServingContext) -> ServingContext:
-        return replace(base, sparks=self.sparks, vf_index=self.vf, deployment=self.name)
+    @property
+    def profile(self) -> Profile:
+        return self.res.profile
+
+    @property
+    def sparks(self) -> tuple[str, ...]:
+        """The deployment's Sparks, head first."""
+        return tuple(node.name for node in self.res.nodes)
+
+    @property
+    def vf(self) -> int | None:
+        """VF index of its pods (None: the engine uses no fabric VF)."""
+        return self.res.ctx.vf_index
 
     def served_name(self) -> str:
         """The model name the deployment's server answers to."""
-        return engine_of(self.profile.data).served_name(self.profile.data)
+        return self.res.engine.served_name(self.profile.data)
 
 
 @cache
@@ -173,7 +182,7 @@ def load_deployments(
             )
         )
     problems = []
-    out: list[Deployment] = []
+    chosen: list[tuple[str, str, Profile, tuple[str, ...], int | None, Engine]] = []
     known = set(all_sparks)
     for i, entry in enumerate(raw):
         where = f"{KEY}[{i}]" if listed else "serving_profile"
@@ -230,10 +239,16 @@ def load_deployments(
                 )
         name = str(entry.get("name") or contract.slug(profile.name))
         alias = str(entry.get("alias") or profile.model)
-        out.append(Deployment(name, profile, sparks, vf, alias))
-    problems += _shared(out, source)
+        chosen.append((name, alias, profile, sparks, vf, eng))
+    problems += _shared(
+        [(name, alias, sparks, vf) for name, alias, _p, sparks, vf, _e in chosen], source
+    )
     if problems:
         raise SparkrackError(problems)
+    out = [
+        Deployment(resolve(p, replace(base, sparks=sparks, vf_index=vf, deployment=name), e), alias)
+        for name, alias, p, sparks, vf, e in chosen
+    ]
     table, over = memory_table(out)
     if over and check_memory:
         raise SparkrackError(
@@ -251,12 +266,15 @@ def load_deployments(
     return out
 
 
-def _shared(deployments: Sequence[Deployment], source: str) -> list[Problem]:
-    """Names and aliases unique; deployments sharing a Spark use different VFs."""
+def _shared(
+    deployments: Sequence[tuple[str, str, tuple[str, ...], int | None]], source: str
+) -> list[Problem]:
+    """Names and aliases unique; deployments sharing a Spark use different VFs (each deployment
+    given as its name, alias, Sparks and VF)."""
     problems = []
     for what, values in (
-        ("name", [d.name for d in deployments]),
-        ("alias", [d.alias for d in deployments]),
+        ("name", [name for name, _alias, _sparks, _vf in deployments]),
+        ("alias", [alias for _name, alias, _sparks, _vf in deployments]),
     ):
         twice = sorted({v for v in values if values.count(v) > 1})
         if twice:
@@ -270,11 +288,11 @@ def _shared(deployments: Sequence[Deployment], source: str) -> list[Problem]:
                 )
             )
     by_spark: dict[tuple[str, int], list[str]] = {}
-    for d in deployments:
-        if d.vf is None:
+    for name, _alias, sparks, vf in deployments:
+        if vf is None:
             continue
-        for spark in d.sparks:
-            by_spark.setdefault((spark, d.vf), []).append(d.name)
+        for spark in sparks:
+            by_spark.setdefault((spark, vf), []).append(name)
     for (spark, vf), names in sorted(by_spark.items()):
         if len(names) > 1:
             problems.append(
@@ -313,7 +331,7 @@ def memory_table(
     hw = hardware or Hardware()
     per: dict[str, list[tuple[str, float]]] = {}
     for d in deployments:
-        gb = planned_gb(d.profile, len(d.sparks), hw)
+        gb = planned_gb(d.profile, len(d.sparks), hw, engine=d.res.engine)
         for spark in d.sparks:
             per.setdefault(spark, []).append((d.name, gb))
     rows = [SparkMemory(s, tuple(parts), hw.usable_gb) for s, parts in sorted(per.items())]

@@ -206,6 +206,17 @@ class Engine:
     jit_caches: tuple[JitCache, ...] = ()
     """The kernel caches the engine's libraries write at start-up (kept per Spark and image)."""
 
+    def scrape_annotations(self, ctx: ServingContext, rank: Rank) -> dict[str, str]:
+        """``prometheus.io/*`` annotations of a rank's pod when it serves the engine's metrics
+        (rank 0 of an engine with a Prometheus endpoint)."""
+        if self.metrics_path is None or rank.rank != 0:
+            return {}
+        return {
+            contract.PROMETHEUS_SCRAPE_ANNOTATION: "true",
+            contract.PROMETHEUS_PATH_ANNOTATION: self.metrics_path,
+            contract.PROMETHEUS_PORT_ANNOTATION: str(ctx.api_port),
+        }
+
     def jit_env(self) -> dict[str, str]:
         """The variables that point every JIT cache of the engine at the node's directory."""
         return {cache.env: cache.path for cache in self.jit_caches}

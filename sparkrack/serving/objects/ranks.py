@@ -1,82 +1,37 @@
-"""Profile + serving context -> every Kubernetes object of one deployment, for any engine.
+"""A resolved deployment -> its ConfigMaps, Services and one StatefulSet per rank, for any engine.
 
-Objects: Namespace; one ConfigMap per file set the engine needs (SGLang's launcher with the SM121
-patch engine and group guard, TensorRT-LLM's config file); a headless Service and the OpenAI-API
-Service; one StatefulSet per rank, pinned to its Spark. The engine says what runs (argv, env,
-probes, files, init containers, JIT caches); the pod plumbing — HF-token Secret reference,
-volumes, node pinning, the fabric attachment of engines whose ranks form an NCCL group, the init
-containers that wait for the fetched weights and for free memory, the node's JIT-cache directory
-of the image — is written here once. The fetch and pre-pull Jobs are built from these helpers in
-:mod:`sparkrack.serving.switch.objects`.
-
-Kubernetes expands ``$(VAR)`` in a container's command, args and env values; every ``$`` of a
-rendered word is written as ``$$`` so a profile value can never pull the HF token (or any other
-variable of the pod) into the server's argv.
+One ConfigMap per file set the engine needs (SGLang's launcher with the SM121 patch engine and
+group guard, TensorRT-LLM's config file); a headless Service and the OpenAI-API Service; one
+StatefulSet per rank, pinned to its Spark. The engine says what runs (argv, env, probes, files,
+init containers, JIT caches, metrics); the pod plumbing (:mod:`.pod`), the HF-token Secret
+reference, the fabric attachment of engines whose ranks form an NCCL group and the node's
+JIT-cache directory of the image are added here, the same way for every engine. The switch's
+init containers (wait for the weights, then for free memory) come from
+:func:`sparkrack.serving.switch.objects.rank_init_containers`.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from sparkrack import contract
-from sparkrack.fabric.addressplan import NodePlan, pod_network_annotation
-from sparkrack.observe.scrape import pod_relabelings
+from sparkrack.fabric.addressplan import pod_network_annotation
 from sparkrack.serving.context import ServingContext
-from sparkrack.serving.engines import engine_of
-from sparkrack.serving.engines.base import Engine, FileSet, Rank, hf_token_env
-from sparkrack.serving.profile.capacity import planned_gb
+from sparkrack.serving.engines import FileSet, Rank
+from sparkrack.serving.engines.base import hf_token_env
+from sparkrack.serving.objects.pod import (
+    hf_cache_mount,
+    hf_cache_volume,
+    meta,
+    no_expansion,
+    node_selector,
+    switch_volume,
+)
 from sparkrack.serving.profile.images import image_slug
-from sparkrack.serving.profile.model import Profile
-from sparkrack.serving.switch.plan import UNPINNED, memwait_argv, wait_argv
+from sparkrack.serving.resolution import ObjectNames, Resolution
 
 TERMINATION_GRACE_SECONDS = 30
-SWITCH_VOLUME = "switch"
 JIT_VOLUME = "jit-cache"
-
-
-def no_expansion(word: str) -> str:
-    """``word`` as Kubernetes must see it so that it reaches the process unchanged."""
-    return word.replace("$", "$$")
-
-
-def deployment_name(profile: Profile, ctx: ServingContext) -> str:
-    """The deployment's name: the inventory's, else the profile's name as a DNS label."""
-    return ctx.deployment or contract.slug(profile.name)
-
-
-def serving_labels(profile: Profile, ctx: ServingContext) -> dict[str, str]:
-    return {
-        **contract.PART_OF,
-        contract.LABEL_COMPONENT: contract.COMPONENT_SERVING,
-        contract.LABEL_DEPLOYMENT: deployment_name(profile, ctx),
-        contract.LABEL_PROFILE: contract.label_value(profile.name),
-    }
-
-
-def serving_selector(profile: Profile | None = None, ctx: ServingContext | None = None) -> str:
-    """Label selector of the serving objects (of one deployment, or of all of them)."""
-    base = f"{contract.LABEL_COMPONENT}={contract.COMPONENT_SERVING}"
-    if profile is None or ctx is None:
-        return base
-    return f"{base},{contract.LABEL_DEPLOYMENT}={deployment_name(profile, ctx)}"
-
-
-def names(profile: Profile, ctx: ServingContext) -> dict[str, str]:
-    """Object names of one deployment (every name starts with its deployment's name)."""
-    s = f"{contract.OBJECT_PREFIX}-{deployment_name(profile, ctx)}"
-    return {
-        "headless": s,
-        "api": f"{s}-api",
-        "launcher": f"{s}-launcher",
-        "switch": f"{s}-switch",
-        "fetch": f"{s}-fetch",
-    }
-
-
-def receiver_name(profile: Profile, ctx: ServingContext, node: NodePlan) -> str:
-    """The receiver Job of one non-head Spark of a deployment."""
-    return f"{names(profile, ctx)['headless']}-recv-{node.spark_index}"
 
 
 def jit_cache_dir(ctx: ServingContext, image: str) -> str:
@@ -85,111 +40,34 @@ def jit_cache_dir(ctx: ServingContext, image: str) -> str:
     return f"{ctx.jit_cache}/{image_slug(image)}"
 
 
-def rank_nodes(eng: Engine, ctx: ServingContext) -> list[NodePlan]:
-    """The Sparks a deployment's ranks run on, head first."""
-    seen: dict[str, NodePlan] = {}
-    for rank in eng.ranks(ctx):
-        seen.setdefault(rank.node.name, rank.node)
-    return list(seen.values())
-
-
-def memwait_gb(profile: Profile, ctx: ServingContext) -> float:
-    """What a rank waits to see free on its Spark: the planner's footprint per Spark, rounded
-    up to 0.1 GB (the same number the deployments' memory table sums)."""
-    gb = planned_gb(profile, len(rank_nodes(engine_of(profile.data), ctx)))
-    return math.ceil(gb * 10) / 10
-
-
-def switch_init_containers(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]:
-    """Before a rank starts: the fetch step's marker of (model, revision) is on its Spark, then
-    MemAvailable covers its planned footprint. Both run the fetch step from the switch ConfigMap
-    in the serving image (python3 is all they need), bounded by their own timeouts."""
-    mounts = [
-        {"name": "hf-cache", "mountPath": contract.HF_CACHE_MOUNT, "readOnly": True},
-        {"name": SWITCH_VOLUME, "mountPath": contract.SWITCH_MOUNT, "readOnly": True},
-    ]
-    wait = wait_argv(
-        contract.HF_HUB_CACHE_MOUNT,
-        profile.model,
-        profile.revision or UNPINNED,
-        timeout_s=ctx.fetch_timeout,
-    )
-    memwait = memwait_argv(memwait_gb(profile, ctx), timeout_s=ctx.memwait_timeout)
-    return [
-        {
-            "name": name,
-            "image": profile.image,
-            "imagePullPolicy": "IfNotPresent",
-            "command": [no_expansion(w) for w in argv],
-            "volumeMounts": mounts,
-        }
-        for name, argv in (("wait-weights", wait), ("wait-memory", memwait))
-    ]
-
-
-def statefulset_name(profile: Profile, ctx: ServingContext, rank: int) -> str:
-    return f"{contract.OBJECT_PREFIX}-{deployment_name(profile, ctx)}-r{rank}"
-
-
-def configmap_name(profile: Profile, ctx: ServingContext, files: FileSet) -> str:
-    return f"{contract.OBJECT_PREFIX}-{deployment_name(profile, ctx)}-{files.volume}"
-
-
-def node_selector(node: NodePlan) -> dict[str, str]:
-    """Pin a pod to its Spark twice: the K3s node name and the spark-index label the K3s roles
-    set from the same address plan. A cluster where the two disagree leaves the pod Pending
-    instead of running a rank on the wrong Spark (with another Spark's VF address)."""
-    return {
-        contract.HOSTNAME_LABEL: str(node.name),
-        contract.LABEL_SPARK_INDEX: str(node.spark_index),
-    }
-
-
-def meta(name: str, ns: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"name": name, "namespace": ns, "labels": dict(labels)}
-
-
-def metrics_annotations(eng: Engine, ctx: ServingContext, rank: Rank) -> dict[str, str]:
-    """``prometheus.io/*`` annotations of a pod that serves the engine's metrics (rank 0 of an
-    engine with a Prometheus endpoint; SGLang's other ranks run no HTTP server)."""
-    if eng.metrics_path is None or rank.rank != 0:
-        return {}
-    return {
-        contract.PROMETHEUS_SCRAPE_ANNOTATION: "true",
-        contract.PROMETHEUS_PATH_ANNOTATION: eng.metrics_path,
-        contract.PROMETHEUS_PORT_ANNOTATION: str(ctx.api_port),
-    }
-
-
-def pod_monitor(profile: Profile, ctx: ServingContext) -> dict[str, Any] | None:
+def pod_monitor(res: Resolution) -> dict[str, Any] | None:
     """A Prometheus Operator ``PodMonitor`` for the deployment's metrics pod (None: the engine
     has no Prometheus endpoint). Optional: apply it only where the operator's CRDs exist."""
-    eng = engine_of(profile.data)
+    eng = res.engine
     if eng.metrics_path is None:
         return None
-    labels = serving_labels(profile, ctx)
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
-        "metadata": meta(names(profile, ctx)["headless"], ctx.namespace, labels),
+        "metadata": meta(res.names.headless, res.ctx.namespace, res.labels),
         "spec": {
-            "selector": {"matchLabels": {**labels, contract.LABEL_RANK: "0"}},
+            "selector": {"matchLabels": {**res.labels, contract.LABEL_RANK: "0"}},
             "podMetricsEndpoints": [
                 {
                     "port": eng.metrics_port,
                     "path": eng.metrics_path,
-                    "relabelings": pod_relabelings(),
+                    "relabelings": contract.pod_relabelings(),
                 }
             ],
         },
     }
 
 
-def _container(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
-    argv = eng.argv(profile, ctx, rank)
-    command, args = eng.container_command(profile, argv)
+def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
+    eng, ctx, profile = res.engine, res.ctx, res.profile
+    command, args = eng.container_command(profile, res.argv(rank))
     env: list[dict[str, Any]] = [
-        {"name": k, "value": no_expansion(v)} for k, v in eng.env(profile, ctx, rank).items()
+        {"name": k, "value": no_expansion(v)} for k, v in res.env(rank).items()
     ]
     env.append(hf_token_env(ctx))
     ports: list[dict[str, Any]] = []
@@ -197,10 +75,7 @@ def _container(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank) -
         ports.append({"name": "http", "containerPort": ctx.api_port})
     if eng.uses_fabric:
         ports.append({"name": "dist", "containerPort": ctx.dist_port})
-    mounts: list[dict[str, Any]] = [
-        {"name": "dshm", "mountPath": "/dev/shm"},
-        {"name": "hf-cache", "mountPath": contract.HF_CACHE_MOUNT},
-    ]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}, hf_cache_mount()]
     mounts += [
         {"name": fs.volume, "mountPath": fs.mount, "readOnly": True} for fs in eng.files(profile)
     ]
@@ -226,13 +101,15 @@ def _container(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank) -
     return container
 
 
-def _statefulset(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
-    labels = serving_labels(profile, ctx)
-    selector = {**labels, contract.LABEL_RANK: str(rank.rank)}
+def _statefulset(
+    res: Resolution, rank: Rank, init_containers: list[dict[str, Any]]
+) -> dict[str, Any]:
+    eng, ctx, profile, names = res.engine, res.ctx, res.profile, res.names
+    selector = {**res.labels, contract.LABEL_RANK: str(rank.rank)}
     template_meta: dict[str, Any] = {
         "labels": {**selector, contract.LABEL_SPARK_INDEX: str(rank.node.spark_index)}
     }
-    annotations = metrics_annotations(eng, ctx, rank)
+    annotations = eng.scrape_annotations(ctx, rank)
     if eng.uses_fabric:
         annotations[contract.MULTUS_NETWORKS_ANNOTATION] = pod_network_annotation(
             rank.node, ctx.namespace, ctx.vf_index
@@ -242,19 +119,14 @@ def _statefulset(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank)
     extras = eng.extras(profile, ctx)
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ctx.shm_size}},
-        {"name": "hf-cache", "hostPath": {"path": ctx.hf_cache, "type": "DirectoryOrCreate"}},
+        hf_cache_volume(ctx),
     ]
     for fs in eng.files(profile):
-        source: dict[str, Any] = {"name": configmap_name(profile, ctx, fs)}
+        source: dict[str, Any] = {"name": names.configmap(fs.volume)}
         if fs.mode is not None:
             source["defaultMode"] = fs.mode
         volumes.append({"name": fs.volume, "configMap": source})
-    volumes.append(
-        {
-            "name": SWITCH_VOLUME,
-            "configMap": {"name": names(profile, ctx)["switch"], "defaultMode": 0o555},
-        }
-    )
+    volumes.append(switch_volume(names.switch))
     if eng.jit_caches:
         volumes.append(
             {
@@ -269,16 +141,16 @@ def _statefulset(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank)
     pod: dict[str, Any] = {
         "nodeSelector": node_selector(rank.node),
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "initContainers": [*switch_init_containers(profile, ctx), *extras.init_containers],
-        "containers": [_container(eng, profile, ctx, rank)],
+        "initContainers": [*init_containers, *extras.init_containers],
+        "containers": [_container(res, rank)],
         "volumes": volumes,
     }
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": meta(statefulset_name(profile, ctx, rank.rank), ctx.namespace, selector),
+        "metadata": meta(names.statefulset(rank.rank), ctx.namespace, selector),
         "spec": {
-            "serviceName": names(profile, ctx)["headless"],
+            "serviceName": names.headless,
             "replicas": 1,
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector},
@@ -288,7 +160,7 @@ def _statefulset(eng: Engine, profile: Profile, ctx: ServingContext, rank: Rank)
 
 
 def services(
-    object_names: dict[str, str],
+    names: ObjectNames,
     namespace: str,
     labels: dict[str, str],
     api_selector: dict[str, str],
@@ -301,7 +173,7 @@ def services(
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": meta(object_names["headless"], namespace, labels),
+            "metadata": meta(names.headless, namespace, labels),
             "spec": {
                 "clusterIP": "None",
                 "publishNotReadyAddresses": True,
@@ -312,7 +184,7 @@ def services(
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": meta(object_names["api"], namespace, labels),
+            "metadata": meta(names.api, namespace, labels),
             "spec": {
                 "type": "ClusterIP",
                 "selector": dict(api_selector),
@@ -322,39 +194,31 @@ def services(
     ]
 
 
-def namespace(ctx: ServingContext) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": ctx.namespace, "labels": dict(contract.PART_OF)},
-    }
+def configmaps(res: Resolution, file_sets: list[FileSet]) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(res.names.configmap(fs.volume), res.ctx.namespace, res.labels),
+            "data": dict(fs.files),
+        }
+        for fs in file_sets
+    ]
 
 
-def deployment_objects(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]:
-    """The objects of one deployment: its ConfigMaps, Services and one StatefulSet per rank.
+def deployment_objects(
+    res: Resolution, init_containers: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The objects of one deployment: its ConfigMaps, Services and one StatefulSet per rank,
+    each rank's pod starting with ``init_containers`` (the switch's waits).
 
     They depend on this deployment alone (profile, Sparks, VF) and the shared settings, so adding
     or removing another deployment leaves them byte-identical.
     """
-    eng = engine_of(profile.data)
-    labels = serving_labels(profile, ctx)
-    ns = ctx.namespace
-    docs: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": meta(configmap_name(profile, ctx, fs), ns, labels),
-            "data": dict(fs.files),
-        }
-        for fs in eng.files(profile)
+    eng, ctx = res.engine, res.ctx
+    head = {**res.labels, contract.LABEL_RANK: "0"}
+    return [
+        *configmaps(res, eng.files(res.profile)),
+        *services(res.names, ctx.namespace, res.labels, head, ctx.api_port, eng.headless_port(ctx)),
+        *[_statefulset(res, rank, init_containers) for rank in res.ranks],
     ]
-    head = {**labels, contract.LABEL_RANK: "0"}
-    docs += services(names(profile, ctx), ns, labels, head, ctx.api_port, eng.headless_port(ctx))
-    docs += [_statefulset(eng, profile, ctx, rank) for rank in eng.ranks(ctx)]
-    return docs
-
-
-def render_manifests(profile: Profile, ctx: ServingContext) -> list[dict[str, Any]]:
-    """The namespace and every serving object of one deployment of ``profile`` (its switch
-    ConfigMap and fetch Jobs, applied before these: :func:`sparkrack.serving.switch.fetch_objects`)."""
-    return [namespace(ctx), *deployment_objects(profile, ctx)]

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from sparkrack.errors import Problem
-from sparkrack.planner.memory import CapacityPlan, Hardware, Serving, model_info_from_dict, plan
-from sparkrack.serving.engines import engine_of
+from sparkrack.planner.memory import CapacityPlan, Hardware, model_info_from_dict, plan
+from sparkrack.serving.engines import Engine, engine_of
 from sparkrack.serving.engines.base import section
 
 
@@ -22,19 +22,20 @@ def _profile_data(profile: Any) -> tuple[Mapping[str, Any], str, str]:
     return data, name, str(getattr(profile, "path", getattr(profile, "source", "")))
 
 
-def serving_from_profile(data: Mapping[str, Any]) -> Serving:
-    """The planner's view of a profile's topology and engine block."""
-    return engine_of(data).serving(data)
-
-
 def plan_profile(
-    profile: Any, nodes: int | None = None, hardware: Hardware | None = None
+    profile: Any,
+    nodes: int | None = None,
+    hardware: Hardware | None = None,
+    *,
+    engine: Engine | None = None,
 ) -> CapacityPlan:
-    """Plan a loaded profile (``sparkrack.serving.load_profile``) or its raw mapping."""
+    """Plan a loaded profile (``sparkrack.serving.load_profile``) or its raw mapping with its
+    engine's memory semantics (``engine``: the caller resolved it already)."""
     data, name, source = _profile_data(profile)
+    eng = engine or engine_of(data)
     return plan(
         model_info_from_dict(section(data, "model_info")),
-        serving_from_profile(data),
+        eng.serving(data),
         name=name,
         source=source,
         hardware=hardware,
@@ -42,15 +43,21 @@ def plan_profile(
     )
 
 
-def planned_gb(profile: Any, nodes: int, hardware: Hardware | None = None) -> float:
+def planned_gb(
+    profile: Any, nodes: int, hardware: Hardware | None = None, *, engine: Engine | None = None
+) -> float:
     """The unified memory one rank of ``profile`` plans on its Spark when the deployment spans
     ``nodes`` Sparks: weights, KV, recurrent pool and runtime overhead (GB). The deployments'
     memory table sums it per Spark; a rank's start waits until its Spark has it free."""
-    return plan_profile(profile, nodes=nodes, hardware=hardware).used_per_gpu_gb
+    return plan_profile(profile, nodes=nodes, hardware=hardware, engine=engine).used_per_gpu_gb
 
 
 def capacity_problems(
-    profile: Any, nodes: int | None = None, source: str | None = None
+    profile: Any,
+    nodes: int | None = None,
+    source: str | None = None,
+    *,
+    engine: Engine | None = None,
 ) -> list[Problem]:
     """Refusals for the profile validator: the profile cannot fit on ``nodes`` Sparks.
 
@@ -61,6 +68,6 @@ def capacity_problems(
     info = section(data, "model_info")
     if not info.get("weight_classes") and not info.get("weights_gb") and not info.get("params"):
         return []
-    result = plan_profile(profile, nodes=nodes)
+    result = plan_profile(profile, nodes=nodes, engine=engine)
     where = source if source is not None else src
     return [Problem(where or p.file, p.key, p.message, p.fix, p.rule) for p in result.problems]

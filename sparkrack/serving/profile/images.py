@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,6 @@ def is_moving_tag(image: str) -> bool:
     """True for ``:latest`` and ``*nightly*`` tags; a digest (``@sha256:…``) never moves."""
     return "@" not in image and bool(MOVING_TAG.search(image))
 
-
-FETCH_IMAGE_NEEDS: Final = "python3 (3.10 or later) and rsync"
-"""What the push and receiver containers run (``serving_fetch_image``). sparkrack publishes no
-such image and has no default: the owner names one, pinned by digest. The download runs in the
-deployment's own engine image, which carries huggingface_hub."""
 
 DIGEST = re.compile(r"@sha256:([a-f0-9]{64})$")
 

@@ -1,18 +1,22 @@
-"""What the manifests need to run the fetch step: script location, marker, port and argv.
+"""The plan of a switch: every command the fetch step runs for one deployment, and where.
 
-The fetch step itself is :mod:`sparkrack.serving.scripts.fetch_step` (stdlib only, shipped verbatim in a
-ConfigMap). This module is the one owner of its command-line shape on the rendering side: the
-manifest builder calls the ``*_argv`` functions below instead of spelling flags, and
-``tests/serving/scripts/test_fetch_step.py`` parses every argv built here with the script's own parser.
+The fetch step itself is :mod:`sparkrack.serving.scripts.fetch_step` (stdlib only, shipped
+verbatim in a ConfigMap). This module is the one owner of its command-line shape on the
+rendering side: :func:`fetch_plan` builds a deployment's commands with the ``*_argv`` functions
+below instead of spelling flags, and ``tests/serving/scripts/test_fetch_step.py`` parses every
+argv built here with the script's own parser.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Final
 
 from sparkrack import contract
+from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 from sparkrack.serving import scripts
+from sparkrack.serving.resolution import Resolution
 from sparkrack.serving.scripts import fetch_step
 
 SCRIPT_NAME: Final = contract.FETCH_FILE
@@ -20,6 +24,10 @@ SCRIPT_DIR: Final = PurePosixPath(contract.SWITCH_MOUNT)
 """Where the ConfigMap holding the script is mounted in the fetch Job and init containers."""
 SCRIPT_PATH: Final = SCRIPT_DIR / SCRIPT_NAME
 PYTHON: Final = "python3"
+FETCH_IMAGE_NEEDS: Final = "python3 (3.10 or later) and rsync"
+"""What the push and receiver containers run (``serving_fetch_image``). sparkrack publishes no
+such image and has no default: the owner names one, pinned by digest. The download runs in the
+deployment's own engine image, which carries huggingface_hub."""
 UNPINNED: Final = "main"
 """The revision the fetch step resolves when a profile pins none (the marker records the commit
 it resolved; a switch back to the model finds the marker and downloads nothing)."""
@@ -167,3 +175,80 @@ def memwait_argv(
     if meminfo is not None:
         argv += ["--meminfo", meminfo]
     return argv + _timing(timeout_s, interval_s)
+
+
+def pf_address(plan: FabricPlan, node: NodePlan) -> str:
+    """The Spark's address on its first fabric rail's PF: where its receiver listens."""
+    for port in node.ports:
+        if port.name == plan.sriov_port:
+            return port.address
+    return node.ports[0].address
+
+
+@dataclass(frozen=True)
+class FetchPlan:
+    """Every command of one deployment's switch, in the order they run."""
+
+    revision: str
+    """The revision the fetch step downloads (:data:`UNPINNED` when the profile pins none)."""
+    download: list[str]
+    """On the head's Spark, in the engine image: the snapshot into the node's HF cache."""
+    push: list[str] | None
+    """On the head's Spark, in the fetch image: the snapshot to every other Spark (None: one)."""
+    receive: list[tuple[NodePlan, list[str]]]
+    """On every other Spark: the rsync daemon on its fabric PF address, until the marker."""
+    wait: list[str]
+    """Before every rank: the marker is on its Spark."""
+    memwait: list[str]
+    """Then: MemAvailable covers the rank's planned footprint."""
+    copy_to: list[str]
+    """The PF addresses the snapshot is copied to."""
+    marker: str
+    marker_on_host: str
+
+
+def fetch_plan(res: Resolution) -> FetchPlan:
+    """The fetch step's commands of one deployment, from its resolution."""
+    profile, ctx = res.profile, res.ctx
+    revision = profile.revision or UNPINNED
+    cache = contract.HF_HUB_CACHE_MOUNT
+    others = res.nodes[1:]
+    copy_to = [pf_address(ctx.plan, n) for n in others]
+    timeout = ctx.fetch_timeout
+    secrets = f"{contract.FETCH_SECRET_MOUNT}/{SECRETS_KEY}"
+    return FetchPlan(
+        revision=revision,
+        download=download_argv(profile.model, revision, cache, res.need_bytes, timeout_s=timeout),
+        push=push_argv(
+            cache,
+            profile.model,
+            revision,
+            copy_to,
+            f"{contract.FETCH_SECRET_MOUNT}/{PASSWORD_KEY}",
+            port=ctx.fetch_port,
+            timeout_s=timeout,
+        )
+        if others
+        else None,
+        receive=[
+            (
+                node,
+                receive_argv(
+                    cache,
+                    res.need_bytes,
+                    secrets,
+                    port=ctx.fetch_port,
+                    address=address,
+                    repo=profile.model,
+                    revision=revision,
+                    timeout_s=timeout,
+                ),
+            )
+            for node, address in zip(others, copy_to, strict=True)
+        ],
+        wait=wait_argv(cache, profile.model, revision, timeout_s=timeout),
+        memwait=memwait_argv(res.memwait_gb, timeout_s=ctx.memwait_timeout),
+        copy_to=copy_to,
+        marker=str(marker_path(cache, profile.model, profile.revision)),
+        marker_on_host=str(marker_path(f"{ctx.hf_cache}/hub", profile.model, profile.revision)),
+    )

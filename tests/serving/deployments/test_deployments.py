@@ -16,7 +16,7 @@ from sparkrack.fabric.addressplan import compute_plan, nodes_from_hostvars
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving.context import ServingContext, context_from_inventory, context_from_vars
-from sparkrack.serving.deployments.bundle import Serving, from_vars, render_serving
+from sparkrack.serving.deployments.bundle import DeploymentSet, from_vars, render_serving
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
@@ -351,6 +351,6 @@ def test_plan_prints_the_per_spark_table_and_exits_1_on_overcommit(
 
 def test_serving_object_is_typed(ctx: ServingContext) -> None:
     serving = from_vars({"serving_deployments": MIXED}, ctx, "inv.yml")
-    assert isinstance(serving, Serving)
+    assert isinstance(serving, DeploymentSet)
     with pytest.raises(SparkrackError, match="is not a deployment"):
         serving.deployment("nope")

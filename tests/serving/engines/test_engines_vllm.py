@@ -22,9 +22,9 @@ from sparkrack.serving import (
     render_argv,
     render_env,
     render_manifests,
+    serving_selector,
     validate_profile,
 )
-from sparkrack.serving.objects.ranks import serving_selector
 from sparkrack.serving.profile.capacity import plan_profile
 
 NAME = "nemotron-3-super-120b-a12b-nvfp4-vllm"

@@ -17,6 +17,7 @@ from sparkrack.serving import (
     list_profiles,
     load_profile,
     render_manifests,
+    resolve,
     serving_selector,
     validate_profile,
 )
@@ -131,7 +132,7 @@ NO_TOKEN = ("wait-weights", "wait-memory", "push", "receive")
 def test_hf_token_is_only_a_secret_reference(ctx: ServingContext) -> None:
     for name in [p.stem for p in list_profiles()]:
         profile = load_profile(name)
-        for doc in [*fetch_objects(profile, ctx), *render_manifests(profile, ctx)]:
+        for doc in [*fetch_objects(resolve(profile, ctx)), *render_manifests(profile, ctx)]:
             spec = doc.get("spec", {}).get("template", {}).get("spec", {})
             for c in [*spec.get("containers", []), *spec.get("initContainers", [])]:
                 tokens = [e for e in c.get("env", []) if e["name"] == "HF_TOKEN"]

@@ -17,16 +17,24 @@ from sparkrack import contract
 from sparkrack.errors import SparkrackError
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
-from sparkrack.serving import ServingContext, context_from_vars, engine_of, load_profile
+from sparkrack.planner.memory import GB
+from sparkrack.serving import (
+    ServingContext,
+    context_from_vars,
+    engine_of,
+    load_profile,
+    render_manifests,
+    resolve,
+)
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.serving.engines import ENGINES
-from sparkrack.serving.objects.ranks import render_manifests
-from sparkrack.serving.profile.capacity import planned_gb
+from sparkrack.serving.profile.capacity import plan_profile, planned_gb
 from sparkrack.serving.profile.images import image_slug
 from sparkrack.serving.profile.model import Profile
+from sparkrack.serving.resolution import DISK_MARGIN
 from sparkrack.serving.switch import plan as fetchplan
-from sparkrack.serving.switch.objects import fetch_objects, need_bytes, pf_address, prepull_jobs
-from sparkrack.serving.switch.plan import SCRIPT_PATH
+from sparkrack.serving.switch.objects import fetch_objects, prepull_jobs
+from sparkrack.serving.switch.plan import SCRIPT_PATH, pf_address
 
 SGLANG = "nemotron-3-super-120b-a12b-nvfp4"
 VLLM = "nemotron-3-super-120b-a12b-nvfp4-vllm"
@@ -59,7 +67,7 @@ def test_fetch_job_downloads_on_the_head_and_pushes_to_the_other_pf_addresses(
     ctx: ServingContext,
 ) -> None:
     profile = pinned(SGLANG, revision=REVISION)
-    docs = fetch_objects(profile, ctx)
+    docs = fetch_objects(resolve(profile, ctx))
     assert validate_manifests(docs, source="switch") == []
     fetch, *receivers = kind(docs, "Job")
     head, *others = ctx.plan.nodes
@@ -112,7 +120,7 @@ def test_the_pf_addresses_are_the_plans_first_rail(ctx: ServingContext) -> None:
 
 
 def test_a_single_spark_engine_downloads_without_push_or_receivers(ctx: ServingContext) -> None:
-    docs = fetch_objects(load_profile(VLLM), ctx)
+    docs = fetch_objects(resolve(load_profile(VLLM), ctx))
     [fetch] = kind(docs, "Job")
     pod = fetch["spec"]["template"]["spec"]
     assert [c["command"][2] for c in pod["containers"]] == ["download"]
@@ -127,7 +135,7 @@ def test_every_rank_waits_for_the_weights_and_its_memory_then_runs_offline(
 ) -> None:
     profile = load_profile(name)
     docs = render_manifests(profile, ctx)
-    assert validate_manifests([*fetch_objects(profile, ctx), *docs], source=name) == []
+    assert validate_manifests([*fetch_objects(resolve(profile, ctx)), *docs], source=name) == []
     ranks = engine_of(profile.data).ranks(ctx)
     sets = kind(docs, "StatefulSet")
     assert len(sets) == len(ranks)
@@ -213,8 +221,7 @@ def test_prepull_is_off_by_default_and_pulls_every_image_per_spark_when_on() -> 
     assert rendered["prepull"] == []
     assert rendered["switch"]["order"] == ["prepull", "fetch", "manifests"]
     on = dataclasses.replace(serving.ctx, prepull=True)
-    pairs = [(d.profile, d.context(on)) for d in serving.deployments]
-    jobs = prepull_jobs(pairs, on)
+    jobs = prepull_jobs([d.res for d in serving.deployments], on)
     assert validate_manifests(jobs, source="prepull") == []
     by_node = {
         j["spec"]["template"]["spec"]["nodeSelector"][contract.HOSTNAME_LABEL]: j for j in jobs
@@ -243,14 +250,16 @@ def test_render_serving_returns_the_switch_stages_and_facts() -> None:
     assert gemma["fetch_job"] in {j["metadata"]["name"] for j in jobs}
     assert len(gemma["receiver_jobs"]) == 1 and gemma["revision"] == "main"
     assert gemma["marker"].startswith(contract.HF_HUB_CACHE_MOUNT + "/.sparkrack/models--")
-    assert gemma["need_bytes"] == need_bytes(serving.deployment("gemma").profile)
+    profile = serving.deployment("gemma").profile
+    weights = profile.data["model_info"].get("weights_gb") or plan_profile(profile).weights_total_gb
+    assert gemma["need_bytes"] == int(float(weights) * GB * (1 + DISK_MARGIN))
     assert rendered["switch"]["fetch_selector"] == "sparkrack.io/component=fetch"
 
 
 def test_object_names_fit_kubernetes_limits() -> None:
     long = context_from_vars(load_inventory("inventories/example").plan(), {})
     long = dataclasses.replace(long, deployment="d" * 40)
-    for doc in fetch_objects(load_profile(SGLANG), long):
+    for doc in fetch_objects(resolve(load_profile(SGLANG), long)):
         assert len(doc["metadata"]["name"]) <= 63, doc["metadata"]["name"]
 
 
@@ -298,7 +307,7 @@ def test_a_digest_only_image_renders_validates_and_maps_to_its_release(
     image = f"scitrera/dgx-spark-sglang@{DIGEST}"
     profile = pinned("glm-4.7-nvfp4", image=image, image_info={"sglang": "0.5.10", "cudnn": True})
     assert validate_profile(profile.data, "g.yml", nodes=4) == []
-    docs = [*fetch_objects(profile, ctx), *render_manifests(profile, ctx)]
+    docs = [*fetch_objects(resolve(profile, ctx)), *render_manifests(profile, ctx)]
     assert validate_manifests(docs, source="digest") == []
     sts = kind(docs, "StatefulSet")[0]["spec"]["template"]["spec"]
     assert {c["image"] for c in [*sts["containers"], *sts["initContainers"]]} == {image}
@@ -324,7 +333,7 @@ def test_a_deployment_across_sparks_needs_a_copy_image(tmp_path: Path) -> None:
 def test_the_engine_image_downloads_and_the_copy_image_pushes() -> None:
     serving = from_inventory("inventories/lab")
     gemma = next(d for d in serving.deployments if len(d.sparks) > 1)
-    docs = fetch_objects(gemma.profile, gemma.context(serving.ctx))
+    docs = fetch_objects(gemma.res)
     fetch = next(d for d in docs if d["kind"] == "Job" and "receive" not in d["metadata"]["name"])
     spec = fetch["spec"]["template"]["spec"]
     assert spec["initContainers"][0]["image"] == gemma.profile.image
