@@ -1,6 +1,6 @@
 """The package's shape: top level of domain packages, the CLI and the Ansible adapter at the
-edges, no import cycle, no engine-name branch outside the engine modules, no private name
-imported across modules, tests that mirror the package. Each checker is also run on a planted
+edges, no import cycle, no engine name outside the engine modules, no private name imported
+across modules, tests that mirror the package. Each checker is also run on a planted
 violation."""
 
 from __future__ import annotations
@@ -18,6 +18,13 @@ ENGINE_DIR = PACKAGE / "serving" / "engines"
 TOP_MODULES = {"__init__.py", "__main__.py", "errors.py", "contract.py"}
 DATA_DIRS = {"data", "__pycache__"}
 ENGINE_BRANCH = re.compile(r"engine *[!=]=")
+# Where an engine's name may stand as a string literal outside serving/engines/: the SM121 patch
+# catalog (it names the engine files it patches) and the data files shipped with the package (the
+# engine-check harness runs inside the engine's own environment). Tests are outside the package.
+ENGINE_NAME_EXEMPT = (PACKAGE / "patches", PACKAGE / "data")
+# A container image is named by its publisher (``scitrera/dgx-spark-sglang:0.5.12``): a word of
+# an image reference is the registry's, not an engine name sparkrack decides on.
+IMAGE_REFERENCE = re.compile(r"[\w.-]+(?:/[\w.-]+)+(?::[\w.-]+|@sha256:[0-9a-f]{64})")
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -166,6 +173,47 @@ def engine_branches(root: Path, engine_dir: Path) -> list[str]:
     ]
 
 
+def documentation(tree: ast.AST) -> set[int]:
+    """ids of the string constants that document: docstrings of modules, classes and functions,
+    and the bare strings after an assignment that document an attribute."""
+    docs = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for stmt in body:
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Constant)
+                and isinstance(stmt.value.value, str)
+            ):
+                docs.add(id(stmt.value))
+    return docs
+
+
+def engine_name_literals(
+    root: Path, engine_dir: Path, names: list[str], exempt: tuple[Path, ...] = ()
+) -> list[str]:
+    """String literals (docstrings aside, f-string parts included) outside ``engine_dir`` and
+    ``exempt`` in which an engine's name stands as a word, image references left out."""
+    word = re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b")
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        if any(folder == path or folder in path.parents for folder in (engine_dir, *exempt)):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        docs = documentation(tree)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+                and word.search(IMAGE_REFERENCE.sub("", node.value))
+            ):
+                out.append(f"{path.relative_to(root.parent)}:{node.lineno}: {node.value[:60]!r}")
+    return out
+
+
 @pytest.fixture
 def planted(tmp_path: Path) -> Path:
     root = tmp_path / "pkg"
@@ -180,6 +228,14 @@ def planted(tmp_path: Path) -> Path:
     (root / "engines" / "e.py").write_text("if profile.engine == 'vllm':\n    y = 2\n")
     (root / "cli").mkdir()
     (root / "cli" / "__init__.py").write_text("from ansible.errors import AnsibleError\n")
+    (root / "cli" / "names.py").write_text(
+        '"""Reads vllm:generation_tokens (documentation may name engines)."""\n'
+        "RUNNING = 'vllm:num_requests_running'\n"
+        "IMAGE = 'vllm/vllm-openai:v0.19.0'\n"
+        "def served(p):\n"
+        '    """The name vllm serves."""\n'
+        "    return p.get(f'{p}.x') or p['sglang']['served_model_name']\n"
+    )
     (root / "engines" / "f.py").write_text("import pkg.cli\nfrom ansible.plugins import x\n")
     (root / "loose").mkdir()
     return root
@@ -200,6 +256,25 @@ def test_no_engine_branch_outside_the_engine_modules() -> None:
 def test_branch_checker_finds_a_planted_branch(planted: Path) -> None:
     found = engine_branches(planted, planted / "engines")
     assert len(found) == 1 and "c.py:2" in found[0]
+
+
+def test_no_engine_name_outside_the_engine_modules() -> None:
+    from sparkrack.serving.engines import ENGINES
+
+    assert engine_name_literals(PACKAGE, ENGINE_DIR, list(ENGINES), ENGINE_NAME_EXEMPT) == []
+
+
+def test_engine_name_checker_finds_planted_names(planted: Path) -> None:
+    found = engine_name_literals(planted, planted / "engines", ["sglang", "vllm", "trtllm"])
+    # Not the docstrings, not the image reference, not the engine module's own branch.
+    assert [f.split(": ", 1)[0] for f in found] == [
+        "pkg/c.py:2",
+        "pkg/cli/names.py:2",
+        "pkg/cli/names.py:6",
+    ]
+    assert engine_name_literals(planted, planted / "engines", ["sglang"], (planted / "c.py",)) == [
+        "pkg/cli/names.py:6: 'sglang'"
+    ]
 
 
 def test_no_private_name_imported_across_modules() -> None:

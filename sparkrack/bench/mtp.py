@@ -1,17 +1,14 @@
-"""MTP / speculative-decoding acceptance length, scraped from SGLang.
+"""MTP / speculative-decoding acceptance length and generated tokens, scraped from the engine.
 
-Two sources (facts from the SGLang source, not copied):
+Which metric or log line carries them is each engine's knowledge (``Engine.recorded``,
+``Engine.log_accept_length``); this module reads them:
 
-* the Prometheus endpoint ``/metrics`` (server started with ``--enable-metrics``): gauge
-  ``sglang:spec_accept_length`` (one series per TP/DP rank, labels ``model_name``, ``tp_rank``,
-  ...).  It is the acceptance length of the scheduler's last logging window, so the bench samples
-  it while a level runs and reports the median of the samples;
-* the scheduler's decode log line, e.g.
-  ``Decode batch. #running-req: 8, #token: 9120, token usage: 0.01, accept len: 2.71,
-  accept rate: 0.57, cuda graph: True, gen throughput (token/s): 199.7, #queue-req: 0``
-  given with ``--logs-from FILE`` (or ``-`` for stdin, e.g. ``kubectl logs -f POD | sparkrack
-  bench --logs-from - ...``).  Lines are timestamped on arrival and assigned to the level that
-  was running when they arrived.
+* the Prometheus endpoint ``/metrics``: the gauge an engine reports its acceptance length in
+  (one series per TP/DP rank; the acceptance length of the last logging window), so the bench
+  samples it while a level runs and reports the median of the samples;
+* the server's log, given with ``--logs-from FILE`` (or ``-`` for stdin, e.g. ``kubectl logs -f
+  POD | sparkrack bench --logs-from - ...``). Lines are timestamped on arrival and assigned to
+  the level that was running when they arrived.
 """
 
 from __future__ import annotations
@@ -24,31 +21,42 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from sparkrack.observe.metrics import by_name
+from sparkrack.serving.engines import ENGINES
+from sparkrack.serving.engines.base import Quantity
 
-# The engines' generated-token counters (sparkrack.observe.metrics holds their source and type).
+# The engines' generated-token counters, as Prometheus stores them.
 GENERATED_SERIES: tuple[str, ...] = tuple(
     series
-    for name in ("sglang:generation_tokens_total", "vllm:generation_tokens")
-    for series in by_name(name).series()
+    for eng in ENGINES.values()
+    if (metric := eng.metric(Quantity.GENERATED)) is not None
+    for series in metric.series()
 )
+ACCEPT_GAUGES: tuple[str, ...] = tuple(
+    metric.name
+    for eng in ENGINES.values()
+    if (metric := eng.metric(Quantity.ACCEPT_LENGTH)) is not None and metric.kind == "gauge"
+)
+"""The gauges engines report their acceptance length in."""
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)", re.MULTILINE)
-_METRIC_LINE = re.compile(r"^sglang:spec_accept_length(?:\{[^}]*\})?\s+(\S+)", re.MULTILINE)
-_LOG_LINE = re.compile(r"accept len:\s*([0-9]+(?:\.[0-9]+)?)")
-_RUNNING = re.compile(r"#running-req:\s*(\d+)")
 
 
 def parse_metrics(text: str) -> float | None:
-    """Mean of ``sglang:spec_accept_length`` over all its series; None when absent or all 0."""
-    values: list[float] = []
-    for match in _METRIC_LINE.finditer(text):
-        try:
-            value = float(match.group(1))
-        except ValueError:
-            continue
-        if value > 0:
-            values.append(value)
-    return statistics.fmean(values) if values else None
+    """Mean of an engine's acceptance-length gauge over all its series; None when absent or all
+    0 (the first engine whose gauge has a positive value wins)."""
+    for gauge in ACCEPT_GAUGES:
+        values: list[float] = []
+        for match in _SAMPLE.finditer(text):
+            if match.group(1) != gauge:
+                continue
+            try:
+                value = float(match.group(2))
+            except ValueError:
+                continue
+            if value > 0:
+                values.append(value)
+        if values:
+            return statistics.fmean(values)
+    return None
 
 
 def generated_tokens(text: str) -> float | None:
@@ -67,14 +75,12 @@ def generated_tokens(text: str) -> float | None:
 
 
 def parse_log_line(line: str) -> float | None:
-    """The ``accept len`` of one SGLang decode-batch log line (None for idle/other lines)."""
-    match = _LOG_LINE.search(line)
-    if not match:
-        return None
-    running = _RUNNING.search(line)
-    if running and int(running.group(1)) == 0:
-        return None
-    return float(match.group(1))
+    """The acceptance length one server log line reports (None for idle or other lines)."""
+    for eng in ENGINES.values():
+        value = eng.log_accept_length(line)
+        if value is not None:
+            return value
+    return None
 
 
 def parse_log_text(text: str) -> list[float]:

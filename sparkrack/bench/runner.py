@@ -21,7 +21,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sparkrack import __version__
 from sparkrack.bench.client import LiveCounters, RequestSpec, clip, run_request
 from sparkrack.bench.fingerprint import FingerprintConfig, fingerprint_level
-from sparkrack.bench.mtp import GENERATED_SERIES, LogFollower, generated_tokens, parse_metrics
+from sparkrack.bench.mtp import (
+    ACCEPT_GAUGES,
+    GENERATED_SERIES,
+    LogFollower,
+    generated_tokens,
+    parse_metrics,
+)
 from sparkrack.bench.stats import LevelResult
 from sparkrack.errors import Problem, SparkrackError
 
@@ -331,7 +337,9 @@ async def run_level(
             level.notes.append(f"server-side figures unavailable: {why}")
     if samples:
         level.accept_len = statistics.median(samples)
-        level.accept_len_source = f"metrics ({len(samples)} samples of sglang:spec_accept_length)"
+        level.accept_len_source = (
+            f"metrics ({len(samples)} samples of {' or '.join(ACCEPT_GAUGES)})"
+        )
     elif follower is not None:
         values = follower.between(start_mono, end_mono)
         if values:

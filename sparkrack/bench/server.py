@@ -44,7 +44,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sparkrack.serving.engines import DEFAULT_ENGINE, engine
+from sparkrack.serving.engines.base import Quantity
+
 BASE_MODEL = "sparkrack-test"
+METRICS_OF = {
+    q: metric.name for q in Quantity if (metric := engine(DEFAULT_ENGINE).metric(q)) is not None
+}
+"""The metric names of the engine this server stands in for (the default engine's)."""
 MODES: dict[str, str] = {
     BASE_MODEL: "normal",
     f"{BASE_MODEL}-repetition": "repetition",
@@ -272,19 +279,22 @@ class TestServer:
         return True
 
     def _metrics(self) -> str:
+        """The default engine's /metrics: its generated-token counter and, when speculative
+        decoding is on, its acceptance-length gauge on two TP ranks."""
+        tokens, accept = METRICS_OF[Quantity.GENERATED], METRICS_OF[Quantity.ACCEPT_LENGTH]
         lines = [
-            "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
-            "# TYPE sglang:generation_tokens_total counter",
-            f'sglang:generation_tokens_total{{model_name="{BASE_MODEL}"}} {self.generation_tokens}.0',
+            f"# HELP {tokens} Number of generation tokens processed.",
+            f"# TYPE {tokens} counter",
+            f'{tokens}{{model_name="{BASE_MODEL}"}} {self.generation_tokens}.0',
         ]
         if self.config.accept_len is not None:
             lines += [
-                "# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.",
-                "# TYPE sglang:spec_accept_length gauge",
+                f"# HELP {accept} The average acceptance length of speculative decoding.",
+                f"# TYPE {accept} gauge",
             ]
             for rank in range(2):
                 lines.append(
-                    f'sglang:spec_accept_length{{model_name="{BASE_MODEL}",tp_rank="{rank}"}} '
+                    f'{accept}{{model_name="{BASE_MODEL}",tp_rank="{rank}"}} '
                     f"{self.config.accept_len}"
                 )
         return "\n".join(lines) + "\n"

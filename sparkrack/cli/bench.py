@@ -195,7 +195,7 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
                 args.logs_from,
                 "--logs-from",
                 "no such file",
-                "give an SGLang log file (e.g. kubectl logs -f POD > sglang.log) or - for stdin",
+                "give the head's log file (e.g. kubectl logs -f POD > head.log) or - for stdin",
                 "bench-logs-from",
             )
         )

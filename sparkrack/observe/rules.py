@@ -11,6 +11,7 @@ keyed by ``namespace``, ``deployment`` and ``profile`` (:mod:`.scrape`); the ale
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 from sparkrack import contract
@@ -18,6 +19,8 @@ from sparkrack.observe.metrics import s
 from sparkrack.observe.scrape import DEPLOYMENT, GROUP_BY, PROFILE
 from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
 from sparkrack.serving import list_profiles, load_profile
+from sparkrack.serving.engines import ENGINES
+from sparkrack.serving.engines.base import AcceptRatio, Quantity
 
 THROUGHPUT_FRACTION: Final = 0.7
 """Alert when generation throughput falls below this fraction of the profile's measured figure
@@ -59,62 +62,67 @@ def _p95(histogram: str) -> str:
     return f"sum by (le, {BY}) (rate({s(histogram, '_bucket')}[5m]))"
 
 
+def _sum(gauge: str) -> str:
+    return f"sum by ({BY}) ({s(gauge)})"
+
+
+def _max(gauge: str) -> str:
+    return f"max by ({BY}) ({s(gauge)})"
+
+
+def _accept(source: str | AcceptRatio) -> str:
+    """An acceptance length the engine reports (a gauge) or counts (``1 + accepted / drafts``)."""
+    if isinstance(source, AcceptRatio):
+        return f"1 + {_rate(source.accepted)}\n  / {_rate(source.drafts)}"
+    return _max(source)
+
+
+def _named(source: str | AcceptRatio) -> str:
+    if isinstance(source, AcceptRatio):
+        raise TypeError(f"{source} is a ratio, not a metric")
+    return source
+
+
+# Each recording rule: its name, the engines' quantity, and how a quantity's series are aggregated.
+RECORDS: Final[tuple[tuple[str, Quantity, Callable[[str | AcceptRatio], str]], ...]] = (
+    (GEN_RATE, Quantity.GENERATED, lambda m: _rate(_named(m))),
+    (RUNNING, Quantity.RUNNING, lambda m: _sum(_named(m))),
+    (QUEUED, Quantity.QUEUED, lambda m: _sum(_named(m))),
+    (TTFT_P95, Quantity.TTFT, lambda m: _p95(_named(m))),
+    (ITL_P95, Quantity.ITL, lambda m: _p95(_named(m))),
+    (KV_USAGE, Quantity.KV_USAGE, lambda m: _max(_named(m))),
+    (MAMBA_USAGE, Quantity.MAMBA_USAGE, lambda m: _max(_named(m))),
+    (ACCEPT_LENGTH, Quantity.ACCEPT_LENGTH, _accept),
+)
+QUANTILE: Final = frozenset({TTFT_P95, ITL_P95})
+"""Recording rules whose engines' bucket rates go through one ``histogram_quantile``."""
+
+
 def recording_rules() -> list[dict[str, Any]]:
-    vllm_accept = (
-        f"1 + {_rate('vllm:spec_decode_num_accepted_tokens')}\n  / "
-        f"{_rate('vllm:spec_decode_num_drafts')}"
+    """One rule per quantity: every engine's metric of it, the first that has series wins."""
+    rules = []
+    for record, quantity, aggregate in RECORDS:
+        parts = [
+            aggregate(eng.recorded[quantity])
+            for eng in ENGINES.values()
+            if quantity in eng.recorded
+        ]
+        expr = _either(*parts) if len(parts) > 1 else parts[0]
+        if record in QUANTILE:
+            expr = f"histogram_quantile(0.95, {expr})"
+        rules.append({"record": record, "expr": expr})
+    return rules
+
+
+def mamba_pool_keys() -> str:
+    """The profile key that sizes the Mamba pool, of every engine that reports the pool's usage."""
+    return " or ".join(
+        knob.key
+        for eng in ENGINES.values()
+        if Quantity.MAMBA_USAGE in eng.recorded
+        for knob in eng.knobs
+        if knob.name == "max_mamba_cache_size"
     )
-    pairs = [
-        (
-            GEN_RATE,
-            _either(_rate("sglang:generation_tokens_total"), _rate("vllm:generation_tokens")),
-        ),
-        (
-            RUNNING,
-            _either(
-                f"sum by ({BY}) ({s('sglang:num_running_reqs')})",
-                f"sum by ({BY}) ({s('vllm:num_requests_running')})",
-            ),
-        ),
-        (
-            QUEUED,
-            _either(
-                f"sum by ({BY}) ({s('sglang:num_queue_reqs')})",
-                f"sum by ({BY}) ({s('vllm:num_requests_waiting')})",
-            ),
-        ),
-        (
-            TTFT_P95,
-            "histogram_quantile(0.95, "
-            + _either(
-                _p95("sglang:time_to_first_token_seconds"),
-                _p95("vllm:time_to_first_token_seconds"),
-            )
-            + ")",
-        ),
-        (
-            ITL_P95,
-            "histogram_quantile(0.95, "
-            + _either(
-                _p95("sglang:inter_token_latency_seconds"),
-                _p95("vllm:inter_token_latency_seconds"),
-            )
-            + ")",
-        ),
-        (
-            KV_USAGE,
-            _either(
-                f"max by ({BY}) ({s('sglang:token_usage')})",
-                f"max by ({BY}) ({s('vllm:kv_cache_usage_perc')})",
-            ),
-        ),
-        (MAMBA_USAGE, f"max by ({BY}) ({s('sglang:mamba_usage')})"),
-        (
-            ACCEPT_LENGTH,
-            _either(f"max by ({BY}) ({s('sglang:spec_accept_length')})", vllm_accept),
-        ),
-    ]
-    return [{"record": name, "expr": expr} for name, expr in pairs]
 
 
 def _alert(
@@ -236,7 +244,7 @@ def alert_rules() -> list[dict[str, Any]]:
             "10m",
             "warning",
             f"Mamba state pool of {{{{ $labels.{DEPLOYMENT} }}}} is {{{{ $value }}}} full",
-            "raise sglang.max_mamba_cache_size or lower max_running_requests (`sparkrack plan`)",
+            f"raise {mamba_pool_keys()} or lower max_running_requests (`sparkrack plan`)",
         ),
         _alert(
             "SparkrackNodeMemoryLow",

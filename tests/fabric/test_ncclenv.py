@@ -27,7 +27,7 @@ from sparkrack.serving import (
 
 RAILS = ["enp1s0f0np0", "enP2p1s0f0np0"]
 NCCL_KEYS = re.compile(r"^(NCCL_|GLOO_)")
-SGLANG = [p.stem for p in list_profiles() if load_profile(p.stem).engine == "sglang"]
+SGLANG = [p.stem for p in list_profiles() if load_profile(p.stem).data["engine"] == "sglang"]
 
 
 def plan_of(**fabric: Any) -> FabricPlan:

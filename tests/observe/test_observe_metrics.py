@@ -62,11 +62,26 @@ def test_series_names_follow_prometheus_client() -> None:
 
 
 def test_engine_versions_cover_the_shipped_images() -> None:
-    from sparkrack.serving.profile.images import IMAGES
+    from sparkrack.serving.engines import ENGINES
 
-    for engine, images in IMAGES.items():
-        table = {v for m in ENGINE_METRICS if m.exporter == engine for v in m.versions}
-        if engine == "trtllm":
+    for eng in ENGINES.values():
+        table = {v for m in eng.metrics for v in m.versions}
+        if eng.metrics_path is None:
             assert not table  # no verified Prometheus endpoint: nothing read from it
             continue
-        assert {facts.version for facts in images.values()} <= table
+        assert {facts.version for facts in eng.images.values()} <= table
+
+
+def test_every_engine_metric_is_listed_once_and_every_recorded_one_is_a_metric() -> None:
+    from sparkrack.serving.engines import ENGINES
+    from sparkrack.serving.engines.base import AcceptRatio
+
+    names = [m.name for m in METRICS]
+    assert len(names) == len(set(names))
+    for eng in ENGINES.values():
+        own = {m.name for m in eng.metrics}
+        for source in eng.recorded.values():
+            wanted = (
+                [source.accepted, source.drafts] if isinstance(source, AcceptRatio) else [source]
+            )
+            assert set(wanted) <= own, f"{eng.name} records {wanted} it does not list"

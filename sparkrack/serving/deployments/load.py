@@ -211,7 +211,7 @@ def load_deployments(
                 )
             )
             continue
-        for p in validate(profile.data, profile.source, nodes=len(sparks)):
+        for p in validate(profile.data, profile.source, len(sparks), eng):
             problems.append(replace(p, key=f"{p.key} (deployment {where})"))
         if not eng.uses_fabric and len(sparks) != 1:
             problems.append(

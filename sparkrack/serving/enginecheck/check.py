@@ -3,8 +3,8 @@
 For each profile and each of its ranks, the engine renders argv and environment exactly as the
 pods get them; :mod:`sparkrack.serving.enginecheck.upstream` hands them to the argument parser and the
 start-up checks of the upstream release the image corresponds to (the wheel from PyPI, cached),
-and reports what that code raises. TensorRT-LLM's release is not on PyPI: its options and config
-keys are checked against a table made from its source.
+and reports what that code raises. An engine whose release is not on PyPI checks the argv against
+a table made from its source (``Engine.table_problems``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from sparkrack.errors import Problem
 from sparkrack.serving.context import ServingContext, context_from_inventory
 from sparkrack.serving.enginecheck import upstream as enginecheck
-from sparkrack.serving.engines import engine_of
+from sparkrack.serving.engines import Engine, engine_of
 from sparkrack.serving.profile.model import Profile
+from sparkrack.serving.resolution import Resolution, resolve
 
 RULE = "engine-check"
 RULE_ENV = "engine-env-unknown"
@@ -39,41 +40,42 @@ class Row:
     unknown_env: tuple[str, ...]
 
 
-def invocations(profile: Profile, ctx: ServingContext) -> list[tuple[int, enginecheck.Invocation]]:
-    """(rank, what the engine's parser sees) for every rank of the profile."""
-    eng = engine_of(profile.data)
-    out = []
-    for rank in eng.ranks(ctx):
-        argv = eng.argv(profile, ctx, rank)
-        out.append(
-            (
-                rank.rank,
-                enginecheck.Invocation(
-                    label=f"{profile.name} rank {rank.rank}",
-                    argv=tuple(argv[len(eng.entry) :]),
-                    env=eng.env(profile, ctx, rank),
-                    model=profile.model,
-                    model_info=dict(profile.data.get("model_info") or {}),
-                ),
-            )
+def invocations(res: Resolution) -> list[tuple[int, enginecheck.Invocation]]:
+    """(rank, what the engine's parser sees) for every rank of a resolved profile."""
+    profile, eng = res.profile, res.engine
+    return [
+        (
+            rank.rank,
+            enginecheck.Invocation(
+                label=f"{profile.name} rank {rank.rank}",
+                argv=tuple(res.argv(rank)[len(eng.entry) :]),
+                env=res.env(rank),
+                model=profile.model,
+                model_info=dict(profile.data.get("model_info") or {}),
+            ),
         )
-    return out
+        for rank in res.ranks
+    ]
 
 
 def check_profiles(
     profiles: Sequence[Profile], ctx: ServingContext, *, offline: bool = False
 ) -> list[Row]:
     """The result table for ``profiles`` rendered in ``ctx``, one row per profile x rank."""
+    return check_resolved([resolve(profile, ctx) for profile in profiles], offline=offline)
+
+
+def check_resolved(resolved: Sequence[Resolution], *, offline: bool = False) -> list[Row]:
     rows: list[Row] = []
     batches: dict[tuple[str, str], list[tuple[Profile, int, enginecheck.Invocation]]] = defaultdict(
         list
     )
-    for profile in profiles:
-        eng = engine_of(profile.data)
+    for res in resolved:
+        profile, eng = res.profile, res.engine
         version = eng.upstream_version(profile) or "unknown"
-        for rank, inv in invocations(profile, ctx):
+        for rank, inv in invocations(res):
             if eng.upstream is None:
-                errors = enginecheck.check_trtllm(inv.argv, eng.config(profile.data))
+                errors = eng.table_problems(inv.argv, profile)
                 rows.append(
                     Row(profile.name, rank, eng.name, version, not errors, "; ".join(errors), ())
                 )
@@ -127,10 +129,13 @@ def problems_of(rows: Sequence[Row], sources: dict[str, str]) -> list[Problem]:
     return out
 
 
-def extra_args_problems(profile: Profile, *, offline: bool = False) -> list[Problem]:
-    """``extra_args`` resolved by the real parser of the profile's engine release: refused when
-    an option lands on a destination a table flag owns, loads a config file, or is unknown."""
-    eng = engine_of(profile.data)
+def extra_args_problems(
+    profile: Profile, engine: Engine | None = None, *, offline: bool = False
+) -> list[Problem]:
+    """``extra_args`` resolved by the real parser of the profile's engine release (``engine``:
+    the caller resolved it): refused when an option lands on a destination a table flag owns,
+    loads a config file, or is unknown."""
+    eng = engine or engine_of(profile.data)
     extra = [str(w) for w in profile.data.get("extra_args") or []]
     version = eng.upstream_version(profile)
     if not extra or eng.upstream is None or version is None:
@@ -166,10 +171,13 @@ def engine_check(
 ) -> list[Problem]:
     """``sparkrack validate --engine-check``: problems of every rank of ``profiles``."""
     ctx = context_from_inventory(inventory)
-    extra = [p for profile in profiles for p in extra_args_problems(profile, offline=offline)]
+    resolved = [resolve(profile, ctx) for profile in profiles]
+    extra = [
+        p for res in resolved for p in extra_args_problems(res.profile, res.engine, offline=offline)
+    ]
     if extra:
         return extra
-    rows = check_profiles(profiles, ctx, offline=offline)
+    rows = check_resolved(resolved, offline=offline)
     for row in rows:
         verdict = "ok" if row.ok else "FAIL"
         print(f"engine-check {row.profile} rank {row.rank}: {row.engine} {row.version} {verdict}")

@@ -7,9 +7,9 @@ under the cache directory (``SPARKRACK_CACHE_DIR``, default ``$XDG_CACHE_HOME/sp
 parses each argv, and its own post-init handling and start-up checks run on the result, with a
 GB10 and the model's config standing in for the GPU and the Hub.
 
-TRT-LLM has no release wheel of the shipped image's version on PyPI: its ``trtllm-serve`` options
-and ``extra-llm-api-config.yml`` keys are checked against a table taken from its source
-(``sparkrack/data/enginecheck/trtllm-*.json``).
+An engine without a release wheel of its image's version on PyPI checks itself against a table
+taken from its source (``Engine.table_problems``; TensorRT-LLM's is
+``sparkrack/data/enginecheck/trtllm-*.json``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from typing import Any
 from sparkrack.errors import Problem, SparkrackError
 
 DATA = resources.files("sparkrack") / "data" / "enginecheck"
-TRTLLM_TABLE = "trtllm-1.3.0rc9.json"
 # A cold environment build (downloads included) stays well below this.
 PIP_TIMEOUT_S = 900
 CHECK_TIMEOUT_S = 600
@@ -460,67 +459,3 @@ def hub_files(model_info: Mapping[str, Any]) -> dict[str, Any]:
     if "quantization_config" in config:
         files["hf_quant_config.json"] = {"quantization": config["quantization_config"]}
     return files
-
-
-# --- TRT-LLM: a table from its source -----------------------------------------------------------
-
-
-@cache
-def trtllm_table() -> dict[str, Any]:
-    table: dict[str, Any] = json.loads((DATA / TRTLLM_TABLE).read_text(encoding="utf-8"))
-    return table
-
-
-def check_trtllm(argv: Sequence[str], config: Mapping[str, Any]) -> list[str]:
-    """Problems of a ``trtllm-serve`` argv and its extra-llm-api-config against the source table.
-
-    ``argv`` holds the words after ``trtllm-serve``; an empty list means no problem.
-    """
-    table = trtllm_table()
-    where = f"TRT-LLM {table['version']} ({table['source']})"
-    options: dict[str, Any] = table["serve_options"]
-    problems = []
-    words = list(argv)
-    i = 0
-    positional = 0
-    while i < len(words):
-        word = words[i]
-        i += 1
-        if not word.startswith("--"):
-            positional += 1
-            if positional > 1:
-                problems.append(f"trtllm-serve: unexpected argument {word!r} ({where})")
-            continue
-        name, _, inline = word.partition("=")
-        spec = options.get(name)
-        if spec is None:
-            problems.append(f"trtllm-serve: no such option {name} ({where})")
-            if not inline and i < len(words) and not words[i].startswith("--"):
-                i += 1  # its value
-            continue
-        if spec["flag"]:
-            continue
-        value = inline if inline else (words[i] if i < len(words) else None)
-        if not inline:
-            i += 1
-        if value is None:
-            problems.append(f"trtllm-serve: {name} needs a value")
-        elif spec.get("choices") and value not in spec["choices"]:
-            choices = ", ".join(spec["choices"])
-            problems.append(f"trtllm-serve: {name} {value!r} is not one of {choices} ({where})")
-    problems += _check_keys(config, table["llm_api_keys"], "extra-llm-api-config", where)
-    return problems
-
-
-def _check_keys(
-    config: Mapping[str, Any], known: Mapping[str, Any], path: str, where: str
-) -> list[str]:
-    problems = []
-    for key, value in config.items():
-        if key not in known:
-            problems.append(f"{path}: unknown key {key!r} ({where})")
-            continue
-        nested = known[key]
-        if isinstance(nested, dict) and isinstance(value, Mapping):
-            problems += _check_keys(value, nested, f"{path}.{key}", where)
-    return problems

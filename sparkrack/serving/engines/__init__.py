@@ -14,7 +14,7 @@ from sparkrack.serving.engines import sglang, trtllm, vllm
 from sparkrack.serving.engines.base import Engine, FileSet, PodExtras, Rank
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (sglang.ENGINE, vllm.ENGINE, trtllm.ENGINE)}
-DEFAULT_ENGINE = sglang.NAME
+DEFAULT_ENGINE = sglang.ENGINE.name
 
 
 def engine(name: str) -> Engine:

@@ -13,9 +13,11 @@ same way for every engine; nothing outside ``engines/`` asks which engine a prof
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Literal
 
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
@@ -23,6 +25,7 @@ from sparkrack.fabric.addressplan import POD_FABRIC_IFNAME, NodePlan
 from sparkrack.fabric.ncclenv import rank_env
 from sparkrack.planner.memory import MemoryModel, Serving
 from sparkrack.serving.context import ServingContext
+from sparkrack.serving.profile.images import ImageFacts, stated_facts, without_digest
 from sparkrack.serving.profile.knobs import Knob, RuntimeKnob, lookup
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
@@ -106,6 +109,60 @@ CUTE_DSL_CACHE = JitCache(
 DEEPGEMM_CACHE = JitCache(
     "deep-gemm", "DG_JIT_CACHE_DIR", "$HOME/.deep_gemm", "deep_gemm/jit (DG_JIT_CACHE_DIR)"
 )
+
+
+MetricKind = Literal["counter", "gauge", "histogram"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One Prometheus metric as its source declares it (an engine's, or an exporter's)."""
+
+    name: str
+    kind: MetricKind
+    exporter: str
+    """The engine's PyPI distribution, or an exporter's name."""
+    source: str
+    """File that declares it: a path inside the wheel, or ``repo:path`` of an exporter."""
+    versions: tuple[str, ...] = ()
+    """Wheel versions checked (engine metrics only)."""
+
+    def series(self) -> tuple[str, ...]:
+        """Names of the series Prometheus stores (prometheus_client appends ``_total`` to a
+        counter and ``_bucket``/``_sum``/``_count`` to a histogram)."""
+        if self.kind == "counter":
+            return (self.name if self.name.endswith("_total") else f"{self.name}_total",)
+        if self.kind == "histogram":
+            return tuple(f"{self.name}{s}" for s in ("_bucket", "_sum", "_count"))
+        return (self.name,)
+
+
+@dataclass(frozen=True)
+class AcceptRatio:
+    """An acceptance length the engine counts rather than reports: ``1 + accepted / drafts``."""
+
+    accepted: str
+    """Counter of accepted draft tokens."""
+    drafts: str
+    """Counter of drafts (speculation steps)."""
+
+
+class Quantity(StrEnum):
+    """What an engine's metric measures: one name per quantity, each a ``sparkrack:*`` recording
+    rule of :mod:`sparkrack.observe.rules` (which says how its series are aggregated)."""
+
+    GENERATED = "generation_tokens"
+    """Tokens generated (counter)."""
+    RUNNING = "requests_running"
+    QUEUED = "requests_waiting"
+    TTFT = "time_to_first_token"
+    """Time to first token (histogram, seconds)."""
+    ITL = "inter_token_latency"
+    KV_USAGE = "kv_cache_usage"
+    """KV pool usage (gauge, 0..1)."""
+    MAMBA_USAGE = "mamba_cache_usage"
+    ACCEPT_LENGTH = "spec_accept_length"
+    """Speculative-decoding acceptance length (a gauge, or an :class:`AcceptRatio`)."""
 
 
 def hf_token_env(ctx: ServingContext) -> dict[str, Any]:
@@ -205,6 +262,14 @@ class Engine:
     """Named container port that serves ``metrics_path`` (the OpenAI-API port of rank 0)."""
     jit_caches: tuple[JitCache, ...] = ()
     """The kernel caches the engine's libraries write at start-up (kept per Spark and image)."""
+    images: Mapping[str, ImageFacts] = MappingProxyType({})
+    """Image reference (without digest) -> what sparkrack knows about it: the images the seeds
+    ran with this engine."""
+    metrics: tuple[Metric, ...] = ()
+    """The engine's metrics that rules, dashboards and the bench read, as its wheels declare
+    them."""
+    recorded: Mapping[Quantity, str | AcceptRatio] = MappingProxyType({})
+    """Quantity -> the metric of :attr:`metrics` that measures it here."""
 
     def scrape_annotations(self, ctx: ServingContext, rank: Rank) -> dict[str, str]:
         """``prometheus.io/*`` annotations of a rank's pod when it serves the engine's metrics
@@ -381,8 +446,34 @@ class Engine:
 
     def upstream_version(self, profile: Profile) -> str | None:
         """The upstream release the engine check runs for this profile's image."""
-        facts = profile.image_facts()
+        facts = self.image_facts(profile.data)
         return None if facts is None else facts.version
+
+    def table_problems(self, argv: Sequence[str], profile: Profile) -> list[str]:
+        """Problems of a rank's argv (words after the entry point) and the engine's config file
+        against a table taken from the engine's source: the engine check of an engine whose
+        release is not on PyPI (:attr:`upstream` None). Empty: none found."""
+        raise NotImplementedError(f"{self.name} is checked by its PyPI wheel ({self.upstream})")
+
+    # --- images ---------------------------------------------------------------------------------
+
+    def image_facts(self, data: Mapping[str, Any]) -> ImageFacts | None:
+        """Facts about a profile's image: what it states in ``image_info``, else this engine's
+        table of the images the seeds ran (a digest keeps its tag's facts)."""
+        stated = stated_facts(data, self.name)
+        return stated or self.images.get(without_digest(str(data.get("image", ""))))
+
+    # --- metrics --------------------------------------------------------------------------------
+
+    def metric(self, quantity: Quantity) -> Metric | None:
+        """The engine's metric of ``quantity``, if one metric measures it."""
+        name = self.recorded.get(quantity)
+        return next((m for m in self.metrics if m.name == name), None)
+
+    def log_accept_length(self, line: str) -> float | None:
+        """The speculative-decoding acceptance length one line of the server's log reports
+        (None: the line reports none, or the engine logs none sparkrack reads)."""
+        return None
 
 
 class SingleSparkEngine(Engine):

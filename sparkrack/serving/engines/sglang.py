@@ -1,16 +1,10 @@
 """SGLang: one process per Spark of the deployment, one NCCL group over the fabric (seeds 000-003).
 
-This module is everything sparkrack knows about SGLang: the knob table (checked against
-``python/sglang/srt/server_args.py`` of the PyPI wheels 0.5.10-0.5.13, the releases the seeds'
-images carry; ``tests/serving/engines/test_profile_flags.py`` re-reads every flag from the wheels), the
-deployment flags as rows of the same table, the seed traps as rules, the Mamba-pool memory
-semantics, and the pod's launcher (SM121 patches, then the server) and group-restart probes.
-
-Two keys the seeds write like flags are environment variables in SGLang, not ServerArgs:
-``disable_deep_gemm`` (seed 002 prints ``--disable-deep-gemm``, which ``server_args.py`` does not
-define and ``parse_args`` would reject) is ``SGLANG_ENABLE_JIT_DEEPGEMM=0``, and
-``enable_spec_v2`` (seed 001, seed 003 Qwen3.5) is ``SGLANG_ENABLE_SPEC_V2=1``
-(``sglang/srt/environ.py``).
+This module and its knob table (:mod:`.sglang_table`: the profile keys and the deployment flags,
+checked against the PyPI wheels 0.5.10-0.5.13, the releases the seeds' images carry) are
+everything sparkrack knows about SGLang: the seed traps as rules, the Mamba-pool memory
+semantics, the images the seeds ran, the metrics and log lines it reports, and the pod's launcher
+(SM121 patches, then the server) and group-restart probes.
 
 Rule scopes follow the seeds precisely, so every shipped recipe passes while the failing variant
 each seed reports is refused:
@@ -27,6 +21,7 @@ each seed reports is refused:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,15 +49,13 @@ from sparkrack.serving.engines.base import (
     number,
     section,
 )
+from sparkrack.serving.engines.sglang_table import IMAGES, KNOBS, METRICS, NAME, RECORDED
 from sparkrack.serving.profile.images import version_tuple
-from sparkrack.serving.profile.knobs import HF_ID, IDENT, REVISION, Knob, RuntimeKnob, Type, runtime
+from sparkrack.serving.profile.knobs import RuntimeKnob
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, RuleSet
 
-NAME = "sglang"
 ENTRY = ("python3", "-m", "sglang.launch_server")
-OLDEST = "0.5.10"
-"""Oldest SGLang release whose flags sparkrack checked; every flag exists from it on."""
 
 NVFP4 = ("modelopt_fp4", "modelopt_mixed")
 NEMOTRON_H = "NemotronHForCausalLM"
@@ -81,270 +74,6 @@ EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 MEM_FRACTION_FLOORS: dict[tuple[str, int], tuple[float, str]] = {
     ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4", 4): (0.88, "seed 002"),
 }
-
-# Choice lists are the intersection the seeds need; each value was found in the
-# *_CHOICES lists of server_args.py 0.5.10–0.5.13.
-ATTENTION_BACKENDS = ("flashinfer", "triton", "torch_native", "flex_attention", "fa3", "fa4")
-MOE_RUNNERS = ("auto", "triton", "flashinfer_cutlass", "cutlass", "flashinfer_trtllm", "deep_gemm")
-FP4_GEMM_BACKENDS = (
-    "auto",
-    "cutlass",
-    "flashinfer_cutlass",
-    "flashinfer_cudnn",
-    "flashinfer_trtllm",
-)
-KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16")
-QUANTIZATIONS = ("modelopt_fp4", "modelopt_fp8", "modelopt_mixed", "modelopt", "fp8", "awq")
-MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer")
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
-
-
-def k(key: str, type_: Type, help_: str, flag: str | None = None, **kw: Any) -> Knob:
-    return Knob(key=key, type=type_, help=help_, flag=flag, since=OLDEST, **kw)
-
-
-KNOBS: tuple[Knob, ...] = (
-    # -- what is served, and how it is split (model/topology come from the profile's top level)
-    k("model", "string", "Hugging Face model id", "--model-path", pattern=HF_ID),
-    k("revision", "string", "commit of the model repo", "--revision", pattern=REVISION),
-    k(
-        "sglang.trust_remote_code",
-        "boolean",
-        "run the model repo's code",
-        "--trust-remote-code",
-        kind="bool",
-    ),
-    k(
-        "sglang.quantization",
-        "string",
-        "weight quantization method",
-        "--quantization",
-        choices=QUANTIZATIONS,
-    ),
-    k(
-        "topology.tp",
-        "integer",
-        "tensor-parallel size",
-        "--tp-size",
-        minimum=1,
-        aliases=("--tensor-parallel-size",),
-    ),
-    k(
-        "topology.pp",
-        "integer",
-        "pipeline-parallel size",
-        "--pp-size",
-        minimum=1,
-        aliases=("--pipeline-parallel-size",),
-    ),
-    k(
-        "topology.ep",
-        "integer",
-        "expert-parallel size",
-        "--ep-size",
-        minimum=1,
-        aliases=("--expert-parallel-size",),
-    ),
-    # -- memory, context, scheduling
-    k("sglang.context_length", "integer", "maximum context length", "--context-length", minimum=1),
-    k(
-        "sglang.json_model_override_args",
-        "object",
-        "overrides of the model's config.json",
-        "--json-model-override-args",
-        kind="json",
-    ),
-    k(
-        "sglang.mem_fraction_static",
-        "number",
-        "fraction of GPU memory for weights + KV pool",
-        "--mem-fraction-static",
-        minimum=0.05,
-        maximum=0.99,
-    ),
-    k(
-        "sglang.max_running_requests",
-        "integer",
-        "concurrent request cap",
-        "--max-running-requests",
-        minimum=1,
-    ),
-    k(
-        "sglang.max_mamba_cache_size",
-        "integer",
-        "Mamba state pool slots (hybrid models)",
-        "--max-mamba-cache-size",
-        minimum=1,
-    ),
-    k(
-        "sglang.mamba_scheduler_strategy",
-        "string",
-        "Mamba/radix-cache scheduling strategy",
-        "--mamba-scheduler-strategy",
-        choices=MAMBA_STRATEGIES,
-    ),
-    k(
-        "sglang.chunked_prefill_size",
-        "integer",
-        "prefill chunk size in tokens",
-        "--chunked-prefill-size",
-    ),
-    k(
-        "sglang.disable_radix_cache",
-        "boolean",
-        "turn the prefix (radix) cache off",
-        "--disable-radix-cache",
-        kind="bool",
-    ),
-    # -- kernels
-    k(
-        "sglang.kv_cache_dtype",
-        "string",
-        "KV cache data type",
-        "--kv-cache-dtype",
-        choices=KV_CACHE_DTYPES,
-    ),
-    k(
-        "sglang.attention_backend",
-        "string",
-        "attention kernel backend",
-        "--attention-backend",
-        choices=ATTENTION_BACKENDS,
-    ),
-    k(
-        "sglang.moe_runner_backend",
-        "string",
-        "MoE expert runner",
-        "--moe-runner-backend",
-        choices=MOE_RUNNERS,
-    ),
-    k(
-        "sglang.fp4_gemm_backend",
-        "string",
-        "FP4 dense GEMM backend",
-        "--fp4-gemm-backend",
-        choices=FP4_GEMM_BACKENDS,
-    ),
-    k(
-        "sglang.disable_flashinfer_cutlass_moe_fp4_allgather",
-        "boolean",
-        "skip the fi_cutlass MoE FP4 allgather",
-        "--disable-flashinfer-cutlass-moe-fp4-allgather",
-        kind="bool",
-    ),
-    # -- CUDA graphs
-    k(
-        "sglang.disable_cuda_graph",
-        "boolean",
-        "eager mode (no CUDA graphs)",
-        "--disable-cuda-graph",
-        kind="bool",
-    ),
-    k(
-        "sglang.disable_piecewise_cuda_graph",
-        "boolean",
-        "full CUDA graphs only, no piecewise capture",
-        "--disable-piecewise-cuda-graph",
-        kind="bool",
-    ),
-    k(
-        "sglang.cuda_graph_max_bs",
-        "integer",
-        "largest batch captured in a CUDA graph",
-        "--cuda-graph-max-bs",
-        minimum=1,
-    ),
-    # -- API surface
-    k(
-        "sglang.served_model_name",
-        "string",
-        "model name reported by the OpenAI API",
-        "--served-model-name",
-        pattern=IDENT,
-    ),
-    k(
-        "sglang.reasoning_parser",
-        "string",
-        "reasoning (thinking) output parser",
-        "--reasoning-parser",
-        pattern=IDENT,
-    ),
-    k(
-        "sglang.tool_call_parser",
-        "string",
-        "tool-call output parser",
-        "--tool-call-parser",
-        pattern=IDENT,
-    ),
-    # -- speculative decoding (the `speculative` block)
-    k(
-        "speculative.algorithm",
-        "string",
-        "speculative algorithm",
-        "--speculative-algorithm",
-        choices=SPEC_ALGORITHMS,
-    ),
-    k(
-        "speculative.draft_model_path",
-        "string",
-        "separate draft model (HF id)",
-        "--speculative-draft-model-path",
-        pattern=HF_ID,
-    ),
-    k(
-        "speculative.num_steps",
-        "integer",
-        "draft steps per verify",
-        "--speculative-num-steps",
-        minimum=1,
-    ),
-    k(
-        "speculative.eagle_topk",
-        "integer",
-        "EAGLE top-k branching",
-        "--speculative-eagle-topk",
-        minimum=1,
-    ),
-    k(
-        "speculative.num_draft_tokens",
-        "integer",
-        "draft tokens verified per step",
-        "--speculative-num-draft-tokens",
-        minimum=1,
-    ),
-    # -- environment-only knobs the seeds write like flags (see module docstring)
-    k(
-        "sglang.disable_deep_gemm",
-        "boolean",
-        "disable the DeepGEMM JIT (NVFP4: it JITs forever)",
-        env="SGLANG_ENABLE_JIT_DEEPGEMM",
-        kind="env_bool",
-        env_true="0",
-        env_false="1",
-    ),
-    k(
-        "sglang.enable_spec_v2",
-        "boolean",
-        "speculative decoding v2 (overlap) path",
-        env="SGLANG_ENABLE_SPEC_V2",
-        kind="env_bool",
-    ),
-    # -- deployment: one process per Spark of the group (from the address plan)
-    runtime("--nnodes", "nnodes"),
-    runtime("--node-rank", "node_rank"),
-    runtime("--dist-init-addr", "dist_init_addr"),
-    runtime("--host", "host"),
-    runtime("--port", "port"),
-    # -- observability: the Prometheus endpoint /metrics on the API port (always on)
-    RuntimeKnob(
-        key="runtime.metrics",
-        type="boolean",
-        help="metrics",
-        flag="--enable-metrics",
-        kind="bool",
-        runtime="metrics",
-    ),
-)
 
 
 def _sg(c: Ctx, key: str, default: Any = None) -> Any:
@@ -581,7 +310,7 @@ def _qwen_mtp(c: Ctx) -> Iterator[Problem]:
             "qwen35-mtp-radix-mamba",
         )
     elif not _sg(c, "enable_spec_v2", False) and (
-        c.image is None or version_tuple(c.image.sglang) < (0, 5, 11)
+        c.image is None or version_tuple(c.image.version) < (0, 5, 11)
     ):
         yield c.p(
             "sglang.enable_spec_v2",
@@ -660,7 +389,7 @@ def _image(c: Ctx) -> Iterator[Problem]:
     if c.image is None:
         yield c.p(
             "image",
-            f"{c.data.get('image')} is not in sparkrack/serving/images.py",
+            f"{c.data.get('image')} is not in sparkrack/serving/engines/sglang.py (IMAGES)",
             "add image_info: {sglang: <nearest upstream release>, cudnn: true|false}",
             "image-facts",
         )
@@ -674,7 +403,7 @@ def _image(c: Ctx) -> Iterator[Problem]:
 def _flags(c: Ctx) -> Iterator[Problem]:
     if c.image is None:
         return
-    have = version_tuple(c.image.sglang)
+    have = version_tuple(c.image.version)
     for knob in KNOBS:
         section, _, name = knob.key.partition(".")
         block = c.data.get(section)
@@ -686,7 +415,7 @@ def _flags(c: Ctx) -> Iterator[Problem]:
         ):
             yield c.p(
                 knob.key,
-                f"{knob.flag or knob.env} exists from SGLang {knob.since}; the image carries {c.image.sglang}",
+                f"{knob.flag or knob.env} exists from SGLang {knob.since}; the image carries {c.image.version}",
                 "remove the key or use a newer image",
                 "flag-unavailable",
             )
@@ -787,6 +516,13 @@ class SGLangMemory:
         return RecurrentPool(slots, slots * per_request, ratio, spec_state, max_running)
 
 
+# The scheduler's decode log line, e.g. ``Decode batch. #running-req: 8, #token: 9120, token
+# usage: 0.01, accept len: 2.71, accept rate: 0.57, cuda graph: True, gen throughput (token/s):
+# 199.7, #queue-req: 0``; an idle batch (no running request) reports nothing.
+LOG_ACCEPT_LEN = re.compile(r"accept len:\s*([0-9]+(?:\.[0-9]+)?)")
+LOG_RUNNING = re.compile(r"#running-req:\s*(\d+)")
+
+
 # --- the engine ------------------------------------------------------------------------------
 
 
@@ -799,8 +535,21 @@ class SGLang(Engine):
     memory = SGLangMemory()
     uses_fabric = True
     liveness_path = "/health_generate"
-    upstream = "sglang"
+    upstream = NAME
     jit_caches = (FLASHINFER_CACHE, TRITON_CACHE, INDUCTOR_CACHE, CUTE_DSL_CACHE, DEEPGEMM_CACHE)
+    images = IMAGES
+    metrics = METRICS
+    recorded = RECORDED
+
+    def log_accept_length(self, line: str) -> float | None:
+        """The ``accept len`` of one decode-batch log line (None for idle or other lines)."""
+        match = LOG_ACCEPT_LEN.search(line)
+        if not match:
+            return None
+        running = LOG_RUNNING.search(line)
+        if running and int(running.group(1)) == 0:
+            return None
+        return float(match.group(1))
 
     def ranks(self, ctx: ServingContext) -> list[Rank]:
         """One process per Spark of the deployment, the head (rank 0) first."""

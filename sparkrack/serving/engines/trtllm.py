@@ -8,8 +8,11 @@ Profile blocks: ``trtllm`` (CLI flags + environment) and ``trtllm_config`` (the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from typing import Any
 
 from sparkrack.errors import Problem
@@ -26,7 +29,9 @@ from sparkrack.serving.engines.base import (
     number,
     section,
 )
+from sparkrack.serving.profile.images import ImageFacts
 from sparkrack.serving.profile.knobs import IDENT, Knob, PositionalKnob, cfg, env, k, runtime
+from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, RuleSet
 
 NAME = "trtllm"
@@ -208,6 +213,84 @@ class TRTLLMMemory:
 KV_DTYPE_PLANNER = {"fp8": "fp8"}
 
 
+IMAGES: dict[str, ImageFacts] = {
+    "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc9": ImageFacts(
+        version="1.3.0rc9",
+        cudnn=None,
+        source="seed 004 (TensorRT-LLM image)",
+    ),
+}
+"""The TensorRT-LLM images the seeds ran (reference without digest) and what sparkrack knows."""
+
+# --- the engine check: trtllm-serve's release is not on PyPI, its source is the table ------------
+
+TABLE = "trtllm-1.3.0rc9.json"
+"""``trtllm-serve`` options and ``extra-llm-api-config.yml`` keys of the image's release, taken
+from its source (``sparkrack/data/enginecheck/``)."""
+
+
+@cache
+def source_table() -> dict[str, Any]:
+    data = resources.files("sparkrack") / "data" / "enginecheck" / TABLE
+    table: dict[str, Any] = json.loads(data.read_text(encoding="utf-8"))
+    return table
+
+
+def table_check(argv: Sequence[str], config: Mapping[str, Any]) -> list[str]:
+    """Problems of a ``trtllm-serve`` argv and its extra-llm-api-config against the source table.
+
+    ``argv`` holds the words after ``trtllm-serve``; an empty list means no problem.
+    """
+    table = source_table()
+    where = f"TRT-LLM {table['version']} ({table['source']})"
+    options: dict[str, Any] = table["serve_options"]
+    problems = []
+    words = list(argv)
+    i = 0
+    positional = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("--"):
+            positional += 1
+            if positional > 1:
+                problems.append(f"{ENTRY[0]}: unexpected argument {word!r} ({where})")
+            continue
+        name, _, inline = word.partition("=")
+        spec = options.get(name)
+        if spec is None:
+            problems.append(f"{ENTRY[0]}: no such option {name} ({where})")
+            if not inline and i < len(words) and not words[i].startswith("--"):
+                i += 1  # its value
+            continue
+        if spec["flag"]:
+            continue
+        value = inline if inline else (words[i] if i < len(words) else None)
+        if not inline:
+            i += 1
+        if value is None:
+            problems.append(f"{ENTRY[0]}: {name} needs a value")
+        elif spec.get("choices") and value not in spec["choices"]:
+            choices = ", ".join(spec["choices"])
+            problems.append(f"{ENTRY[0]}: {name} {value!r} is not one of {choices} ({where})")
+    problems += unknown_keys(config, table["llm_api_keys"], CONFIG_FILE.removesuffix(".yml"), where)
+    return problems
+
+
+def unknown_keys(
+    config: Mapping[str, Any], known: Mapping[str, Any], path: str, where: str
+) -> list[str]:
+    problems = []
+    for key, value in config.items():
+        if key not in known:
+            problems.append(f"{path}: unknown key {key!r} ({where})")
+            continue
+        nested = known[key]
+        if isinstance(nested, dict) and isinstance(value, Mapping):
+            problems += unknown_keys(value, nested, f"{path}.{key}", where)
+    return problems
+
+
 class TRTLLM(SingleSparkEngine):
     name = NAME
     entry = ENTRY
@@ -224,6 +307,10 @@ class TRTLLM(SingleSparkEngine):
     # backends of moe_config.backend. TensorRT-LLM's own kernel caches, if any, are not verified
     # against 1.3.0rc9 and are not listed.
     jit_caches = (FLASHINFER_CACHE, TRITON_CACHE, INDUCTOR_CACHE, CUTE_DSL_CACHE, DEEPGEMM_CACHE)
+    images = IMAGES
+
+    def table_problems(self, argv: Sequence[str], profile: Profile) -> list[str]:
+        return table_check(argv, self.config(profile.data))
 
     def config(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """The ``extra-llm-api-config.yml`` mapping, keys in the table's (= the seed's) order."""

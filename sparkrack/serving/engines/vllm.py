@@ -23,8 +23,12 @@ from sparkrack.serving.engines.base import (
     FLASHINFER_CACHE,
     INDUCTOR_CACHE,
     TRITON_CACHE,
+    AcceptRatio,
     JitCache,
+    Metric,
+    MetricKind,
     PodExtras,
+    Quantity,
     SingleSparkEngine,
     hf_token_env,
     integer,
@@ -32,7 +36,7 @@ from sparkrack.serving.engines.base import (
     number,
     section,
 )
-from sparkrack.serving.profile.images import without_digest
+from sparkrack.serving.profile.images import ImageFacts, without_digest
 from sparkrack.serving.profile.knobs import ABS_PATH, HF_ID, IDENT, REVISION, Knob, env, k, runtime
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, RuleSet
@@ -284,6 +288,55 @@ class VLLMMemory:
         return per_sequence_pool(s, per_request, 256)
 
 
+# --- images and metrics ------------------------------------------------------------------------
+
+IMAGES: dict[str, ImageFacts] = {
+    "vllm/vllm-openai:cu130-nightly": ImageFacts(
+        version="0.19.0",
+        cudnn=None,
+        source=(
+            "seed 004 (MTP + NVFP4 needs the nightly after release 0.17.1; its speculative "
+            "config passes moe_backend); 0.19.0 is the first PyPI release whose "
+            "speculative config has moe_backend"
+        ),
+    ),
+}
+"""The vLLM images the seeds ran (reference without digest) and what sparkrack knows about them."""
+
+LOGGERS = "vllm/v1/metrics/loggers.py"
+SPEC_METRICS = "vllm/v1/spec_decode/metrics.py"
+METRICS_VERSIONS = ("0.18.0", "0.19.0")
+
+
+def _metric(name: str, kind: MetricKind, source: str = LOGGERS) -> Metric:
+    return Metric(name, kind, NAME, source, METRICS_VERSIONS)
+
+
+# /metrics on the API port by default.
+METRICS = (
+    _metric("vllm:generation_tokens", "counter"),
+    _metric("vllm:prompt_tokens", "counter"),
+    _metric("vllm:time_to_first_token_seconds", "histogram"),
+    _metric("vllm:inter_token_latency_seconds", "histogram"),
+    _metric("vllm:num_requests_running", "gauge"),
+    _metric("vllm:num_requests_waiting", "gauge"),
+    _metric("vllm:kv_cache_usage_perc", "gauge"),
+    _metric("vllm:spec_decode_num_drafts", "counter", SPEC_METRICS),
+    _metric("vllm:spec_decode_num_accepted_tokens", "counter", SPEC_METRICS),
+)
+RECORDED: dict[Quantity, str | AcceptRatio] = {
+    Quantity.GENERATED: "vllm:generation_tokens",
+    Quantity.RUNNING: "vllm:num_requests_running",
+    Quantity.QUEUED: "vllm:num_requests_waiting",
+    Quantity.TTFT: "vllm:time_to_first_token_seconds",
+    Quantity.ITL: "vllm:inter_token_latency_seconds",
+    Quantity.KV_USAGE: "vllm:kv_cache_usage_perc",
+    Quantity.ACCEPT_LENGTH: AcceptRatio(
+        accepted="vllm:spec_decode_num_accepted_tokens", drafts="vllm:spec_decode_num_drafts"
+    ),
+}
+
+
 class VLLM(SingleSparkEngine):
     name = NAME
     entry = ENTRY
@@ -291,7 +344,10 @@ class VLLM(SingleSparkEngine):
     sections = ("vllm",)
     rules = RULES
     memory = VLLMMemory()
-    upstream = "vllm"
+    upstream = NAME
+    images = IMAGES
+    metrics = METRICS
+    recorded = RECORDED
     metrics_path = "/metrics"  # served by default on the API port (no flag)
     # vLLM keeps its torch.compile artefacts under VLLM_CACHE_ROOT (vllm/envs.py,
     # get_default_cache_root: ~/.cache/vllm).

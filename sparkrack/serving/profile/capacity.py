@@ -7,8 +7,9 @@ from typing import Any
 
 from sparkrack.errors import Problem
 from sparkrack.planner.memory import CapacityPlan, Hardware, model_info_from_dict, plan
-from sparkrack.serving.engines import Engine, engine_of
+from sparkrack.serving.engines import engine_of
 from sparkrack.serving.engines.base import section
+from sparkrack.serving.profile.ruleset import EngineView
 
 
 def _profile_data(profile: Any) -> tuple[Mapping[str, Any], str, str]:
@@ -27,7 +28,7 @@ def plan_profile(
     nodes: int | None = None,
     hardware: Hardware | None = None,
     *,
-    engine: Engine | None = None,
+    engine: EngineView | None = None,
 ) -> CapacityPlan:
     """Plan a loaded profile (``sparkrack.serving.load_profile``) or its raw mapping with its
     engine's memory semantics (``engine``: the caller resolved it already)."""
@@ -44,7 +45,7 @@ def plan_profile(
 
 
 def planned_gb(
-    profile: Any, nodes: int, hardware: Hardware | None = None, *, engine: Engine | None = None
+    profile: Any, nodes: int, hardware: Hardware | None = None, *, engine: EngineView | None = None
 ) -> float:
     """The unified memory one rank of ``profile`` plans on its Spark when the deployment spans
     ``nodes`` Sparks: weights, KV, recurrent pool and runtime overhead (GB). The deployments'
@@ -57,7 +58,7 @@ def capacity_problems(
     nodes: int | None = None,
     source: str | None = None,
     *,
-    engine: Engine | None = None,
+    engine: EngineView | None = None,
 ) -> list[Problem]:
     """Refusals for the profile validator: the profile cannot fit on ``nodes`` Sparks.
 

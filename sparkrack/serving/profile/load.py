@@ -11,6 +11,7 @@ import jsonschema
 
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs import safeyaml
+from sparkrack.serving.engines import DEFAULT_ENGINE, ENGINES, Engine
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.schema import build_schema
 
@@ -27,8 +28,15 @@ PROFILE_DIR = _profile_dir()
 SCHEMA_PATH = PROFILE_DIR / "schema.json"
 
 
-@cache
 def _validator() -> jsonschema.Draft202012Validator:
+    """The validator of the schema the engine table makes now (one per table)."""
+    return _validator_of(tuple(ENGINES.items()))
+
+
+@cache
+def _validator_of(engines: tuple[tuple[str, Engine], ...]) -> jsonschema.Draft202012Validator:
+    """Built once per engine table (``engines``, its rows, is the cache key)."""
+
     def strict_integer(checker: Any, instance: object) -> bool:
         """An integer is an ``int`` as written: ``4.0`` and ``true`` are not (``--tp-size 4.0``)."""
         return isinstance(instance, int) and not isinstance(instance, bool)
@@ -70,6 +78,12 @@ def schema_problems(data: Any, source: str) -> list[Problem]:
     return problems
 
 
+def spans_sparks(data: dict[str, Any]) -> bool:
+    """The profile's engine runs one rank per Spark (an unknown engine: no)."""
+    eng = ENGINES.get(str(data.get("engine", DEFAULT_ENGINE)))
+    return eng is not None and eng.uses_fabric
+
+
 def _candidates(ref: str) -> list[Path]:
     path = Path(ref)
     if path.suffix in (".yml", ".yaml") or path.exists():
@@ -80,10 +94,10 @@ def _candidates(ref: str) -> list[Path]:
         for candidate in sorted(PROFILE_DIR.glob("*.yml")):
             data = _read(candidate)
             if isinstance(data, dict) and str(data.get("model", "")).lower() == ref.lower():
-                matches.append((candidate, str(data.get("engine", "sglang"))))
+                matches.append((candidate, data))
         if len(matches) > 1:
-            # One model, several engines: the HF id means the multi-Spark (sglang) profile.
-            matches = [m for m in matches if m[1] == "sglang"] or matches
+            # One model, several engines: the HF id means the profile that spans the Sparks.
+            matches = [m for m in matches if spans_sparks(m[1])] or matches
         if len(matches) > 1:
             raise SparkrackError(
                 Problem(

@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkrack.serving.profile.images import ImageFacts, image_facts
-
 
 @dataclass(frozen=True)
 class Profile:
@@ -20,10 +18,6 @@ class Profile:
     @property
     def source(self) -> str:
         return str(self.path)
-
-    @property
-    def engine(self) -> str:
-        return str(self.data.get("engine", "sglang"))
 
     @property
     def model(self) -> str:
@@ -62,6 +56,3 @@ class Profile:
     @property
     def patches(self) -> list[str]:
         return [str(p) for p in self.data.get("patches", [])]
-
-    def image_facts(self) -> ImageFacts | None:
-        return image_facts(self.data)

@@ -14,9 +14,9 @@ from typing import Any
 
 from sparkrack.errors import Problem
 from sparkrack.planner.memory import RULE_CONTEXT, RULE_POOL, RULE_WEIGHTS
-from sparkrack.serving.engines import ENGINES, engine_of
+from sparkrack.serving.engines import ENGINES, Engine, engine_of
 from sparkrack.serving.profile.capacity import capacity_problems
-from sparkrack.serving.profile.images import image_facts, is_moving_tag
+from sparkrack.serving.profile.images import is_moving_tag
 from sparkrack.serving.profile.load import schema_problems
 from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
 
@@ -143,9 +143,8 @@ def _kv(c: Ctx) -> Iterator[Problem]:
     "extra_args may not repeat a flag the registry or the renderer owns",
 )
 def _extra(c: Ctx) -> Iterator[Problem]:
-    eng = engine_of(c.data)
     for word in c.data.get("extra_args") or []:
-        owner = eng.owner_of(str(word))
+        owner = c.engine.owner_of(str(word))
         if owner is not None:
             flag = str(word).split("=", 1)[0]
             yield c.p(
@@ -164,9 +163,8 @@ def _extra(c: Ctx) -> Iterator[Problem]:
     "env may not set variables sparkrack renders",
 )
 def _env(c: Ctx) -> Iterator[Problem]:
-    eng = engine_of(c.data)
-    registry_env = eng.owned_env()
-    jit_env = eng.jit_env()
+    registry_env = c.engine.owned_env()
+    jit_env = c.engine.jit_env()
     for key in c.data.get("env") or {}:
         if key in jit_env:
             yield c.p(
@@ -251,7 +249,7 @@ def _moving(c: Ctx) -> Iterator[Problem]:
 
 def _capacity(rule_id: str) -> Any:
     def check(c: Ctx) -> Iterator[Problem]:
-        for problem in capacity_problems(c.data, c.nodes, c.source):
+        for problem in capacity_problems(c.data, c.nodes, c.source, engine=c.engine):
             if problem.rule == rule_id:
                 yield problem
 
@@ -268,17 +266,23 @@ for _id, _summary in (
     )(_capacity(_id))
 
 
-def check(data: dict[str, Any], source: str, nodes: int | None) -> list[Problem]:
-    """Every problem of a schema-clean profile: the generic rules, then its engine's."""
-    ctx = Ctx(data=data, source=source, nodes=nodes, image=image_facts(data))
+def check(
+    data: dict[str, Any], source: str, nodes: int | None, engine: Engine | None = None
+) -> list[Problem]:
+    """Every problem of a schema-clean profile: the generic rules, then its engine's
+    (``engine``: the caller resolved it already)."""
+    eng = engine or engine_of(data)
+    ctx = Ctx(data=data, source=source, nodes=nodes, engine=eng, image=eng.image_facts(data))
     problems: list[Problem] = []
     for r in RULES:
         problems.extend(r.check(ctx))
-    problems.extend(engine_of(data).problems(ctx))
+    problems.extend(eng.problems(ctx))
     return problems
 
 
-def validate(data: Any, source: str, nodes: int | None = None) -> list[Problem]:
+def validate(
+    data: Any, source: str, nodes: int | None = None, engine: Engine | None = None
+) -> list[Problem]:
     """Every problem of a profile: schema first, then (on a schema-clean profile) every rule.
 
     ``nodes`` is the number of Sparks the profile runs on; ``None`` skips the tp·pp check.
@@ -286,7 +290,7 @@ def validate(data: Any, source: str, nodes: int | None = None) -> list[Problem]:
     problems = schema_problems(data, source)
     if problems:
         return problems
-    return check(data, source, nodes)
+    return check(data, source, nodes, engine)
 
 
 REVISION_RULE = "revision-unpinned"

@@ -7,23 +7,41 @@ returns. Nothing registers itself by being imported.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sparkrack.errors import Problem
+from sparkrack.planner.memory import Serving
 from sparkrack.serving.profile.images import ImageFacts
 
 Check = Callable[["Ctx"], Iterator[Problem]]
 
 
+class EngineView(Protocol):
+    """What the generic rules and the capacity planner ask of a profile's engine
+    (:class:`sparkrack.serving.engines.base.Engine` answers)."""
+
+    name: str
+
+    def owner_of(self, word: str) -> str | None: ...
+
+    def owned_env(self) -> dict[str, str]: ...
+
+    def jit_env(self) -> dict[str, str]: ...
+
+    def serving(self, data: Mapping[str, Any]) -> Serving: ...
+
+
 @dataclass(frozen=True)
 class Ctx:
-    """A profile as a rule sees it: the raw mapping, its file, the Spark count, the image facts."""
+    """A profile as a rule sees it: the raw mapping, its file, the Spark count, its engine (resolved
+    once by the caller) and the facts about its image."""
 
     data: dict[str, Any]
     source: str
     nodes: int | None
+    engine: EngineView
     image: ImageFacts | None
 
     def block(self, name: str) -> dict[str, Any]:
@@ -32,10 +50,6 @@ class Ctx:
 
     def info(self, key: str, default: Any = None) -> Any:
         return self.block("model_info").get(key, default)
-
-    @property
-    def engine(self) -> str:
-        return str(self.data.get("engine", "sglang"))
 
     @property
     def arch(self) -> str:

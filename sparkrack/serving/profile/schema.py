@@ -148,7 +148,7 @@ def build_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://sparkrack.invalid/model_profiles/schema.json",
         "title": "sparkrack serving profile",
-        "description": "One model, one recipe. Generated from the engines' knob tables by sparkrack/serving/schema.py.",
+        "description": "One model, one recipe. Generated from the engines' knob tables by sparkrack/serving/profile/schema.py.",
         "type": "object",
         "additionalProperties": False,
         "required": ["model", "engine", "image", "topology", "model_info", "provenance"],
@@ -186,7 +186,7 @@ def build_schema() -> dict[str, Any]:
                         "items": {"type": "string", "pattern": r"^#[0-9]{1,7}$"},
                     },
                 },
-                desc="facts about an image sparkrack does not know (sparkrack/serving/images.py)",
+                desc="facts about an image its engine does not list (sparkrack/serving/engines/)",
             ),
             "topology": _obj(
                 topology, ["tp"], "parallelism; the node count comes from the inventory"

@@ -44,7 +44,10 @@ def test_every_shipped_profile_and_rank_passes_its_engine(rows: list[Row]) -> No
         for r in rows
     )
     print("\n" + table)
-    ranks = {p.stem: (4 if load_profile(p.stem).engine == "sglang" else 1) for p in list_profiles()}
+    ranks = {
+        p.stem: (4 if load_profile(p.stem).data["engine"] == "sglang" else 1)
+        for p in list_profiles()
+    }
     assert sorted((r.profile, r.rank) for r in rows) == sorted(
         (name, rank) for name, count in ranks.items() for rank in range(count)
     )
@@ -106,7 +109,9 @@ def test_table_aliases_are_the_real_parsers(engine: str) -> None:
 
     eng = get(engine)
     version = eng.upstream_version(
-        load_profile(next(p.stem for p in list_profiles() if load_profile(p.stem).engine == engine))
+        load_profile(
+            next(p.stem for p in list_profiles() if load_profile(p.stem).data["engine"] == engine)
+        )
     )
     assert version is not None
     for knob in eng.knobs:

@@ -16,10 +16,10 @@ from sparkrack.errors import SparkrackError
 from sparkrack.serving.enginecheck import upstream as enginecheck
 from sparkrack.serving.enginecheck.upstream import (
     Invocation,
-    check_trtllm,
     option_dests,
     run_upstream,
 )
+from sparkrack.serving.engines.trtllm import table_check
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -249,8 +249,8 @@ def test_trtllm_table_accepts_the_shipped_options_and_refuses_others() -> None:
         "/etc/x.yml",
     ]
     config = {"kv_cache_config": {"dtype": "fp8"}}
-    assert check_trtllm(argv, config) == []
-    bad = check_trtllm([*argv, "--no_such_option", "1"], {"kv_cache_config": {"no_such": 1}})
+    assert table_check(argv, config) == []
+    bad = table_check([*argv, "--no_such_option", "1"], {"kv_cache_config": {"no_such": 1}})
     assert len(bad) == 2
     assert "no such option --no_such_option" in bad[0]
     assert "unknown key 'no_such'" in bad[1]

@@ -16,7 +16,7 @@ import pytest
 from patch_fixtures import wheel_path
 
 from sparkrack.serving.engines import engine
-from sparkrack.serving.profile.images import IMAGES, version_tuple
+from sparkrack.serving.profile.images import version_tuple
 from sparkrack.serving.profile.knobs import RuntimeKnob
 
 VERSIONS = ["0.5.10", "0.5.11", "0.5.12", "0.5.13"]
@@ -106,5 +106,5 @@ def test_seed_pseudo_flag_is_not_a_flag(version: str) -> None:
 
 
 def test_catalog_images_carry_checked_versions() -> None:
-    for image, facts in IMAGES["sglang"].items():
-        assert facts.sglang in VERSIONS, f"{image}: SGLang {facts.sglang} was not checked"
+    for image, facts in engine("sglang").images.items():
+        assert facts.version in VERSIONS, f"{image}: SGLang {facts.version} was not checked"

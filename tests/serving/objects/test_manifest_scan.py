@@ -86,7 +86,7 @@ def test_hostile_values_reach_the_process_unexpanded(
     name: str, case: str, change: dict[str, Any], ctx: ServingContext
 ) -> None:
     base = load_profile(name)
-    if case == "json-override" and base.engine != "sglang":
+    if case == "json-override" and base.data["engine"] != "sglang":
         pytest.skip("json_model_override_args is an SGLang key")
     data = mutate(base.data, change)
     assert validate_profile(data, "hostile.yml", nodes=None) == []

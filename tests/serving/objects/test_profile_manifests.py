@@ -21,7 +21,7 @@ from sparkrack.serving import (
     render_manifests,
 )
 
-SHIPPED = [p.stem for p in list_profiles() if load_profile(p.stem).engine == "sglang"]
+SHIPPED = [p.stem for p in list_profiles() if load_profile(p.stem).data["engine"] == "sglang"]
 
 
 @pytest.fixture(scope="module", params=["inventories/example", "inventories/lab"])

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from sparkrack.errors import Problem
-from sparkrack.serving import load_profile, profile_warnings, validate_profile
-from sparkrack.serving.profile.images import image_facts, image_slug, is_moving_tag, pin_state
+from sparkrack.serving import engine_of, load_profile, profile_warnings, validate_profile
+from sparkrack.serving.profile.images import image_slug, is_moving_tag, pin_state
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
@@ -78,8 +78,8 @@ def test_a_digest_is_never_moving_and_keeps_its_tags_facts() -> None:
     data["allow_moving_tag"] = {"reason": "left over from the nightly"}
     assert [w.key for w in moving(data)] == ["allow_moving_tag"]
     # The pinned digest of a known tag keeps that tag's facts (the engine release it carries).
-    facts = image_facts(data)
-    assert facts is not None and facts.engine == "vllm"
+    facts = engine_of(data).image_facts(data)
+    assert facts is not None and facts.version == "0.19.0"
 
 
 def test_a_digest_only_image_states_its_facts() -> None:
@@ -93,7 +93,7 @@ def test_a_digest_only_image_states_its_facts() -> None:
 def test_facts_of_one_engine_never_apply_to_another() -> None:
     data = copy.deepcopy(load_profile("nemotron-3-super-120b-a12b-nvfp4-vllm").data)
     data["image"] = "scitrera/dgx-spark-sglang:0.5.12"  # an SGLang image named by a vLLM profile
-    assert image_facts(data) is None
+    assert engine_of(data).image_facts(data) is None
 
 
 def test_an_unpinned_revision_warns_and_a_pinned_one_reaches_the_engine() -> None:

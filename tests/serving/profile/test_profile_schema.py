@@ -18,7 +18,7 @@ from sparkrack.serving.engines import engine
 from sparkrack.serving.profile.schema import build_schema, schema_text
 
 SHIPPED = [p.stem for p in list_profiles()]
-SGLANG_SEEDS = [n for n in SHIPPED if load_profile(n).engine == "sglang"]
+SGLANG_SEEDS = [n for n in SHIPPED if load_profile(n).data["engine"] == "sglang"]
 
 
 def test_schema_file_is_generated_from_the_registry() -> None:
@@ -83,7 +83,9 @@ def test_profile_resolves_by_path_stem_and_model_id(name: str) -> None:
     assert load_profile(str(PROFILE_DIR / f"{name}.yml")).data == by_stem.data
     by_id = load_profile(by_stem.model.lower())
     assert by_id.model == by_stem.model
-    if by_stem.engine == "sglang":  # a model id shared by several engines means the sglang one
+    if (
+        by_stem.data["engine"] == "sglang"
+    ):  # a model id shared by several engines means the sglang one
         assert by_id.name == name
 
 
