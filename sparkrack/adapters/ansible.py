@@ -268,8 +268,7 @@ def serving_render(
                 gid[node.name] = int(value)
         ctx = context_from_vars(plan, dict(settings), gid)
         found = from_vars(dict(deployments), ctx, "inventory serving_deployments")
-        key_secret = str(settings.get("serving_gateway_key_secret") or "")
-        return render_serving(found, key_secret, source="serving")
+        return render_serving(found, source="serving")
 
     return _guard("serving", run)
 

@@ -26,6 +26,8 @@ class ServingContext:
     hf_cache: str = contract.SERVING_DEFAULTS["serving_hf_cache"]
     shm_size: str = contract.SERVING_DEFAULTS["serving_shm_size"]
     hf_token_secret: str = contract.SERVING_DEFAULTS["serving_hf_token_secret"]
+    gateway_key_secret: str = contract.SERVING_DEFAULTS["serving_gateway_key_secret"]
+    """Secret with the gateway's master key (created by the serve play)."""
     startup_timeout: int = contract.SERVING_DEFAULTS["serving_startup_timeout"]
     liveness_timeout: int = contract.SERVING_DEFAULTS["serving_liveness_timeout"]
     jit_cache: str = contract.SERVING_DEFAULTS["serving_jit_cache"]
@@ -126,6 +128,10 @@ def context_from_vars(
         hf_cache=str(v["serving_hf_cache"]),
         shm_size=str(v["serving_shm_size"]),
         hf_token_secret=str(v["serving_hf_token_secret"]),
+        gateway_key_secret=str(
+            v["serving_gateway_key_secret"]
+            or contract.SERVING_DEFAULTS["serving_gateway_key_secret"]
+        ),
         startup_timeout=int(v["serving_startup_timeout"]),
         liveness_timeout=int(v["serving_liveness_timeout"]),
         jit_cache=str(v["serving_jit_cache"]),

@@ -123,16 +123,13 @@ def deployment_plan(d: Deployment) -> dict[str, Any]:
     }
 
 
-def render_serving(
-    deployments: DeploymentSet, key_secret: str | None = None, *, source: str = "serving"
-) -> dict[str, Any]:
+def render_serving(deployments: DeploymentSet, *, source: str = "serving") -> dict[str, Any]:
     """The one render of a set of deployments, which the serve role's filter and ``sparkrack
     render`` share: every object to apply (namespace, each deployment's, the gateway's, the
     pre-pull and fetch Jobs), all validated against the Kubernetes schemas (a refusal names
     ``source``), and per deployment the facts the serve play needs (pods, selector, NCCL gate,
     plan)."""
     ctx = deployments.ctx
-    secret = key_secret or contract.SERVING_DEFAULTS["serving_gateway_key_secret"]
     per: list[dict[str, Any]] = []
     docs: list[dict[str, Any]] = [namespace(ctx)]
     fetch: list[dict[str, Any]] = []
@@ -162,7 +159,7 @@ def render_serving(
             }
         )
     prepull = prepull_jobs([d.res for d in deployments.deployments], ctx)
-    gateway_docs = gateway.manifests(deployments.deployments, ctx, secret)
+    gateway_docs = gateway.manifests(deployments.deployments, ctx)
     docs += gateway_docs
     listed = [d.name for d in deployments.deployments]
     rendered = {

@@ -67,9 +67,7 @@ def config_text(deployments: Sequence[Deployment], ctx: ServingContext) -> str:
     return yaml.safe_dump(config(deployments, ctx), sort_keys=False)
 
 
-def manifests(
-    deployments: Sequence[Deployment], ctx: ServingContext, key_secret: str
-) -> list[dict[str, Any]]:
+def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[dict[str, Any]]:
     """ConfigMap (the config), Deployment (the proxy) and the Service clients call."""
     labels = {**contract.PART_OF, contract.LABEL_COMPONENT: contract.COMPONENT_GATEWAY}
     ns = ctx.namespace
@@ -84,7 +82,9 @@ def manifests(
                 "env": [
                     {
                         "name": MASTER_KEY_ENV,
-                        "valueFrom": {"secretKeyRef": {"name": key_secret, "key": SECRET_KEY}},
+                        "valueFrom": {
+                            "secretKeyRef": {"name": ctx.gateway_key_secret, "key": SECRET_KEY}
+                        },
                     }
                 ],
                 "ports": [{"name": "http", "containerPort": PORT}],

@@ -354,3 +354,37 @@ def test_serving_object_is_typed(ctx: ServingContext) -> None:
     assert isinstance(serving, DeploymentSet)
     with pytest.raises(SparkrackError, match="is not a deployment"):
         serving.deployment("nope")
+
+
+def test_the_cli_renders_the_gateway_with_the_inventorys_key_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``render -i`` prints what the serve play applies: the gateway reads the master key from
+    the Secret the inventory names, not from the default one."""
+    import shutil
+
+    from sparkrack.adapters.ansible import FILTERS
+
+    inv = tmp_path / "inv"
+    shutil.copytree(ROOT / "inventories" / "lab", inv)
+    group_vars = inv / "group_vars" / "all.yml"
+    group_vars.write_text(group_vars.read_text() + "serving_gateway_key_secret: my-gateway-key\n")
+
+    def key_secret(docs: list[dict[str, Any]]) -> str:
+        [gw] = [d for d in docs if d["kind"] == "Deployment"]
+        env = gw["spec"]["template"]["spec"]["containers"][0]["env"]
+        return str(env[0]["valueFrom"]["secretKeyRef"]["name"])
+
+    assert main(["render", "-i", str(inv), "--what", "manifests"]) == 0
+    assert key_secret(list(yaml.safe_load_all(capsys.readouterr().out))) == "my-gateway-key"
+    loaded = load_inventory(str(inv))
+    filtered = FILTERS["sparkrack_serving_render"](
+        {"serving_deployments": loaded.var("serving_deployments")},
+        loaded.plan().to_dict(),
+        loaded.hostvars,
+        {
+            "serving_fetch_image": loaded.var("serving_fetch_image"),
+            "serving_gateway_key_secret": "my-gateway-key",
+        },
+    )
+    assert key_secret(filtered["manifests"]) == "my-gateway-key"
