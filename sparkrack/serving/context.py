@@ -154,7 +154,10 @@ def switch_on(value: Any) -> bool:
     return value is True
 
 
-SERVING_VARS = (*contract.SERVING_DEFAULTS, "serving_spark", "serving_fetch_image")
+SETTINGS = (*contract.SERVING_DEFAULTS, "serving_fetch_image")
+"""The inventory settings a render reads: the serve role passes each one (``serving_settings``
+in ``roles/serving/tasks/main.yml``), the CLI reads them from the inventory."""
+SERVING_VARS = (*SETTINGS, "serving_spark")
 
 
 def context_from_inventory(inventory: str, gid: dict[str, int] | None = None) -> ServingContext:

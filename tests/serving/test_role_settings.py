@@ -1,0 +1,92 @@
+"""The serve role passes every setting the render reads.
+
+``roles/serving/tasks/main.yml`` hands the filter ``serving_settings``; a setting it leaves out
+silently falls back to the contract's default. The render's settings are
+:data:`sparkrack.serving.context.SETTINGS`, and each of them changes what the render returns
+(so the list is what the render reads, not a list kept beside it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sparkrack.adapters.ansible import FILTERS
+from sparkrack.inputs.inventory import load_inventory
+from sparkrack.serving.context import SETTINGS
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE_TASKS = ROOT / "roles" / "serving" / "tasks" / "main.yml"
+FILTER = "sparkrack_serving_render"
+
+
+def role_settings(tasks: list[dict[str, Any]]) -> set[str]:
+    """The keys of ``serving_settings`` of the task that calls the serving render filter."""
+    [task] = [t for t in tasks if FILTER in json.dumps(t)]
+    return set(task["vars"]["serving_settings"])
+
+
+def unpassed(passed: set[str], read: tuple[str, ...]) -> list[str]:
+    """What the render reads that the role does not pass, and what it passes that nothing reads."""
+    return sorted(f"not passed: {k}" for k in set(read) - passed) + sorted(
+        f"read by nothing: {k}" for k in passed - set(read)
+    )
+
+
+def test_the_role_passes_every_setting_the_render_reads() -> None:
+    tasks = yaml.safe_load(ROLE_TASKS.read_text())
+    assert unpassed(role_settings(tasks), SETTINGS) == []
+
+
+def test_a_dropped_setting_is_found() -> None:
+    tasks = yaml.safe_load(ROLE_TASKS.read_text())
+    [task] = [t for t in tasks if FILTER in json.dumps(t)]
+    del task["vars"]["serving_settings"]["serving_fetch_port"]
+    task["vars"]["serving_settings"]["serving_fetch_prot"] = "{{ serving_fetch_port }}"
+    assert unpassed(role_settings(tasks), SETTINGS) == [
+        "not passed: serving_fetch_port",
+        "read by nothing: serving_fetch_prot",
+    ]
+
+
+BASE: dict[str, Any] = {"serving_fetch_image": "registry.example/fetch:1", "serving_prepull": True}
+OTHER: dict[str, Any] = {
+    "serving_namespace": "elsewhere",
+    "serving_hf_cache": "/srv/hf",
+    "serving_shm_size": "16Gi",
+    "serving_hf_token_secret": "other-hf-token",
+    "serving_gateway_key_secret": "other-gateway-key",
+    "serving_jit_cache": "/srv/jit",
+    "serving_fetch_secret": "other-fetch",
+    "serving_fetch_image": "registry.example/fetch:2",
+    "serving_prepull": False,
+}
+
+
+def render(settings: dict[str, Any]) -> str:
+    inv = load_inventory("inventories/lab")
+    rendered = FILTERS[FILTER](
+        {"serving_deployments": inv.var("serving_deployments")},
+        inv.plan().to_dict(),
+        inv.hostvars,
+        settings,
+    )
+    return json.dumps(rendered)
+
+
+@pytest.fixture(scope="module")
+def base() -> str:
+    return render(BASE)
+
+
+@pytest.mark.parametrize("key", SETTINGS)
+def test_every_setting_changes_the_render(key: str, base: str) -> None:
+    from sparkrack.contract import SERVING_DEFAULTS
+
+    value = OTHER.get(key, SERVING_DEFAULTS.get(key, 0))
+    changed = value + 100 if isinstance(value, int) and not isinstance(value, bool) else value
+    assert render({**BASE, key: changed}) != base, f"{key} does not reach the render"
