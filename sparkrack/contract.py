@@ -27,6 +27,9 @@ LABEL_RANK: Final = "sparkrack.io/rank"
 LABEL_SPARK_INDEX: Final = "sparkrack.io/spark-index"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 MULTUS_NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
+POD_FABRIC_IFNAME: Final = "net1"
+"""The first rail's VF inside a pod (``pod_ifname(0)``); NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME
+point here."""
 PROMETHEUS_SCRAPE_ANNOTATION: Final = "prometheus.io/scrape"
 PROMETHEUS_PATH_ANNOTATION: Final = "prometheus.io/path"
 PROMETHEUS_PORT_ANNOTATION: Final = "prometheus.io/port"
@@ -120,6 +123,11 @@ def slug(name: str) -> str:
     """Profile name -> DNS-1123 label fragment (``qwen3.5-397b`` -> ``qwen3-5-397b``)."""
     text = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
     return text[:SLUG_MAX].rstrip("-") or "profile"
+
+
+def pod_ifname(rail: int) -> str:
+    """Name of rail ``rail``'s VF inside a pod: ``net1`` for the first rail, then ``net2``..."""
+    return f"net{rail + 1}"
 
 
 def meta_label(pod_label: str) -> str:

@@ -16,7 +16,8 @@ from ansible.errors import AnsibleFilterError
 
 from sparkrack.contract import contract_fact
 from sparkrack.errors import Problem, SparkrackError
-from sparkrack.fabric.addressplan import FabricPlan, NodeInput, compute_plan, nodes_from_hostvars
+from sparkrack.fabric.addressplan import FabricPlan, NodeInput, nodes_from_hostvars
+from sparkrack.fabric.layout import compute_plan
 from sparkrack.fabric.nccl import Requested, check_transport, gate
 from sparkrack.fabric.netplan import fabric_interfaces, netplan_config
 from sparkrack.fabric.rdma import pair_rounds, rail_verdict

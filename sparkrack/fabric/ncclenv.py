@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from sparkrack.contract import POD_FABRIC_IFNAME
 from sparkrack.errors import Problem, SparkrackError
-from sparkrack.fabric.addressplan import POD_FABRIC_IFNAME, FabricPlan, NodePlan
+from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 
 Transport = Literal["roce", "socket"]
 TRANSPORTS: tuple[Transport, ...] = ("roce", "socket")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack.errors import Problem, SparkrackError
-from sparkrack.fabric.addressplan import FabricPlan, compute_plan, nodes_from_hostvars, rail_subnets
+from sparkrack.fabric.addressplan import FabricPlan, in_fabric, nodes_from_hostvars, rail_subnets
+from sparkrack.fabric.layout import compute_plan
 
 SPARK_GROUP = "sparks"
 CONTROL_PLANE_GROUP = "control_plane"
@@ -74,12 +75,9 @@ def group_problems(
         nets = []  # compute_plan names a bad subnet or too many rails
     for host in control if subnet_raw else []:
         for var in ADDRESS_VARS:
-            value = hostvars.get(host, {}).get(var)
-            try:
-                address = ipaddress.IPv4Address(str(value))
-            except ValueError:
-                continue  # a DNS name or unset: nothing to compare
-            inside = next((net for net in nets if address in net), None)
+            address = str(hostvars.get(host, {}).get(var))
+            # A DNS name or unset is nothing to compare.
+            inside = in_fabric(address, nets)
             if inside is not None:
                 problems.append(
                     Problem(

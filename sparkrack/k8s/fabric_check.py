@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Literal
 
 from sparkrack import contract
-from sparkrack.fabric.addressplan import FabricPlan, pod_network_annotation
+from sparkrack.fabric.addressplan import FabricPlan
 from sparkrack.fabric.ncclenv import rank_env
 from sparkrack.k8s.common import HOSTNAME_LABEL, Manifest, metadata
+from sparkrack.k8s.nads import pod_network_annotation
 from sparkrack.k8s.options import ClusterOptions
 
 COMPONENT = contract.COMPONENT_FABRIC_CHECK

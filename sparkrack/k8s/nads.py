@@ -1,9 +1,9 @@
 """NetworkAttachmentDefinitions: one per (rail, VF index in use), rendered from the address plan.
 
-Choice (documented in sparkrack.fabric.addressplan): a NAD per rail and VF *index*, not per node+VF. The VF netdev
+A NAD per rail and VF *index*, not per node+VF. The VF netdev
 (``<base>v<v>``) has the same name on every Spark, so one ``host-device`` NAD moves it into the pod
 on whichever node the pod lands. The address is per node: static IPAM with the ``ips`` capability
-takes it from the pod's Multus annotation (``addressplan.pod_network_annotation``), which carries
+takes it from the pod's Multus annotation (:func:`pod_network_annotation`), which carries
 that node's planned VF address — the same address netplan puts on the VF host-side (seed 003: the
 GID table needs it). A pod on the wrong node would ask for another node's address, so serving pods
 always pair the annotation with a nodeSelector on the same node.
@@ -13,11 +13,37 @@ from __future__ import annotations
 
 import json
 
-from sparkrack.fabric.addressplan import FabricPlan, nad_name
+from sparkrack import contract
+from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 from sparkrack.k8s.common import Manifest, metadata
 from sparkrack.k8s.options import ClusterOptions
 
 COMPONENT = "fabric-nad"
+
+
+def nad_name(vf_index: int, rail: int = 0) -> str:
+    if rail == 0:
+        return f"sparkrack-vf{vf_index}"
+    return f"sparkrack-rail{rail}-vf{vf_index}"
+
+
+def pod_network_annotation(node: NodePlan, namespace: str, vf_index: int | None = None) -> str:
+    """Value of ``k8s.v1.cni.cncf.io/networks`` for a pod on ``node``: VF ``vf_index`` of every
+    rail (None = the serving VF), one Multus interface each."""
+    index = node.serving_vf.index if vf_index is None else vf_index
+    return json.dumps(
+        [
+            {
+                "name": nad_name(vf.index, vf.rail),
+                "namespace": namespace,
+                "interface": contract.pod_ifname(vf.rail),
+                "ips": [vf.cidr],
+                "mac": vf.mac,
+            }
+            for vf in node.rail_vfs(index)
+        ],
+        separators=(",", ":"),
+    )
 
 
 def nad_cni_config(plan: FabricPlan, vf_index: int, rail: int = 0) -> dict[str, object]:

@@ -11,7 +11,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from sparkrack.adapters.ansible import FILTERS
-from sparkrack.fabric.addressplan import NodeInput, compute_plan
+from sparkrack.fabric.addressplan import NodeInput
+from sparkrack.fabric.layout import compute_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 

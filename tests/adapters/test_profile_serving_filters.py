@@ -9,7 +9,8 @@ from ansible.errors import AnsibleFilterError
 from hostile_corpus import by_id, write
 
 from sparkrack.adapters.ansible import FILTERS
-from sparkrack.fabric.addressplan import compute_plan, nodes_from_hostvars
+from sparkrack.fabric.addressplan import nodes_from_hostvars
+from sparkrack.fabric.layout import compute_plan
 from sparkrack.inputs.inventory import load_inventory
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,15 +7,11 @@ import json
 
 import pytest
 
+from sparkrack.contract import POD_FABRIC_IFNAME
 from sparkrack.errors import SparkrackError
-from sparkrack.fabric.addressplan import (
-    POD_FABRIC_IFNAME,
-    NodeInput,
-    compute_plan,
-    nad_name,
-    pod_network_annotation,
-    rdma_name,
-)
+from sparkrack.fabric.addressplan import NodeInput, rdma_name
+from sparkrack.fabric.layout import compute_plan
+from sparkrack.k8s.nads import nad_name, pod_network_annotation
 
 FABRIC = {"subnet": "10.77.0.0/24", "ports": ["enp1s0f0np0"], "vf_count": 4, "vfs_in_use": [0]}
 

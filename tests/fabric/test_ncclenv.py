@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from sparkrack.errors import SparkrackError
-from sparkrack.fabric.addressplan import FabricPlan, NodeInput, compute_plan
+from sparkrack.fabric.addressplan import FabricPlan, NodeInput
+from sparkrack.fabric.layout import compute_plan
 from sparkrack.fabric.ncclenv import rank_env
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s import ClusterOptions, render_addons

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from sparkrack.errors import SparkrackError
-from sparkrack.fabric.addressplan import NodeInput, compute_plan
+from sparkrack.fabric.addressplan import NodeInput
+from sparkrack.fabric.layout import compute_plan
 from sparkrack.fabric.netplan import fabric_interfaces, netplan_config
 
 FABRIC = {"subnet": "10.77.0.0/24", "ports": ["enp1s0f0np0"], "vf_count": 4, "vfs_in_use": [0, 2]}

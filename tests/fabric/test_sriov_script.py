@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack.fabric.addressplan import NodeInput, compute_plan
+from sparkrack.fabric.addressplan import NodeInput
+from sparkrack.fabric.layout import compute_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "roles" / "sriov" / "files" / "sparkrack-sriov"

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from sparkrack.errors import SparkrackError
-from sparkrack.fabric.addressplan import NodeInput, compute_plan
+from sparkrack.fabric.addressplan import NodeInput
+from sparkrack.fabric.layout import compute_plan
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k3s import config as k3s
 from sparkrack.planner import memory as planner

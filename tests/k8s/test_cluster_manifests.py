@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from sparkrack.errors import SparkrackError
-from sparkrack.fabric.addressplan import NodeInput, compute_plan
+from sparkrack.fabric.addressplan import NodeInput
+from sparkrack.fabric.layout import compute_plan
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s import ClusterOptions, render_addons, validated
 from sparkrack.k8s.common import K3S_CNI_BIN_DIR, K3S_CNI_CONF_DIR

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
-from sparkrack.fabric.addressplan import POD_FABRIC_IFNAME, NodePlan
+from sparkrack.fabric.addressplan import NodePlan
 from sparkrack.fabric.ncclenv import rank_env
 from sparkrack.planner.memory import MemoryModel, Serving
 from sparkrack.serving.context import ServingContext
@@ -210,7 +210,7 @@ def fabric_env(
     """The NCCL/Gloo environment of a rank in an NCCL group over the fabric: the one function
     that builds it (:func:`sparkrack.fabric.ncclenv.rank_env`), plus the pod's fabric interface name."""
     return {
-        "POD_FABRIC_IFNAME": POD_FABRIC_IFNAME,
+        "POD_FABRIC_IFNAME": contract.POD_FABRIC_IFNAME,
         **rank_env(
             ctx.plan,
             node,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkrack import contract
-from sparkrack.fabric.addressplan import pod_network_annotation
+from sparkrack.k8s.nads import pod_network_annotation
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines import FileSet, Rank
 from sparkrack.serving.engines.base import hf_token_env

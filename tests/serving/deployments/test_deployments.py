@@ -12,7 +12,8 @@ import yaml
 
 from sparkrack.cli import main
 from sparkrack.errors import SparkrackError
-from sparkrack.fabric.addressplan import compute_plan, nodes_from_hostvars
+from sparkrack.fabric.addressplan import nodes_from_hostvars
+from sparkrack.fabric.layout import compute_plan
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving.context import ServingContext, context_from_inventory, context_from_vars

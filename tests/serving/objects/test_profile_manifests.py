@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from sparkrack.contract import GUARD_FILE, LAUNCHER_MOUNT
-from sparkrack.fabric.addressplan import POD_FABRIC_IFNAME, pod_network_annotation
+from sparkrack.contract import GUARD_FILE, LAUNCHER_MOUNT, POD_FABRIC_IFNAME
 from sparkrack.inputs.inventory import load_inventory
+from sparkrack.k8s.nads import pod_network_annotation
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving import (
     ServingContext,
