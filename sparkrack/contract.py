@@ -34,12 +34,6 @@ PROMETHEUS_SCRAPE_ANNOTATION: Final = "prometheus.io/scrape"
 PROMETHEUS_PATH_ANNOTATION: Final = "prometheus.io/path"
 PROMETHEUS_PORT_ANNOTATION: Final = "prometheus.io/port"
 """Annotations of a pod whose engine serves Prometheus metrics (the scrape job keeps those pods)."""
-SERIES_DEPLOYMENT: Final = "deployment"
-"""Label of every scraped serving series: the pod's ``sparkrack.io/deployment`` label."""
-SERIES_PROFILE: Final = "profile"
-"""Label of every scraped serving series: the pod's ``sparkrack.io/profile`` label."""
-SERIES_NAMESPACE: Final = "namespace"
-SERIES_POD: Final = "pod"
 
 # --- serving objects and paths inside serving pods ----------------------------------------------
 API_SERVICE: Final = "sparkrack-openai"
@@ -128,22 +122,6 @@ def slug(name: str) -> str:
 def pod_ifname(rail: int) -> str:
     """Name of rail ``rail``'s VF inside a pod: ``net1`` for the first rail, then ``net2``..."""
     return f"net{rail + 1}"
-
-
-def meta_label(pod_label: str) -> str:
-    """Prometheus' Kubernetes service-discovery label of a pod label."""
-    return "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in pod_label)
-
-
-def pod_relabelings() -> list[dict[str, Any]]:
-    """Copy a serving pod's deployment labels onto every series scraped from it (Prometheus
-    Operator spelling): the scrape job and the ``PodMonitor`` both use these."""
-    return [
-        {"sourceLabels": [meta_label(LABEL_DEPLOYMENT)], "targetLabel": SERIES_DEPLOYMENT},
-        {"sourceLabels": [meta_label(LABEL_PROFILE)], "targetLabel": SERIES_PROFILE},
-        {"sourceLabels": ["__meta_kubernetes_namespace"], "targetLabel": SERIES_NAMESPACE},
-        {"sourceLabels": ["__meta_kubernetes_pod_name"], "targetLabel": SERIES_POD},
-    ]
 
 
 def contract_fact(home: str | None = None) -> dict[str, Any]:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,16 +12,6 @@ import pytest
 from sparkrack.inputs.inventory import load_inventory
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def lab() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sparkrack_lab_unit", ROOT / "lab" / "lab.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sparkrack_lab_unit"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_image_tag_follows_the_recipe(

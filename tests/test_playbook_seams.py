@@ -4,18 +4,19 @@ collection, checked in the role files and through real ansible-playbook runs."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
 
+if TYPE_CHECKING:
+    from conftest import Playbook
+
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 SEAM_ROLES = ["spark_base", "nvidia_driver", "qsfp_network", "roce", "sriov", "cni_plugins"]
 SEAM = "hardware/{{ spark_hardware }}.yml"
 
@@ -83,14 +84,11 @@ def test_agent_play_rolls_on_the_condition_the_agent_starts_on() -> None:
     )
 
 
-def _run(playbook: list[dict[str, Any]], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    runner: Playbook, playbook: list[dict[str, Any]], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "probe.yml"
     path.write_text(yaml.safe_dump(playbook))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-    }
     inventory = tmp_path / "hosts.yml"
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory.write_text(
@@ -105,18 +103,13 @@ def _run(playbook: list[dict[str, Any]], tmp_path: Path) -> subprocess.Completed
             }
         )
     )
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=180,
-    )
+    return runner("-i", str(inventory), str(path), timeout=180)
 
 
 @pytest.mark.parametrize(("token", "batch"), [(True, 1), (False, 4)])
-def test_agent_play_batches(tmp_path: Path, token: bool, batch: int) -> None:
+def test_agent_play_batches(
+    ansible_playbook: Playbook, tmp_path: Path, token: bool, batch: int
+) -> None:
     agents = next(p for p in _k3s_plays() if p.get("roles") == [{"role": "k3s_agent"}])
     out = tmp_path / "batches"
     play = [
@@ -147,12 +140,12 @@ def test_agent_play_batches(tmp_path: Path, token: bool, batch: int) -> None:
             ],
         },
     ]
-    proc = _run(play, tmp_path)
+    proc = _run(ansible_playbook, play, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert out.read_text().split() == [str(batch)] * (4 // batch)
 
 
-def test_summary_collects_every_simulated_list(tmp_path: Path) -> None:
+def test_summary_collects_every_simulated_list(ansible_playbook: Playbook, tmp_path: Path) -> None:
     summary = _load(ROOT / "playbooks" / "summary.yml")[0]
     collect = next(
         t for t in summary["tasks"] if "summary_node" in t.get("ansible.builtin.set_fact", {})
@@ -186,7 +179,7 @@ def test_summary_collects_every_simulated_list(tmp_path: Path) -> None:
             ],
         }
     ]
-    proc = _run(play, tmp_path)
+    proc = _run(ansible_playbook, play, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(out.read_text()) == ["roce: a1", "roce: a2", "sriov: b"]
 

@@ -9,16 +9,21 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from sparkrack.inputs.inventory import load_inventory
 
+if TYPE_CHECKING:
+    from conftest import Playbook
+
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 
 
-def run_preflight(inventory: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def run_preflight(
+    playbook: Playbook, inventory: Path, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
     probe = tmp_path / "probe.yml"
     probe.write_text(
         yaml.safe_dump(
@@ -43,39 +48,26 @@ def run_preflight(inventory: Path, tmp_path: Path) -> subprocess.CompletedProces
             ]
         )
     )
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_FILTER_PLUGINS": str(ROOT / "filter_plugins"),
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-    }
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(probe)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
+    return playbook("-i", str(inventory), str(probe), timeout=120)
 
 
-def test_preflight_plan_equals_cli_plan(tmp_path: Path) -> None:
+def test_preflight_plan_equals_cli_plan(ansible_playbook: Playbook, tmp_path: Path) -> None:
     inventory = ROOT / "inventories" / "example"
-    result = run_preflight(inventory, tmp_path)
+    result = run_preflight(ansible_playbook, inventory, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     from_ansible = json.loads((tmp_path / "plan.json").read_text())
     assert from_ansible == load_inventory(inventory).plan().to_dict()
     assert from_ansible["nodes"]["spark3"]["vfs"][0]["address"] == "10.77.0.19"
 
 
-def test_preflight_refuses_a_broken_fabric(tmp_path: Path) -> None:
+def test_preflight_refuses_a_broken_fabric(ansible_playbook: Playbook, tmp_path: Path) -> None:
     inventory = tmp_path / "inv"
     shutil.copytree(ROOT / "inventories" / "example", inventory)
     group_vars = inventory / "group_vars" / "all.yml"
     data = yaml.safe_load(group_vars.read_text())
     data["fabric"]["vfs_in_use"] = [0, 6]
     group_vars.write_text(yaml.safe_dump(data))
-    result = run_preflight(inventory, tmp_path)
+    result = run_preflight(ansible_playbook, inventory, tmp_path)
     assert result.returncode != 0
     output = result.stdout + result.stderr
     assert "fabric.vfs_in_use: VF index 6 is beyond the VF count (4 VFs: 0..3)" in output
@@ -110,7 +102,9 @@ def addresses(inventory: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_preflight_and_addresses_name_the_same_inventory_gaps(tmp_path: Path) -> None:
+def test_preflight_and_addresses_name_the_same_inventory_gaps(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
     inventory = broken_copy(tmp_path, cp_address="10.77.0.40", gid_index=-1, mtu=1500)
     expected = [
         "cp1.ansible_host: control-plane address 10.77.0.40 lies inside the fabric subnet "
@@ -124,14 +118,18 @@ def test_preflight_and_addresses_name_the_same_inventory_gaps(tmp_path: Path) ->
     for text in expected:
         assert text in cli.stdout + cli.stderr, cli.stdout + cli.stderr
     assert "Traceback" not in cli.stderr
-    play = run_preflight(inventory, tmp_path)
+    play = run_preflight(ansible_playbook, inventory, tmp_path)
     assert play.returncode != 0
     assert expected[0] in play.stdout + play.stderr  # the group check runs first
-    fixed = run_preflight(broken_copy(tmp_path / "ok", cp_address="192.168.1.10"), tmp_path)
+    fixed = run_preflight(
+        ansible_playbook, broken_copy(tmp_path / "ok", cp_address="192.168.1.10"), tmp_path
+    )
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
 
-def test_addresses_makes_the_group_checks_preflight_makes(tmp_path: Path) -> None:
+def test_addresses_makes_the_group_checks_preflight_makes(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
     inventory = broken_copy(tmp_path)
     hosts = inventory / "hosts.yml"
     data = yaml.safe_load(hosts.read_text())
@@ -144,6 +142,6 @@ def test_addresses_makes_the_group_checks_preflight_makes(tmp_path: Path) -> Non
     assert (
         "control_plane: has 2 host(s) (cp1, cp2); exactly one is needed" in cli.stdout + cli.stderr
     )
-    play = run_preflight(inventory, tmp_path)
+    play = run_preflight(ansible_playbook, inventory, tmp_path)
     assert "exactly one is needed" in play.stdout + play.stderr
     assert addresses(ROOT / "inventories" / "example").returncode == 0

@@ -18,14 +18,15 @@ from sparkrack.contract import contract_fact
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput, nodes_from_hostvars
 from sparkrack.fabric.layout import compute_plan
-from sparkrack.fabric.nccl import Requested, check_transport, gate
+from sparkrack.fabric.nccl import check_transport, gate
+from sparkrack.fabric.ncclenv import TRANSPORTS, Transport
 from sparkrack.fabric.netplan import fabric_interfaces, netplan_config
 from sparkrack.fabric.rdma import pair_rounds, rail_verdict
 from sparkrack.fabric.roce import roce_v2_ipv4_index
 from sparkrack.inputs.inventory import group_problems
 from sparkrack.k3s import config as k3s
 from sparkrack.k8s import render_addons, validated
-from sparkrack.k8s.fabric_check import Transport, render_fabric_check
+from sparkrack.k8s.fabric_check import render_fabric_check
 from sparkrack.k8s.options import options_from
 from sparkrack.node.driverlock import check_driver_version
 
@@ -185,16 +186,14 @@ def fabric_check_manifests(
     gid_indexes: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     def run() -> list[dict[str, Any]]:
-        if transport not in ("roce", "socket"):
+        if transport not in TRANSPORTS:
             raise SparkrackError(
                 Problem(
                     "fabric_check", "fabric_check_transport", f"{transport!r}", "roce or socket"
                 )
             )
         gids = {k: (None if v in (None, "") else int(v)) for k, v in (gid_indexes or {}).items()}
-        docs = render_fabric_check(
-            _plan(plan_fact), options_from(options), cast(Transport, transport), gids
-        )
+        docs = render_fabric_check(_plan(plan_fact), options_from(options), transport, gids)
         return validated(docs, "fabric check")
 
     return _guard("fabric-check manifests", run)
@@ -211,7 +210,7 @@ def fabric_gate(
     With ``plan_fact`` every rail's serving VF must carry traffic and the default floor scales
     with the rails; ``min_busbw_gbps`` None = that default.
     """
-    if requested not in ("roce", "socket"):
+    if requested not in TRANSPORTS:
         raise AnsibleFilterError(
             f"fabric gate: requested transport {requested!r} is not roce|socket"
         )
@@ -220,7 +219,7 @@ def fabric_gate(
         plan = _guard("fabric gate", lambda: _plan(plan_fact))
         hcas = tuple(vf.rdma_device for vf in plan.head.rail_vfs(plan.serving_vf_index))
     floor = None if min_busbw_gbps in (None, "") else float(min_busbw_gbps)
-    verdict = gate(text, cast(Requested, requested), floor, hcas=hcas)
+    verdict = gate(text, requested, floor, hcas=hcas)
     report = verdict.report
     return {
         "passed": verdict.passed,
@@ -283,7 +282,7 @@ def fetch_secret_data(password: str) -> dict[str, str]:
 
 def nccl_problems(log: Any, requested: str) -> list[str]:
     """``{{ head_log | sparkrack_nccl_problems('roce') }}`` -> problem lines (empty = transport ok)."""
-    problems = check_transport(_text(log), cast(Requested, requested), source="head NCCL log")
+    problems = check_transport(_text(log), cast(Transport, requested), source="head NCCL log")
     return [str(p) for p in problems]
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.nccl import MIN_BUSBW_PER_RAIL_GBPS, MIN_BUSBW_SOCKET_GBPS, gate, hca_devices
+from sparkrack.fabric.ncclenv import TRANSPORTS
 
 
 def add_arguments(command: str, f: argparse.ArgumentParser) -> None:
     f.add_argument("--log", required=True, help="NCCL_DEBUG=INFO log ('-' for stdin)")
-    f.add_argument("--requested", choices=["roce", "socket"], default="roce")
+    f.add_argument("--requested", choices=list(TRANSPORTS), default=TRANSPORTS[0])
     f.add_argument(
         "--min-busbw",
         type=float,

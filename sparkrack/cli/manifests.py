@@ -14,6 +14,7 @@ import yaml
 
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.cli.options import add_inventory
+from sparkrack.fabric.ncclenv import TRANSPORTS
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s import render_addons, validated
 from sparkrack.k8s.fabric_check import render_fabric_check
@@ -27,7 +28,7 @@ def add_arguments(command: str, m: argparse.ArgumentParser) -> None:
     )
     add_inventory(c)
     c.add_argument("--fabric-check", action="store_true", help="also the NCCL fabric-check pods")
-    c.add_argument("--transport", choices=["roce", "socket"], default="roce")
+    c.add_argument("--transport", choices=list(TRANSPORTS), default=TRANSPORTS[0])
     c.add_argument("--output", "-o", help="write to this file instead of stdout")
     c.set_defaults(handler=run_manifests)
 

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sparkrack.errors import Problem
+from sparkrack.fabric.ncclenv import TRANSPORTS, Transport
 
-Transport = Literal["IB", "Socket"]
-Requested = Literal["roce", "socket"]
+NcclNet = Literal["IB", "Socket"]
+"""The network NCCL reports it uses ("NET/IB" or "NET/Socket")."""
 
 # Default floors of the fabric gate (GB/s, peak all-reduce bus bandwidth across all Sparks).
 # Seed 003: TCP sockets top out around 2 GB/s on the Grace CPU. Each rail (one PCIe Gen5 x4 half
@@ -81,7 +82,7 @@ class BwRow:
 class NcclReport:
     """What the log says. ``transport`` is None when the log has no transport evidence."""
 
-    transport: Transport | None
+    transport: NcclNet | None
     link_layer: str | None = None  # "RoCE" or "IB" when the IB plugin listed devices
     ib_devices: tuple[str, ...] = ()
     ib_channels: int = 0
@@ -175,7 +176,7 @@ def parse_nccl_log(text: str) -> NcclReport:
             rows.append(BwRow(int(m["size"]), busbw, _wrong(m["wrong"]) + _wrong(m["wrong2"])))
             lines_used.append(line)
 
-    transport: Transport | None
+    transport: NcclNet | None
     if socket_channels:
         transport = "Socket"
     elif ib_channels:
@@ -209,14 +210,14 @@ def parse_nccl_log(text: str) -> NcclReport:
     )
 
 
-def check_transport(text: str, requested: Requested, source: str = "nccl log") -> list[Problem]:
+def check_transport(text: str, requested: Transport, source: str = "nccl log") -> list[Problem]:
     """Problems when the transport NCCL chose is not the one requested (empty = fine)."""
     report = parse_nccl_log(text)
     return _transport_problems(report, requested, source)
 
 
 def _transport_problems(report: NcclReport, requested: str, source: str) -> list[Problem]:
-    if requested not in ("roce", "socket"):
+    if requested not in TRANSPORTS:
         return [
             Problem(source, "requested", f"{requested!r} is not a transport", "use roce or socket")
         ]
@@ -353,7 +354,7 @@ class Verdict:
 
 def gate(
     text: str,
-    requested: Requested,
+    requested: Transport,
     min_busbw_gbps: float | None = None,
     source: str = "nccl log",
     hcas: Sequence[str] = (),
@@ -374,7 +375,7 @@ def gate(
 
 def check_fabric(
     text: str,
-    requested: Requested,
+    requested: Transport,
     min_busbw_gbps: float,
     source: str = "nccl log",
     hcas: Sequence[str] = (),

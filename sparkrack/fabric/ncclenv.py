@@ -25,6 +25,7 @@ from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 
 Transport = Literal["roce", "socket"]
+"""The NCCL transport a profile, the fabric check or the gate asks for (the one definition)."""
 TRANSPORTS: tuple[Transport, ...] = ("roce", "socket")
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
 
 from sparkrack import contract
 from sparkrack.fabric.addressplan import FabricPlan
-from sparkrack.fabric.ncclenv import rank_env
+from sparkrack.fabric.ncclenv import Transport, rank_env
 from sparkrack.k8s.common import HOSTNAME_LABEL, Manifest, metadata
 from sparkrack.k8s.nads import pod_network_annotation
 from sparkrack.k8s.options import ClusterOptions
@@ -24,7 +23,6 @@ COMPONENT = contract.COMPONENT_FABRIC_CHECK
 SCRIPT = Path(__file__).resolve().parent.parent / "data" / "fabric-check" / "nccl_allreduce.py"
 SCRIPT_CONFIGMAP = "sparkrack-fabric-check-script"
 POD_PREFIX = "sparkrack-fabric-check-"
-Transport = Literal["roce", "socket"]
 
 
 def pod_name(node_name: str) -> str:

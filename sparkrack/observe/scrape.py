@@ -2,7 +2,8 @@
 
 Serving pods of rank 0 carry the ``prometheus.io/*`` annotations (their engine renders them);
 the scrape job below keeps those pods and copies the deployment's labels onto every series
-(:func:`sparkrack.contract.pod_relabelings`, shared with the optional ``PodMonitor``), so rules
+(:func:`sparkrack.serving.objects.ranks.pod_relabelings`, shared with the optional
+``PodMonitor``), so rules
 and dashboards select by ``deployment`` and ``profile``.
 """
 
@@ -11,11 +12,18 @@ from __future__ import annotations
 from typing import Any, Final
 
 from sparkrack import contract
+from sparkrack.serving.objects.ranks import (
+    SERIES_DEPLOYMENT,
+    SERIES_NAMESPACE,
+    SERIES_POD,
+    SERIES_PROFILE,
+    pod_relabelings,
+)
 
-DEPLOYMENT: Final = contract.SERIES_DEPLOYMENT
-PROFILE: Final = contract.SERIES_PROFILE
-NAMESPACE: Final = contract.SERIES_NAMESPACE
-POD: Final = contract.SERIES_POD
+DEPLOYMENT: Final = SERIES_DEPLOYMENT
+PROFILE: Final = SERIES_PROFILE
+NAMESPACE: Final = SERIES_NAMESPACE
+POD: Final = SERIES_POD
 GROUP_BY: Final = (NAMESPACE, DEPLOYMENT, PROFILE)
 """Labels every serving rule and dashboard query keeps."""
 SCRAPE_JOB: Final = "sparkrack-serving"
@@ -52,7 +60,7 @@ def scrape_config() -> dict[str, Any]:
     ]
     copy = [
         {"source_labels": r["sourceLabels"], "target_label": r["targetLabel"]}
-        for r in contract.pod_relabelings()
+        for r in pod_relabelings()
     ]
     return {
         "job_name": SCRAPE_JOB,

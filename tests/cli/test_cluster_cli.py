@@ -3,10 +3,9 @@ and the cluster_addons role through real ansible-playbook on the control machine
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -14,8 +13,10 @@ import yaml
 from sparkrack.cli import main
 from sparkrack.k8s.validate import validate_manifests
 
+if TYPE_CHECKING:
+    from conftest import Playbook
+
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 NCCL = ROOT / "tests" / "data" / "nccl"
 
 
@@ -65,27 +66,13 @@ def test_fabric_check_missing_log(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def run_playbook(
-    play: list[dict[str, object]], tmp_path: Path, *extra: str
+    runner: Playbook, play: list[dict[str, object]], tmp_path: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
     path = ROOT / "playbooks" / f".test-{tmp_path.name}.yml"  # roles resolve relative to playbooks/
     # Like every real playbook: preflight first (it sets the sparkrack_plan fact the roles read).
     path.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": "preflight.yml"}, *play]))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_FILTER_PLUGINS": str(ROOT / "filter_plugins"),
-    }
     try:
-        return subprocess.run(
-            [str(BIN / "ansible-playbook"), "-i", str(ROOT / "inventories/lab"), str(path), *extra],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=ROOT,
-            timeout=180,
-        )
+        return runner("-i", str(ROOT / "inventories/lab"), str(path), *extra, timeout=180)
     finally:
         path.unlink()
 
@@ -100,8 +87,10 @@ ADDONS_PLAY: list[dict[str, object]] = [
 ]
 
 
-def test_addons_role_renders_validates_and_says_it_did_not_apply(tmp_path: Path) -> None:
-    proc = run_playbook(ADDONS_PLAY, tmp_path)
+def test_addons_role_renders_validates_and_says_it_did_not_apply(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
+    proc = run_playbook(ansible_playbook, ADDONS_PLAY, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "10 manifests rendered and validated offline" in proc.stdout  # a NAD per rail
     assert "NetworkAttachmentDefinition/sparkrack-vf0" in proc.stdout
@@ -109,14 +98,20 @@ def test_addons_role_renders_validates_and_says_it_did_not_apply(tmp_path: Path)
     assert "NOT APPLIED: k3s_api_ready is false on cp1" in proc.stdout
 
 
-def test_addons_role_refuses_bad_options_before_anything_is_applied(tmp_path: Path) -> None:
-    proc = run_playbook(ADDONS_PLAY, tmp_path, "-e", '{"cluster_addons": {"gpus_per_spark": 0}}')
+def test_addons_role_refuses_bad_options_before_anything_is_applied(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
+    proc = run_playbook(
+        ansible_playbook, ADDONS_PLAY, tmp_path, "-e", '{"cluster_addons": {"gpus_per_spark": 0}}'
+    )
     assert proc.returncode != 0
     assert "cluster_addons.gpus_per_spark: must be at least 1" in proc.stdout + proc.stderr
     assert "NOT APPLIED" not in proc.stdout
 
 
-def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(tmp_path: Path) -> None:
+def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
     play: list[dict[str, object]] = [
         {
             "name": "fabric gate without an API",
@@ -125,13 +120,13 @@ def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(tmp_path: Path) -
             "roles": [{"role": "fabric_gate"}],
         }
     ]
-    proc = run_playbook(play, tmp_path, "-e", "fabric_gate_transport=socket")
+    proc = run_playbook(ansible_playbook, play, tmp_path, "-e", "fabric_gate_transport=socket")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "FABRIC GATE NOT RUN" in proc.stdout
     assert "5 manifests" in proc.stdout  # script ConfigMap + one pod per Spark
 
 
-def test_rdma_preflight_says_not_run_in_the_lab(tmp_path: Path) -> None:
+def test_rdma_preflight_says_not_run_in_the_lab(ansible_playbook: Playbook, tmp_path: Path) -> None:
     play: list[dict[str, object]] = [
         {
             "name": "rdma preflight in the lab",
@@ -149,7 +144,7 @@ def test_rdma_preflight_says_not_run_in_the_lab(tmp_path: Path) -> None:
             ],
         }
     ]
-    proc = run_playbook(play, tmp_path)
+    proc = run_playbook(ansible_playbook, play, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("RDMA PREFLIGHT NOT RUN") == 1  # once, not per Spark
     assert "(enp1s0f0np0, enP2p1s0f0np0)" in " ".join(proc.stdout.split())

@@ -11,11 +11,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
+if TYPE_CHECKING:
+    from conftest import Playbook
+
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 DATA = ROOT / "tests" / "data" / "rdma"
 
 
@@ -35,7 +38,7 @@ def stub_tools(tmp_path: Path, client_output: str) -> Path:
     return bin_dir
 
 
-def run(tmp_path: Path, client_output: str) -> subprocess.CompletedProcess[str]:
+def run(playbook: Playbook, tmp_path: Path, client_output: str) -> subprocess.CompletedProcess[str]:
     bin_dir = stub_tools(tmp_path, client_output)
     inventory = tmp_path / "inv"
     (inventory / "group_vars").mkdir(parents=True)
@@ -90,28 +93,23 @@ def run(tmp_path: Path, client_output: str) -> subprocess.CompletedProcess[str]:
             ]
         )
     )
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "STUB_OUTPUT": str(tmp_path / "client.txt"),
-        "STUB_LOG": str(tmp_path / "calls.log"),
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_FILTER_PLUGINS": str(ROOT / "filter_plugins"),
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-    }
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(play)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
+    return playbook(
+        "-i",
+        str(inventory),
+        str(play),
+        env={
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "STUB_OUTPUT": str(tmp_path / "client.txt"),
+            "STUB_LOG": str(tmp_path / "calls.log"),
+        },
         timeout=300,
     )
 
 
-def test_healthy_rails_pass_and_every_rail_is_measured(tmp_path: Path) -> None:
-    proc = run(tmp_path, (DATA / "write_bw_healthy.txt").read_text())
+def test_healthy_rails_pass_and_every_rail_is_measured(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
+    proc = run(ansible_playbook, tmp_path, (DATA / "write_bw_healthy.txt").read_text())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = (tmp_path / "calls.log").read_text().splitlines()
     clients = [c for c in calls if c.split()[-1].count(".") == 3]
@@ -127,8 +125,8 @@ def test_healthy_rails_pass_and_every_rail_is_measured(tmp_path: Path) -> None:
     assert "changed=0" in out.split("PLAY RECAP")[1]
 
 
-def test_a_degraded_rail_fails_the_preflight(tmp_path: Path) -> None:
-    proc = run(tmp_path, (DATA / "write_bw_degraded.txt").read_text())
+def test_a_degraded_rail_fails_the_preflight(ansible_playbook: Playbook, tmp_path: Path) -> None:
+    proc = run(ansible_playbook, tmp_path, (DATA / "write_bw_degraded.txt").read_text())
     assert proc.returncode != 0
     out = " ".join(proc.stdout.split())
     assert "RDMA preflight FAILED on s2" in out

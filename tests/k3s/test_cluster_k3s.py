@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -17,6 +14,9 @@ from sparkrack.fabric.layout import compute_plan
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k3s import config as k3s
 from sparkrack.planner import memory as planner
+
+if TYPE_CHECKING:
+    from conftest import Playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 CP = NodeInput("cp1", "192.168.1.10")
@@ -201,7 +201,9 @@ def test_kubeconfig_points_at_the_control_plane() -> None:
         k3s.rewrite_kubeconfig("just: text", "https://x:6443")
 
 
-def test_filters_render_config_yaml_through_ansible(tmp_path: Path) -> None:
+def test_filters_render_config_yaml_through_ansible(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
     """The exact filter calls the roles make, through real ansible-playbook and to_nice_yaml."""
     out = tmp_path / "agent.yaml"
     play = [
@@ -235,25 +237,7 @@ def test_filters_render_config_yaml_through_ansible(tmp_path: Path) -> None:
     ]
     path = tmp_path / "render.yml"
     path.write_text(yaml.safe_dump(play))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_FILTER_PLUGINS": str(ROOT / "filter_plugins"),
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-    }
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            str(ROOT / "inventories/lab"),
-            str(path),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
+    proc = ansible_playbook("-i", str(ROOT / "inventories/lab"), str(path), timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     config = yaml.safe_load(out.read_text())
     assert config["node-ip"] == "172.28.250.12"  # lab mgmt_ip of spark2

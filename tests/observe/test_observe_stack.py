@@ -4,10 +4,9 @@ through real ansible-playbook (validates always, installs nothing without an API
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -16,8 +15,10 @@ from sparkrack import contract
 from sparkrack.observe import stack
 from sparkrack.observe.scrape import scrape_config
 
+if TYPE_CHECKING:
+    from conftest import Playbook
+
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 ROLE = ROOT / "roles" / "monitoring"
 
 
@@ -48,7 +49,7 @@ def test_control_plane_memory_figure_is_what_the_values_set() -> None:
     assert stack.control_plane_memory_mib()[1] == total
 
 
-def run_role(tmp_path: Path, enabled: bool) -> subprocess.CompletedProcess[str]:
+def run_role(playbook: Playbook, tmp_path: Path, enabled: bool) -> subprocess.CompletedProcess[str]:
     play = tmp_path / "play.yml"
     play.write_text(
         yaml.safe_dump(
@@ -62,28 +63,16 @@ def run_role(tmp_path: Path, enabled: bool) -> subprocess.CompletedProcess[str]:
             ]
         )
     )
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
-    }
     # The fact preflight exports to every play (the role reads its kubeconfig path from it).
     facts = json.dumps({"sparkrack_contract": contract.contract_fact(str(tmp_path))})
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", facts, str(play)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-    )
+    return playbook("-i", "localhost,", "-c", "local", "-e", facts, str(play), timeout=300)
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_role_validates_and_applies_nothing_without_an_api(tmp_path: Path, enabled: bool) -> None:
-    proc = run_role(tmp_path, enabled)
+def test_role_validates_and_applies_nothing_without_an_api(
+    ansible_playbook: Playbook, tmp_path: Path, enabled: bool
+) -> None:
+    proc = run_role(ansible_playbook, tmp_path, enabled)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert f"{stack.CHART} {stack.CHART_VERSION}" in proc.stdout
     assert ("NOT APPLIED" in proc.stdout) == enabled

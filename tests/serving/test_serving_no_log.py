@@ -11,21 +11,22 @@ runs a rescue that echoes ``ansible_failed_result.msg`` and must find it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparkrack.contract import contract_fact
 
+if TYPE_CHECKING:
+    from conftest import Playbook
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parents[1] / "data" / "no_log"
-BIN = Path(sys.executable).parent
 SENTINEL = "hf_SENTINEL_7f3c9a1e5b2d4c6a8e0f"
 
 
 def run_play(
-    playbook: Path, tmp_path: Path, **extra_env: str
+    runner: Playbook, playbook: Path, tmp_path: Path, **extra_env: str
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """ansible-playbook -vvv with every file Ansible writes under ``tmp_path / 'run'``."""
     run = tmp_path / "run"
@@ -33,28 +34,17 @@ def run_play(
     secrets = tmp_path / "secrets.json"  # the input; the only file allowed to hold the token
     secrets.write_text(json.dumps({"serving_hf_token": SENTINEL}))
     env = {
-        **os.environ,
         "HOME": str(run / "home"),
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_COLLECTIONS_PATH": str(DATA),
         "ANSIBLE_LOG_PATH": str(run / "ansible.log"),
         "ANSIBLE_LOCAL_TEMP": str(run / "local-tmp"),
         "ANSIBLE_REMOTE_TMP": str(run / "remote-tmp"),
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
         "ANSIBLE_FORCE_COLOR": "false",
         **extra_env,
     }
     # The fact preflight exports to every play: the role's defaults read it.
     facts = json.dumps({"sparkrack_contract": contract_fact(str(run / "home"))})
-    proc = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-vvv", "-e", facts, "-e", f"@{secrets}", str(playbook)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-    )
+    proc = runner("-vvv", "-e", facts, "-e", f"@{secrets}", str(playbook), env=env, timeout=300)
     return proc, run
 
 
@@ -66,8 +56,10 @@ def sentinel_hits(proc: subprocess.CompletedProcess[str], run: Path) -> list[str
     return hits
 
 
-def test_a_failing_secret_task_never_prints_the_token(tmp_path: Path) -> None:
-    proc, run = run_play(DATA / "play.yml", tmp_path)
+def test_a_failing_secret_task_never_prints_the_token(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
+    proc, run = run_play(ansible_playbook, DATA / "play.yml", tmp_path)
     out = proc.stdout + proc.stderr
     # The run really went through the Secret failure and the role's rescue.
     assert proc.returncode == 2, out[-3000:]
@@ -79,9 +71,11 @@ def test_a_failing_secret_task_never_prints_the_token(tmp_path: Path) -> None:
     assert sentinel_hits(proc, run) == []
 
 
-def test_an_applied_secret_lets_the_deploy_go_on(tmp_path: Path) -> None:
+def test_an_applied_secret_lets_the_deploy_go_on(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
     """The failure check reads only whether an object came back, and one does on success."""
-    proc, run = run_play(DATA / "play.yml", tmp_path, STUB_K8S_SECRETS="accept")
+    proc, run = run_play(ansible_playbook, DATA / "play.yml", tmp_path, STUB_K8S_SECRETS="accept")
     out = proc.stdout + proc.stderr
     assert "TASK [serving : Remove the objects of deployments that left the list" in out, out[
         -3000:
@@ -90,8 +84,10 @@ def test_an_applied_secret_lets_the_deploy_go_on(tmp_path: Path) -> None:
     assert sentinel_hits(proc, run) == []
 
 
-def test_negative_control_a_rescue_that_echoes_the_result_is_caught(tmp_path: Path) -> None:
-    proc, run = run_play(DATA / "echo.yml", tmp_path)
+def test_negative_control_a_rescue_that_echoes_the_result_is_caught(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
+    proc, run = run_play(ansible_playbook, DATA / "echo.yml", tmp_path)
     assert proc.returncode == 2, proc.stdout[-3000:]
     hits = sentinel_hits(proc, run)
     assert any(h.startswith("output:") for h in hits)

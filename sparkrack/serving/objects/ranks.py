@@ -32,6 +32,28 @@ from sparkrack.serving.resolution import ObjectNames, Resolution
 
 TERMINATION_GRACE_SECONDS = 30
 JIT_VOLUME = "jit-cache"
+SERIES_DEPLOYMENT = "deployment"
+"""Label of every series scraped from a serving pod: the pod's deployment label."""
+SERIES_PROFILE = "profile"
+"""Label of every series scraped from a serving pod: the pod's profile label."""
+SERIES_NAMESPACE = "namespace"
+SERIES_POD = "pod"
+
+
+def meta_label(pod_label: str) -> str:
+    """Prometheus' Kubernetes service-discovery label of a pod label."""
+    return "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in pod_label)
+
+
+def pod_relabelings() -> list[dict[str, Any]]:
+    """Copy a serving pod's deployment labels onto every series scraped from it (Prometheus
+    Operator spelling): the ``PodMonitor`` below and observe's scrape job both use these."""
+    return [
+        {"sourceLabels": [meta_label(contract.LABEL_DEPLOYMENT)], "targetLabel": SERIES_DEPLOYMENT},
+        {"sourceLabels": [meta_label(contract.LABEL_PROFILE)], "targetLabel": SERIES_PROFILE},
+        {"sourceLabels": ["__meta_kubernetes_namespace"], "targetLabel": SERIES_NAMESPACE},
+        {"sourceLabels": ["__meta_kubernetes_pod_name"], "targetLabel": SERIES_POD},
+    ]
 
 
 def jit_cache_dir(ctx: ServingContext, image: str) -> str:
@@ -56,7 +78,7 @@ def pod_monitor(res: Resolution) -> dict[str, Any] | None:
                 {
                     "port": eng.metrics_port,
                     "path": eng.metrics_path,
-                    "relabelings": contract.pod_relabelings(),
+                    "relabelings": pod_relabelings(),
                 }
             ],
         },

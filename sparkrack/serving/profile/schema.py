@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any
 
+from sparkrack.fabric.ncclenv import TRANSPORTS
 from sparkrack.serving.engines import ENGINES
 from sparkrack.serving.profile.knobs import ARCHITECTURE, HF_ID, IMAGE_REF, REVISION, WORD
 
@@ -191,7 +192,7 @@ def build_schema() -> dict[str, Any]:
             "topology": _obj(
                 topology, ["tp"], "parallelism; the node count comes from the inventory"
             ),
-            "transport": _d({"enum": ["roce", "socket"]}, "NCCL transport (default roce)"),
+            "transport": _d({"enum": list(TRANSPORTS)}, "NCCL transport (default roce)"),
             **sections,
             "env": _d(
                 {

@@ -1,7 +1,7 @@
 """The fetch step's logic on this machine: marker, snapshot walk, free-space refusal, waits, argv.
 
 The script runs as the pods run it (``python3 fetch_step.py ...`` in a subprocess); the copy
-between two machines is tests/serving/switch/test_fetch_copy.py.
+between two machines is tests/serving/test_fetch_copy.py.
 """
 
 from __future__ import annotations

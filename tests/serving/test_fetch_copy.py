@@ -12,13 +12,11 @@ holds ``/tmp/sparkrack-lab.lock`` like every other lab user. Skipped only withou
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import json
 import re
 import secrets
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ import pytest
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.serving.switch import plan as fetchplan
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 LOCK = Path("/tmp/sparkrack-lab.lock")
 NAME = "sparkrack-fetchtest"
 NETWORK = f"{NAME}-fabric"
@@ -69,15 +67,6 @@ def step(box: str, argv: list[str]) -> list[str]:
     return ["docker", "exec", box, *argv]
 
 
-def lab_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sparkrack_lab_fetch", ROOT / "lab" / "lab.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sparkrack_lab_fetch"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @dataclass(frozen=True)
 class Pair:
     head: str
@@ -99,12 +88,11 @@ def _cleanup(boxes: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def pair() -> Iterator[Pair]:
+def pair(lab: ModuleType) -> Iterator[Pair]:
     if not _docker_answers():
         pytest.skip(
             "no Docker engine answers (`docker version` fails): the copy test needs two containers"
         )
-    lab = lab_module()
     mtu = load_inventory(ROOT / "inventories" / "lab").plan().mtu
     boxes = [f"{NAME}-a", f"{NAME}-b"]
     with LOCK.open("a") as lock:
