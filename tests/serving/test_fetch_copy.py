@@ -113,11 +113,12 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
                     "--label", LABEL, *extra, tag, "sleep", "infinity",
                 )  # fmt: skip
                 docker("exec", box, "mkdir", "-p", str(fetchplan.SCRIPT_DIR), SECRETS_DIR)
-                docker(
-                    "cp",
-                    str(ROOT / "sparkrack/serving/scripts/fetch_step.py"),
-                    f"{box}:{fetchplan.SCRIPT_PATH}",
-                )
+                for name in fetchplan.SCRIPT_FILES:
+                    docker(
+                        "cp",
+                        str(ROOT / "sparkrack/serving/scripts" / name),
+                        f"{box}:{fetchplan.SCRIPT_DIR / name}",
+                    )
             peer_ip = docker(
                 "inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}',
                 boxes[1],

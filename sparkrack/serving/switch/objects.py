@@ -2,9 +2,9 @@
 
 Per deployment (:func:`switch_objects`, validated offline like every other manifest):
 
-* the switch ConfigMap: the fetch step (``fetch_step.py``, stdlib only, sent verbatim), mounted
-  at :data:`~sparkrack.contract.SWITCH_MOUNT` by the Jobs below and by every rank's init
-  containers (wait for the weights, then for free memory);
+* the switch ConfigMap: the fetch step (``fetch_step.py`` and the two files it imports, stdlib
+  only, sent verbatim), mounted at :data:`~sparkrack.contract.SWITCH_MOUNT` by the Jobs below
+  and by every rank's init containers (wait for the weights, then for free memory);
 * the fetch Job, pinned to the head's Spark: ``download`` (an init container: free disk checked
   against the model size first, the HF token from its Secret by reference), then ``push`` of the
   snapshot to every other Spark of the deployment over the fabric PF addresses (rsync, the
@@ -44,7 +44,7 @@ from sparkrack.serving.objects.pod import (
     switch_volume,
 )
 from sparkrack.serving.resolution import Resolution
-from sparkrack.serving.switch.plan import fetch_plan, script_text
+from sparkrack.serving.switch.plan import fetch_plan, script_files
 
 FETCH_BACKOFF = 2
 """Retries of a fetch or receiver pod (an interrupted download or copy resumes)."""
@@ -77,7 +77,7 @@ def switch_objects(res: Resolution) -> Switch:
     """The switch of one deployment: the ranks' init containers, the switch ConfigMap, the fetch
     Job on the head's Spark and a receiver Job per other Spark, and the facts of the fetch."""
     profile, ctx, names = res.profile, res.ctx, res.names
-    plan, script = fetch_plan(res), script_text()
+    plan, script = fetch_plan(res), script_files()
     token = hf_token_env(ctx)
     ns, timeout = ctx.namespace, ctx.fetch_timeout
     labels = {**res.labels, contract.LABEL_COMPONENT: contract.COMPONENT_FETCH}
@@ -122,7 +122,7 @@ def switch_objects(res: Resolution) -> Switch:
         pod |= {"containers": [download], "volumes": volumes}
     docs = [
         # Labelled as a serving object of the deployment: removed with it.
-        configmap(names.switch, ns, res.labels, {contract.FETCH_FILE: script}),
+        configmap(names.switch, ns, res.labels, script),
         job(names.fetch, ns, labels, pod, timeout, FETCH_BACKOFF),
     ]
     for node, argv in plan.receive:

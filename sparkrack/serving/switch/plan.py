@@ -1,7 +1,7 @@
 """The plan of a switch: every command the fetch step runs for one deployment, and where.
 
-The fetch step itself is :mod:`sparkrack.serving.scripts.fetch_step` (stdlib only, shipped
-verbatim in a ConfigMap). This module is the one owner of its command-line shape on the
+The fetch step itself is :mod:`sparkrack.serving.scripts.fetch_step` with the two files it
+imports (stdlib only, shipped verbatim in a ConfigMap). This module is the one owner of its command-line shape on the
 rendering side: :func:`fetch_plan` builds a deployment's commands with the ``*_argv`` functions
 below instead of spelling flags, and ``tests/serving/scripts/test_fetch_step.py`` parses every
 argv built here with the script's own parser.
@@ -17,12 +17,14 @@ from sparkrack import contract
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 from sparkrack.serving import scripts
 from sparkrack.serving.resolution import Resolution
-from sparkrack.serving.scripts import fetch_step
+from sparkrack.serving.scripts import fetch_base
 
 SCRIPT_NAME: Final = contract.FETCH_FILE
 SCRIPT_DIR: Final = PurePosixPath(contract.SWITCH_MOUNT)
 """Where the ConfigMap holding the script is mounted in the fetch Job and init containers."""
 SCRIPT_PATH: Final = SCRIPT_DIR / SCRIPT_NAME
+SCRIPT_FILES: Final = (SCRIPT_NAME, "fetch_base.py", "fetch_rsync.py")
+"""The fetch step (the entry point) and the files it imports, shipped in one ConfigMap."""
 PYTHON: Final = "python3"
 FETCH_IMAGE_NEEDS: Final = "python3 (3.10 or later) and rsync"
 """What the push and receiver containers run (``serving_fetch_image``). sparkrack publishes no
@@ -34,9 +36,9 @@ it resolved; a switch back to the model finds the marker and downloads nothing).
 
 DEFAULT_PORT: Final[int] = contract.SERVING_DEFAULTS["serving_fetch_port"]
 """TCP port of the receivers' rsync daemon on the fabric PF addresses."""
-RSYNC_USER: Final = fetch_step.RSYNC_USER
-SPACE_MARGIN_BYTES: Final = fetch_step.SPACE_MARGIN_BYTES
-DEFAULT_TIMEOUT_S: Final = dict(fetch_step.DEFAULT_TIMEOUT_S)
+RSYNC_USER: Final = fetch_base.RSYNC_USER
+SPACE_MARGIN_BYTES: Final = fetch_base.SPACE_MARGIN_BYTES
+DEFAULT_TIMEOUT_S: Final = dict(fetch_base.DEFAULT_TIMEOUT_S)
 
 # Keys of the rsync Secret: the pusher reads the bare password, each receiver the
 # ``user:password`` line rsyncd's secrets file format wants. One password, two renderings.
@@ -44,9 +46,9 @@ PASSWORD_KEY: Final = contract.FETCH_PASSWORD_KEY
 SECRETS_KEY: Final = contract.FETCH_SECRETS_KEY
 
 
-def script_text() -> str:
-    """The script as shipped (ConfigMap data under :data:`SCRIPT_NAME`)."""
-    return scripts.text(SCRIPT_NAME)
+def script_files() -> dict[str, str]:
+    """The switch ConfigMap's data: the fetch step's files as shipped, side by side."""
+    return {name: scripts.text(name) for name in SCRIPT_FILES}
 
 
 def rsync_secret_data(password: str) -> dict[str, str]:
@@ -58,7 +60,7 @@ def marker_path(
     cache_dir: str | PurePosixPath, repo: str, revision: str | None = None
 ) -> PurePosixPath:
     """The completion marker of (repo, revision or :data:`UNPINNED`) under the cache directory."""
-    return PurePosixPath(cache_dir) / fetch_step.marker_relpath(repo, revision or UNPINNED)
+    return PurePosixPath(cache_dir) / fetch_base.marker_relpath(repo, revision or UNPINNED)
 
 
 def _base(step: str) -> list[str]:

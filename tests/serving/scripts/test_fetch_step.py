@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from sparkrack.serving.scripts import fetch_step
+from sparkrack.serving.scripts import fetch_base, fetch_step
 from sparkrack.serving.switch import plan as fetchplan
 
 SCRIPT = Path(fetch_step.__file__)
@@ -58,18 +58,18 @@ def last_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_marker_name_has_one_owner() -> None:
-    rel = fetch_step.marker_relpath(REPO, REV)
+    rel = fetch_base.marker_relpath(REPO, REV)
     assert rel == f".sparkrack/models--org--model@{REV}.done"
     assert fetchplan.marker_path("/c", REPO, REV) == PurePosixPath("/c") / rel
-    assert fetch_step.marker_path("/c", REPO, REV) == Path("/c") / rel
+    assert fetch_base.marker_path("/c", REPO, REV) == Path("/c") / rel
     for repo, rev in (("no-slash", REV), ("a/b/c", REV), (REPO, "refs/pr/1"), (REPO, "")):
-        with pytest.raises(fetch_step.StepError):
-            fetch_step.marker_relpath(repo, rev)
+        with pytest.raises(fetch_base.StepError):
+            fetch_base.marker_relpath(repo, rev)
 
 
 def test_snapshot_walk_takes_its_blobs_and_refs_only(tmp_path: Path) -> None:
     total = fake_snapshot(tmp_path)
-    snap = fetch_step.find_snapshot(tmp_path, REPO, REV)
+    snap = fetch_base.find_snapshot(tmp_path, REPO, REV)
     assert (snap.commit, snap.files, snap.bytes) == (REV, 2, total)
     assert set(snap.paths) == {
         "models--org--model/blobs/h0",
@@ -78,17 +78,17 @@ def test_snapshot_walk_takes_its_blobs_and_refs_only(tmp_path: Path) -> None:
         f"models--org--model/snapshots/{REV}/sub/tok",
         f"models--org--model/snapshots/{REV}/model-1.safetensors",
     }
-    assert fetch_step.find_snapshot(tmp_path, REPO, "main").commit == REV  # by ref name
+    assert fetch_base.find_snapshot(tmp_path, REPO, "main").commit == REV  # by ref name
     (tmp_path / "models--org--model/blobs/h1").unlink()
-    with pytest.raises(fetch_step.StepError, match="incomplete"):
-        fetch_step.find_snapshot(tmp_path, REPO, REV)
+    with pytest.raises(fetch_base.StepError, match="incomplete"):
+        fetch_base.find_snapshot(tmp_path, REPO, REV)
 
 
 def test_mark_then_wait_reads_the_marker(tmp_path: Path) -> None:
     total = fake_snapshot(tmp_path)
     marked = run_step("mark", "--cache", str(tmp_path), "--repo", REPO, "--revision", REV)
     assert marked.returncode == 0, marked.stderr
-    data = json.loads(fetch_step.marker_path(tmp_path, REPO, REV).read_text())
+    data = json.loads(fetch_base.marker_path(tmp_path, REPO, REV).read_text())
     assert data == {"repo": REPO, "revision": REV, "commit": REV, "bytes": total, "files": 2}
     waited = run_step(*fetchplan.wait_argv(str(tmp_path), REPO, REV, timeout_s=5)[2:])
     assert waited.returncode == 0 and f"2 files, {total / 1e9:.2f} GB" in waited.stdout
@@ -98,13 +98,13 @@ def test_wait_times_out_with_the_numbers_and_sees_a_late_marker(tmp_path: Path) 
     argv = fetchplan.wait_argv(str(tmp_path), REPO, REV, timeout_s=1.5, interval_s=0.5)[2:]
     start = time.monotonic()
     late = run_step(*argv)
-    assert late.returncode == fetch_step.EXIT_TIMEOUT
+    assert late.returncode == fetch_base.EXIT_TIMEOUT
     assert 1.5 <= time.monotonic() - start < 20
     assert "FAILED: waiting for" in last_line(late) and "after 2 s" in last_line(late)
     assert late.stdout.count("waiting for") >= 2  # progress lines while it waits
     fake_snapshot(tmp_path)
     fetch_step.mark(REPO, REV, tmp_path)
-    marker = fetch_step.marker_path(tmp_path, REPO, REV)
+    marker = fetch_base.marker_path(tmp_path, REPO, REV)
     moved = marker.with_name("elsewhere")
     marker.rename(moved)
     timer = threading.Timer(1.0, moved.rename, args=(marker,))
@@ -128,7 +128,7 @@ def test_memwait_passes_fails_and_follows_the_file(tmp_path: Path) -> None:
     short = run_step(
         *fetchplan.memwait_argv(110, timeout_s=1, interval_s=0.5, meminfo=str(info))[2:]
     )
-    assert short.returncode == fetch_step.EXIT_TIMEOUT
+    assert short.returncode == fetch_base.EXIT_TIMEOUT
     assert last_line(short).endswith("FAILED: MemAvailable 102.4 GB < need 110 GB after 1 s")
     _meminfo(info, 50_000_000)
     timer = threading.Timer(1.0, _meminfo, args=(info, 120_000_000))
@@ -151,7 +151,7 @@ def test_download_refuses_short_disk_before_writing(tmp_path: Path) -> None:
     assert refused.returncode == 1
     free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
     line = last_line(refused)
-    assert f"need {(need + fetch_step.SPACE_MARGIN_BYTES) / 1e9:.2f} GB" in line
+    assert f"need {(need + fetch_base.SPACE_MARGIN_BYTES) / 1e9:.2f} GB" in line
     assert f"free {free / 1e9:.2f} GB on {cache}" in line
     assert not cache.exists()
 
@@ -193,9 +193,9 @@ def test_push_and_receive_refuse_bad_inputs(tmp_path: Path) -> None:
 
 def test_secrets_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_abcdefgh")
-    assert fetch_step.redact("401 for token hf_abcdefgh") == "401 for token ***"
+    assert fetch_base.redact("401 for token hf_abcdefgh") == "401 for token ***"
     monkeypatch.delenv("HF_TOKEN")
-    assert fetch_step.redact("hf_abcdefgh") == "hf_abcdefgh"
+    assert fetch_base.redact("hf_abcdefgh") == "hf_abcdefgh"
 
 
 def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
@@ -221,18 +221,26 @@ def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
         fetchplan.receive_argv("/c", 5, "/s", repo=REPO)
 
 
-def test_shipped_script_imports_the_standard_library_only() -> None:
-    assert fetchplan.script_text() == SCRIPT.read_text()
-    tree = ast.parse(SCRIPT.read_text())
-    names = {
-        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
-    }
-    names |= {
-        n.module.split(".")[0]
-        for n in ast.walk(tree)
-        if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
-    }
-    assert names - sys.stdlib_module_names == {"huggingface_hub"}
+def test_shipped_scripts_import_the_standard_library_and_each_other_only() -> None:
+    files = fetchplan.script_files()
+    assert files == {name: (SCRIPT.parent / name).read_text() for name in fetchplan.SCRIPT_FILES}
+    siblings = {Path(name).stem for name in fetchplan.SCRIPT_FILES}
+    outside: set[str] = set()
+    for text in files.values():
+        tree = ast.parse(text)
+        names = {
+            a.name.split(".")[0]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Import)
+            for a in n.names
+        }
+        names |= {
+            n.module.split(".")[0]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
+        }
+        outside |= names - sys.stdlib_module_names - siblings
+    assert outside == {"huggingface_hub"}
     secret = fetchplan.rsync_secret_data("pw")
     assert secret == {"password": "pw", "rsyncd.secrets": "sparkrack:pw\n"}
 
@@ -244,9 +252,9 @@ def test_download_writes_the_marker_through_the_real_library(tmp_path: Path) -> 
     env = {"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_never_printed"}
     done = run_step(*fetchplan.download_argv(REPO, REV, str(tmp_path), total)[2:], env=env)
     assert done.returncode == 0, done.stderr
-    assert json.loads(fetch_step.marker_path(tmp_path, REPO, REV).read_text())["bytes"] == total
+    assert json.loads(fetch_base.marker_path(tmp_path, REPO, REV).read_text())["bytes"] == total
     missing = run_step(*fetchplan.download_argv(REPO, "b" * 40, str(tmp_path), total)[2:], env=env)
     assert missing.returncode == 1 and "snapshot_download failed" in last_line(missing)
-    assert not fetch_step.marker_path(tmp_path, REPO, "b" * 40).exists()
+    assert not fetch_base.marker_path(tmp_path, REPO, "b" * 40).exists()
     for text in (done.stdout, done.stderr, missing.stdout, missing.stderr):
         assert "hf_never_printed" not in text
