@@ -135,12 +135,8 @@ def run_render(args: argparse.Namespace) -> int:
 def run_render_inventory(args: argparse.Namespace) -> int:
     """``render --inventory DIR [--deployment NAME]``: the inventory's deployments."""
     from sparkrack.serving.deployments import gateway
-    from sparkrack.serving.deployments.bundle import (
-        deployment_plan,
-        from_inventory,
-        in_apply_order,
-        render_serving,
-    )
+    from sparkrack.serving.deployments.bundle import from_inventory, in_apply_order, render_serving
+    from sparkrack.serving.deployments.plan import deployment_plan
 
     deployments = from_inventory(args.inventory, _gid_overrides(args.gid_index))
     chosen = (

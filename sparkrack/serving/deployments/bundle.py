@@ -7,8 +7,9 @@ removing one leaves the others byte-identical; only the gateway's route table ch
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sparkrack import contract
@@ -17,7 +18,8 @@ from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving.context import ServingContext, context_of
 from sparkrack.serving.deployments import gateway
-from sparkrack.serving.deployments.load import KEY, Deployment, load_deployments, source_of
+from sparkrack.serving.deployments.load import KEY, Deployment, load_deployments
+from sparkrack.serving.deployments.plan import deployment_plan, summary
 from sparkrack.serving.objects.pod import namespace
 from sparkrack.serving.objects.ranks import deployment_objects
 from sparkrack.serving.resolution import Resolution, serving_selector
@@ -27,7 +29,6 @@ from sparkrack.serving.switch.objects import (
     prepull_selector,
     switch_objects,
 )
-from sparkrack.serving.switch.plan import FETCH_IMAGE_NEEDS
 
 DEPLOYMENT_VARS = (KEY, "serving_profile", "serving_profile_file", "serving_spark")
 
@@ -58,69 +59,22 @@ def from_inventory(
     inventory: str, gid: dict[str, int] | None = None, *, check_memory: bool = True
 ) -> DeploymentSet:
     """The deployments of an inventory directory, every check passed."""
+    source = source_of(inventory)
     inv = load_inventory(inventory)
-    ctx, source = context_of(inv, gid), source_of(inventory)
+    ctx = context_of(inv, gid)
     variables = {name: inv.var(name) for name in DEPLOYMENT_VARS}
     found = load_deployments(variables, ctx, source, check_memory=check_memory)
-    return checked(DeploymentSet(found, ctx), source)
+    return DeploymentSet(found, ctx)
 
 
 def from_vars(variables: Mapping[str, Any], ctx: ServingContext, source: str) -> DeploymentSet:
-    return checked(DeploymentSet(load_deployments(variables, ctx, source), ctx), source)
+    return DeploymentSet(load_deployments(variables, ctx, source), ctx)
 
 
 def single(res: Resolution) -> DeploymentSet:
     """One resolved profile on its context's Sparks, named after the profile (``sparkrack render
     PROFILE``): the profile's own checks only, none of the inventory's deployments."""
     return DeploymentSet([Deployment(res, res.profile.model)], res.ctx)
-
-
-def checked(deployments: DeploymentSet, source: str) -> DeploymentSet:
-    """Refuse deployments across Sparks without an image for the weight copy."""
-    spread = [d.name for d in deployments.deployments if len(d.sparks) > 1]
-    if spread and not deployments.ctx.fetch_image:
-        raise SparkrackError(
-            Problem(
-                source,
-                "serving_fetch_image",
-                f"is not set; {', '.join(spread)} copy their weights to every Spark with rsync",
-                f"set serving_fetch_image to an image with {FETCH_IMAGE_NEEDS}, pinned by digest "
-                "(README: What happens on a switch)",
-                "fetch-image",
-            )
-        )
-    return deployments
-
-
-def deployment_plan(d: Deployment) -> dict[str, Any]:
-    """What the serve play prints for one deployment: ranks, Sparks, VF, addresses, rank 0's command."""
-    res = d.res
-    ctx, fabric = res.ctx, res.engine.uses_fabric
-    ranks = []
-    for r in res.ranks:
-        row: dict[str, Any] = {"rank": r.rank, "node": str(r.node.name)}
-        row["spark_index"] = r.node.spark_index
-        if fabric:
-            vfs = r.node.rail_vfs(d.vf if d.vf is not None else ctx.plan.serving_vf_index)
-            row["vf"] = vfs[0].index
-            row["fabric_address"] = vfs[0].address
-            row["rdma_device"] = ",".join(vf.rdma_device for vf in vfs)
-        ranks.append(row)
-    return {
-        "deployment": d.name,
-        "profile": d.profile.name,
-        "model": d.profile.model,
-        "alias": d.alias,
-        "image": d.profile.image,
-        "engine": res.engine.name,
-        "transport": d.profile.transport if fabric else "none (single Spark)",
-        "vf": d.vf,
-        "dist_init_addr": (
-            f"{ctx.head_address}:{ctx.dist_port}" if fabric else "none (single Spark)"
-        ),
-        "ranks": ranks,
-        "command_rank0": res.command(0),
-    }
 
 
 def render_serving(deployments: DeploymentSet, *, source: str = "serving") -> dict[str, Any]:
@@ -217,26 +171,7 @@ def in_apply_order(
     return [first, *fetch, *own["manifests"]]
 
 
-def summary(per: Sequence[Mapping[str, Any]], ctx: ServingContext, objects: int) -> list[str]:
-    """The serving plan as lines for the play's output."""
-    lines = []
-    for d in per:
-        plan = d["plan"]
-        lines.append(
-            f"deployment {d['name']}: {d['profile']} ({d['model']}, alias {d['alias']}) on "
-            f"{len(plan['ranks'])} Spark(s), {plan['engine']} image {plan['image']}, NCCL "
-            f"transport {plan['transport']}, VF {plan['vf']}, dist-init-addr "
-            f"{plan['dist_init_addr']}"
-        )
-        lines += [f"  rank {r['rank']}: {r}" for r in plan["ranks"]]
-        lines.append(f"  command of rank 0: {plan['command_rank0']}")
-        copy = f", copied to {', '.join(d['copy_to'])}" if d["copy_to"] else ""
-        lines.append(
-            f"  weights: {d['model']}@{d['revision']} fetched once by Job {d['fetch_job']} "
-            f"({d['need_bytes'] / 1e9:.0f} GB free disk asked){copy}"
-        )
-    lines.append(
-        f"{objects} manifests validated; clients call Service {contract.API_SERVICE}."
-        f"{ctx.namespace}:{ctx.api_port} (LiteLLM {gateway.LITELLM_VERSION}, routes by alias)"
-    )
-    return lines
+def source_of(inventory: str) -> str:
+    """Where ``serving_deployments`` is written, for refusals."""
+    path = Path(inventory) / "group_vars" / "all.yml"
+    return str(path) if path.exists() else inventory

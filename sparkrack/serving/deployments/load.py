@@ -17,7 +17,6 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -32,6 +31,7 @@ from sparkrack.serving.profile.load import load_profile
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.rules import validate
 from sparkrack.serving.resolution import Resolution, resolve
+from sparkrack.serving.switch.plan import FETCH_IMAGE_NEEDS
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
 """DNS-1123 label of at most 40 characters: object names are ``sparkrack-<name>-r<rank>``."""
@@ -132,7 +132,7 @@ def schema_problems(value: Any, source: str) -> list[Problem]:
     return problems
 
 
-def declared(variables: Mapping[str, Any], all_sparks: Sequence[str]) -> tuple[list[Any], bool]:
+def declared(variables: Mapping[str, Any]) -> tuple[list[Any], bool]:
     """(the deployment list as the inventory means it, whether it is ``serving_deployments``).
 
     ``serving_profile_file`` (``-e`` from ``sparkrack matrix``) wins, then ``serving_deployments``,
@@ -151,22 +151,15 @@ def declared(variables: Mapping[str, Any], all_sparks: Sequence[str]) -> tuple[l
     return [{"profile": str(profile), "sparks": None, "spark": spark}], False
 
 
-def _effective(profile: Profile, override: Mapping[str, Any] | None) -> Profile:
-    if not override:
-        return profile
-    data = copy.deepcopy(profile.data)
-    data.setdefault("topology", {}).update(dict(override))
-    return Profile(profile.name, profile.path, data)
-
-
 def load_deployments(
     variables: Mapping[str, Any], base: ServingContext, source: str, *, check_memory: bool = True
 ) -> list[Deployment]:
     """The inventory's deployments, every check passed; :class:`SparkrackError` lists every
     problem otherwise (nothing has been changed anywhere). ``check_memory=False`` leaves the
-    per-Spark memory sum to the caller (``sparkrack plan --inventory`` prints it)."""
+    per-Spark memory sum to the caller (``sparkrack plan --inventory`` prints it). Deployments
+    across Sparks need ``serving_fetch_image``, the image their weights are copied with."""
+    raw, listed = declared(variables)
     all_sparks = [n.name for n in base.group()]
-    raw, listed = declared(variables, all_sparks)
     if listed:
         problems = schema_problems(raw, source)
         if problems:
@@ -191,7 +184,10 @@ def load_deployments(
         except SparkrackError as exc:
             problems += [replace(p, key=f"{where}.profile: {p.key}") for p in exc.problems]
             continue
-        profile = _effective(profile, entry.get("topology"))
+        if entry.get("topology"):  # the deployment's topology override, on a copy
+            data = copy.deepcopy(profile.data)
+            data.setdefault("topology", {}).update(dict(entry["topology"]))
+            profile = Profile(profile.name, profile.path, data)
         eng = engine_of(profile.data)
         if entry["sparks"] is not None:
             sparks = tuple(str(s) for s in entry["sparks"])
@@ -262,6 +258,18 @@ def load_deployments(
                     RULE_MEMORY,
                 )
             ]
+        )
+    spread = [d.name for d in out if len(d.sparks) > 1]
+    if spread and not base.fetch_image:
+        raise SparkrackError(
+            Problem(
+                source,
+                "serving_fetch_image",
+                f"is not set; {', '.join(spread)} copy their weights to every Spark with rsync",
+                f"set serving_fetch_image to an image with {FETCH_IMAGE_NEEDS}, pinned by digest "
+                "(README: What happens on a switch)",
+                "fetch-image",
+            )
         )
     return out
 
@@ -349,9 +357,3 @@ def format_table(rows: Sequence[SparkMemory]) -> str:
             f"{row.usable_gb:g} {mark}"
         )
     return "\n".join(lines)
-
-
-def source_of(inventory: str) -> str:
-    """Where ``serving_deployments`` is written, for refusals."""
-    path = Path(inventory) / "group_vars" / "all.yml"
-    return str(path) if path.exists() else inventory
