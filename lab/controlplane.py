@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import datetime as dt
 import hashlib
 import ipaddress
@@ -57,6 +58,14 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 ROOT = Path(__file__).resolve().parent.parent
 LAB_DIR = ROOT / "lab"
 BIN_DIR = ROOT / ".cache" / "controlplane" / "bin"
+CRD_DIR = ROOT / ".cache" / "controlplane" / "crds"
+"""The Prometheus Operator CRDs the lab's monitoring role applies instead of the chart's."""
+OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
+OPERATOR_VERSION = "v0.77.1"
+"""The operator kube-prometheus-stack 65.1.1 (sparkrack/observe/stack.py) runs."""
+OPERATOR_SUM = "h1:4SoJcwxgXwLTvS4S+VDmwoHnwoHeZWvMx8G0p2ymt/w="
+"""go.sum hash of that module version; ``go mod download`` checks it against the checksum
+database too."""
 STAGES = LAB_DIR / "kwok" / "stages.yaml"
 
 KUBERNETES_VERSION = "v1.35.3"
@@ -169,6 +178,38 @@ def _inputs_digest(binary: GoBinary) -> str:
     return binary.key("")
 
 
+def operator_crds(go: str) -> Path:
+    """The operator's CRD manifests from its Go module (downloaded and verified by ``go``,
+    compared with the pinned hash), copied to :data:`CRD_DIR`."""
+    marker = CRD_DIR / ".version"
+    if marker.is_file() and marker.read_text() == f"{OPERATOR_VERSION} {OPERATOR_SUM}\n":
+        return CRD_DIR
+    result = subprocess.run(
+        [go, "mod", "download", "-json", f"{OPERATOR_MODULE}@{OPERATOR_VERSION}"],
+        capture_output=True,
+        text=True,
+        cwd=LAB_DIR / "controlplane",
+    )
+    info = json.loads(result.stdout or "{}") if result.stdout.strip() else {}
+    if result.returncode != 0 or info.get("Error"):
+        raise ControlPlaneError(
+            f"go mod download {OPERATOR_MODULE}@{OPERATOR_VERSION} failed: "
+            f"{info.get('Error') or result.stderr.strip()}"
+        )
+    if info.get("Sum") != OPERATOR_SUM:
+        raise ControlPlaneError(
+            f"{OPERATOR_MODULE}@{OPERATOR_VERSION} has hash {info.get('Sum')}, pinned "
+            f"{OPERATOR_SUM}: refusing it"
+        )
+    source = Path(info["Dir"]) / "example" / "prometheus-operator-crd"
+    shutil.rmtree(CRD_DIR, ignore_errors=True)
+    CRD_DIR.mkdir(parents=True)
+    for crd in sorted(source.glob("*.yaml")):
+        shutil.copyfile(crd, CRD_DIR / crd.name)
+    marker.write_text(f"{OPERATOR_VERSION} {OPERATOR_SUM}\n")
+    return CRD_DIR
+
+
 def build(force: bool = False) -> dict[str, float | None]:
     """Build each binary whose inputs or toolchain changed; seconds per binary (None: cached).
 
@@ -179,6 +220,7 @@ def build(force: bool = False) -> dict[str, float | None]:
     go = go_tool()
     go_version = _go_version(go)
     BIN_DIR.mkdir(parents=True, exist_ok=True)
+    operator_crds(go)
     timings: dict[str, float | None] = {}
     for binary in BINARIES:
         key = binary.key(go_version)
@@ -465,12 +507,18 @@ class Started:
 
 
 def _start_ticks(pid: int) -> int | None:
+    """The start time of a live process (None: gone, or a zombie waiting to be reaped)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name may hold spaces and parentheses: fields start after the last ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)  # reap it when it is our child
+        return None
+    return int(fields[19])
 
 
 def _alive(proc: Started) -> bool:
@@ -568,21 +616,22 @@ class ControlPlane:
             raise
         return time.monotonic() - begin
 
-    def stop(self, timeout: float = 20.0) -> list[str]:
-        """Stop the processes this launcher recorded, newest first; return their names."""
+    def stop(self, timeout: float = 10.0) -> list[str]:
+        """Stop the processes this launcher recorded, newest first (KWOK, the scheduler and the
+        controller-manager before the API server, etcd last), each with SIGTERM and, after
+        ``timeout``, SIGKILL; return their names."""
         stopped = []
         for proc in reversed(self.started):
             if not _alive(proc):
                 continue
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
             deadline = time.monotonic() + timeout
             while _alive(proc) and time.monotonic() < deadline:
-                time.sleep(0.1)
+                time.sleep(0.05)
             if _alive(proc):
-                os.kill(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
             stopped.append(proc.name)
         self.started = []
         if self._record.is_file():

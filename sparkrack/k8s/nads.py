@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from sparkrack.contract import NAMESPACE_LABELS
 from sparkrack.fabric.addressplan import FabricPlan, nad_name
 from sparkrack.k8s.common import Manifest, metadata
 from sparkrack.k8s.options import ClusterOptions
@@ -55,8 +56,10 @@ def render_nads(plan: FabricPlan, opts: ClusterOptions) -> list[Manifest]:
 
 
 def render_namespace(opts: ClusterOptions) -> Manifest:
+    """The serving namespace, labelled exactly as the serve play renders it (one object, two
+    appliers: any difference would make each play undo the other's labels)."""
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": metadata(opts.namespace, "namespace"),
+        "metadata": {"name": opts.namespace, "labels": dict(NAMESPACE_LABELS)},
     }

@@ -325,7 +325,7 @@ def namespace(ctx: ServingContext) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": ctx.namespace, "labels": dict(contract.PART_OF)},
+        "metadata": {"name": ctx.namespace, "labels": dict(contract.NAMESPACE_LABELS)},
     }
 
 
