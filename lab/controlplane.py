@@ -22,8 +22,8 @@ and stops exactly the processes whose ids it recorded.
 
 Two placements, one code path: on loopback in a temporary folder (the pytest fixture), or inside
 the network namespace of the lab's control-plane container (``--netns-of sparkrack-cp1``), where
-the API listens on the container's own address, as K3s would on cp1. Stdlib + ``cryptography``
-(a dependency of ansible-core), typed.
+the API listens on the container's own address, as K3s would on cp1. Stdlib, ``cryptography``
+(a dependency of ansible-core) and PyYAML, typed.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -178,6 +179,16 @@ def _inputs_digest(binary: GoBinary) -> str:
     return binary.key("")
 
 
+class _Yaml12Loader(yaml.SafeLoader):
+    """SafeLoader without YAML 1.1's ``=`` (value) tag."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:value"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def operator_crds(go: str) -> Path:
     """The operator's CRD manifests from its Go module (downloaded and verified by ``go``,
     compared with the pinned hash), copied to :data:`CRD_DIR`."""
@@ -205,7 +216,9 @@ def operator_crds(go: str) -> Path:
     shutil.rmtree(CRD_DIR, ignore_errors=True)
     CRD_DIR.mkdir(parents=True)
     for crd in sorted(source.glob("*.yaml")):
-        shutil.copyfile(crd, CRD_DIR / crd.name)
+        # As JSON: YAML 1.1 loaders read a bare `=` (a label-matcher enum value) as a tag.
+        data = yaml.load(crd.read_text(), Loader=_Yaml12Loader)
+        _write(CRD_DIR / f"{crd.stem}.json", json.dumps(data))
     marker.write_text(f"{OPERATOR_VERSION} {OPERATOR_SUM}\n")
     return CRD_DIR
 

@@ -311,11 +311,15 @@ def jobs_plan(rendered: list[dict[str, Any]], live: list[dict[str, Any]]) -> dic
     return job_plan(rendered, live)
 
 
-def serving_stale(rendered: list[dict[str, Any]], live: list[Mapping[str, Any]]) -> list[Any]:
-    """``{{ manifests | sparkrack_stale_serving(found.results) }}`` with ``found`` a k8s_info
-    loop over kinds: the serving objects to remove, in removal order."""
+def serving_stale(
+    rendered: list[dict[str, Any]],
+    live: list[Mapping[str, Any]],
+    applied_first: list[dict[str, Any]] | None = None,
+) -> list[Any]:
+    """``{{ manifests | sparkrack_stale_serving(found.results, fetch) }}`` with ``found`` a
+    k8s_info loop over kinds: the serving objects to remove, in removal order."""
     by_kind = {str(r["item"]): list(r.get("resources") or []) for r in live}
-    return stale_serving(rendered, by_kind)
+    return stale_serving(rendered, by_kind, applied_first or [])
 
 
 def fetch_secret_data(password: str) -> dict[str, str]:

@@ -148,17 +148,22 @@ def _pair(obj: Mapping[str, Any]) -> tuple[str | None, str | None]:
 
 
 def stale_serving(
-    rendered: Iterable[Mapping[str, Any]], live: Mapping[str, Iterable[Mapping[str, Any]]]
+    rendered: Iterable[Mapping[str, Any]],
+    live: Mapping[str, Iterable[Mapping[str, Any]]],
+    applied_first: Iterable[Mapping[str, Any]] = (),
 ) -> list[dict[str, str]]:
     """Live serving objects (``live``: kind -> objects as the API lists them) whose
     (deployment, profile) labels no rendered object carries, in :data:`PRUNE_ORDER`:
-    ``[{"kind", "namespace", "name"}]``."""
+    ``[{"kind", "namespace", "name"}]``. Objects the play applies before it removes anything
+    (``applied_first``: the switch's ConfigMaps, shared with the ranks) are updated in place,
+    never removed."""
     component = {contract.LABEL_COMPONENT: contract.COMPONENT_SERVING}
     wanted = {
         _pair(d)
         for d in rendered
         if dict(_meta(d).get("labels") or {}).items() >= component.items()
     }
+    kept = {(str(d.get("kind")), str(_meta(d).get("name"))) for d in applied_first}
     stale = [
         {
             "kind": kind,
@@ -167,6 +172,6 @@ def stale_serving(
         }
         for kind in PRUNE_ORDER
         for obj in live.get(kind, [])
-        if _pair(obj) not in wanted
+        if _pair(obj) not in wanted and (kind, str(_meta(obj).get("name"))) not in kept
     ]
     return sorted(stale, key=lambda o: (PRUNE_ORDER.index(o["kind"]), o["name"]))

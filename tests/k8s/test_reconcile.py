@@ -150,6 +150,23 @@ def test_stale_serving_removes_departed_deployments_and_changed_profiles_only() 
         {"kind": "Pod", "namespace": "ns", "name": "sparkrack-c-r0-0"},
     ]
     assert stale_serving(rendered, {"StatefulSet": live["StatefulSet"][1:2]}) == []
+    # The switch's ConfigMap is applied (updated in place) before the removal: never removed.
+    switch_map = {
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "sparkrack-a-switch",
+            "namespace": "ns",
+            "labels": serving_labels("a", "old-profile"),
+        },
+    }
+    applied = [
+        {
+            **switch_map,
+            "metadata": {**switch_map["metadata"], "labels": serving_labels("a", "new-profile")},
+        }
+    ]
+    assert stale_serving(rendered, {"ConfigMap": [switch_map]}, applied) == []
+    assert stale_serving(rendered, {"ConfigMap": [switch_map]}) != []
 
 
 # --- the serve play's check against a real API server ---------------------------------------
