@@ -31,6 +31,8 @@ PROMETHEUS_SCRAPE_ANNOTATION: Final = "prometheus.io/scrape"
 PROMETHEUS_PATH_ANNOTATION: Final = "prometheus.io/path"
 PROMETHEUS_PORT_ANNOTATION: Final = "prometheus.io/port"
 """Annotations of a pod whose engine serves Prometheus metrics (the scrape job keeps those pods)."""
+FIELD_MANAGER: Final = "sparkrack"
+"""Field manager of what sparkrack applies server-side (Secrets: no last-applied annotation)."""
 SPEC_HASH_ANNOTATION: Final = "sparkrack.io/spec-hash"
 """Hash of a Job's rendered form: an unchanged Job is left alone, a changed one replaced."""
 
@@ -163,6 +165,7 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "fetch_password_key": FETCH_PASSWORD_KEY,
         "fetch_secrets_key": FETCH_SECRETS_KEY,
         "gateway_key_key": GATEWAY_KEY_KEY,
+        "field_manager": FIELD_MANAGER,
         "kubeconfig_file": KUBECONFIG_FILE,
         **({"kubeconfig": f"{home.rstrip('/')}/{KUBECONFIG_FILE}"} if home else {}),
         "k3s_token_file": K3S_TOKEN_FILE,

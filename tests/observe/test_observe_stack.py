@@ -70,7 +70,9 @@ def run_role(tmp_path: Path, enabled: bool) -> subprocess.CompletedProcess[str]:
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
     }
     # The fact preflight exports to every play (the role reads its kubeconfig path from it).
-    facts = json.dumps({"sparkrack_contract": contract.contract_fact(str(tmp_path))})
+    facts = json.dumps(
+        {"sparkrack_contract": contract.contract_fact(str(tmp_path)), "k3s_api_ready": False}
+    )
     return subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", facts, str(play)],
         capture_output=True,

@@ -119,4 +119,4 @@ def test_no_secret_value_sits_in_an_annotation() -> None:
             other.metadata.annotations or {}
         ), other.metadata.name
     managers = {f.manager for f in secret.metadata.managed_fields}
-    assert "sparkrack" in managers, f"applied server-side by sparkrack, got {managers}"
+    assert contract.FIELD_MANAGER in managers, f"applied server-side by sparkrack, got {managers}"
