@@ -548,6 +548,15 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def inputs_digest() -> str:
+    """What a running control plane was started from: the binaries' stamps, the KWOK stages and
+    this launcher. A plane started from other inputs is restarted, not reused."""
+    digest = hashlib.sha256()
+    for path in [*(_stamp(b) for b in BINARIES), STAGES, Path(__file__)]:
+        digest.update(path.read_bytes() if path.is_file() else b"-")
+    return digest.hexdigest()[:16]
+
+
 @dataclass
 class ControlPlane:
     """One control plane whose files live in ``state_dir``."""
@@ -555,6 +564,7 @@ class ControlPlane:
     state_dir: Path
     placement: Placement | None = None
     started: list[Started] = field(default_factory=list)
+    inputs: str = ""
 
     # --- files
     @property
@@ -586,6 +596,7 @@ class ControlPlane:
             data = json.loads(plane._record.read_text())
             plane.placement = Placement.from_dict(data["placement"])
             plane.started = [Started(**p) for p in data["processes"]]
+            plane.inputs = str(data.get("inputs", ""))
         return plane
 
     def _save(self) -> None:
@@ -593,6 +604,7 @@ class ControlPlane:
         data = {
             "placement": self.placement.to_dict(),
             "processes": [p.__dict__ for p in self.started],
+            "inputs": self.inputs,
         }
         _write(self._record, json.dumps(data, indent=2) + "\n", 0o600)
 
@@ -613,6 +625,7 @@ class ControlPlane:
         shutil.rmtree(self.state_dir, ignore_errors=True)
         self.state_dir.mkdir(parents=True, mode=0o700)
         self.placement = placement
+        self.inputs = inputs_digest()
         self._write_files()
         begin = time.monotonic()
         try:

@@ -507,7 +507,11 @@ def start_control_plane(topo: Topology) -> controlplane.ControlPlane:
     (STATE_DIR / "controlplane-build.json").write_text(json.dumps(built) + "\n")
     placement = controlplane.Placement.in_container(node.container)
     plane = controlplane.ControlPlane.load(CONTROL_PLANE_STATE)
-    if plane.running() and plane.placement == placement:
+    if (
+        plane.running()
+        and plane.placement == placement
+        and plane.inputs == controlplane.inputs_digest()
+    ):
         log(f"control plane already runs in {node.container} ({placement.server})")
     else:
         try:
@@ -717,9 +721,11 @@ def print_timings(result: dict[str, Any], build: float | None) -> None:
         )
     if start_file.is_file():
         started: dict[str, Any] = json.loads(start_file.read_text())
-        rss = started["rss_mib"]
+        print(f"control plane    /readyz {started['readyz_seconds']} s after start (goal <= 20 s)")
+    rss = controlplane.ControlPlane.load(CONTROL_PLANE_STATE).rss_mib()
+    if rss:
         print(
-            f"control plane    /readyz {started['readyz_seconds']} s after start (goal <= 20 s); RSS "
+            "control plane    RSS now "
             + ", ".join(f"{k} {v:.0f}" for k, v in rss.items())
             + f" = {sum(rss.values()):.0f} MiB"
         )

@@ -80,8 +80,15 @@ def run_playbook(
     try:
         return subprocess.run(
             # No API here: the fact k3s_api publishes on a real run, set as it would be.
-            [str(BIN / "ansible-playbook"), "-i", str(ROOT / "inventories/lab"), str(path),
-             "-e", '{"k3s_api_ready": false}', *extra],  # fmt: skip
+            [
+                str(BIN / "ansible-playbook"),
+                "-i",
+                str(ROOT / "inventories/lab"),
+                str(path),
+                "-e",
+                '{"k3s_api_ready": false}',
+                *extra,
+            ],  # fmt: skip
             capture_output=True,
             text=True,
             env=env,
