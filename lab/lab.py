@@ -504,6 +504,7 @@ def start_control_plane(topo: Topology) -> controlplane.ControlPlane:
         built = controlplane.build()
     except controlplane.ControlPlaneError as exc:
         raise LabError(str(exc)) from None
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
     (STATE_DIR / "controlplane-build.json").write_text(json.dumps(built) + "\n")
     placement = controlplane.Placement.in_container(node.container)
     plane = controlplane.ControlPlane.load(CONTROL_PLANE_STATE)
