@@ -3,7 +3,7 @@
 KWOK pods run no container, so the serve play cannot ask a head pod to call its engine. In the
 lab (``spark_hardware: simulated``) the play runs this instead: sparkrack's own test server
 (:mod:`sparkrack.bench.server`) answers as the deployment's served model name, and the smoke
-client the head pod would run (:mod:`sparkrack.serving.smoke_chat`, the same file) sends the
+client the head pod would run (:mod:`sparkrack.serving.scripts.smoke_chat`, the same file) sends the
 same streaming request to it. Exit code and output are the smoke client's.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from sparkrack.bench.server import spawn
-from sparkrack.serving import smoke_chat
+from sparkrack.serving.scripts import smoke_chat
 
 
 def main(argv: list[str] | None = None) -> int:
