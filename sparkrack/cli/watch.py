@@ -6,12 +6,18 @@ import argparse
 import asyncio
 import json
 import os
+import sys
+from pathlib import Path
+from typing import Any
 
 from sparkrack.bench.runner import parse_url
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.errors import Problem, SparkrackError
+from sparkrack.watch.actions import Actions
+from sparkrack.watch.cluster import Cluster
 from sparkrack.watch.loop import LoopConfig, run
 from sparkrack.watch.probe import ProbeConfig, Verdict, run_probe
+from sparkrack.watch.supervisor import Budget, Supervisor
 
 DEFAULT_STALL_S = 10.0
 
@@ -44,6 +50,22 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default=None, help="target label of the metrics (default: URL)")
     p.add_argument("--metrics-host", default="127.0.0.1", help="address of GET /metrics")
     p.add_argument("--metrics-port", type=int, default=9464, help="port of GET /metrics")
+    p.add_argument("--evidence", type=Path, default=None, help="write bundles here when sick")
+    k = p.add_argument_group("acting on the cluster (a deployment of sparkrack serve)")
+    k.add_argument("--deployment", default=None, help="the deployment's name (its label)")
+    k.add_argument("--namespace", default=None, help="its namespace")
+    k.add_argument("--alias", default="", help="its gateway alias (recorded in the evidence)")
+    k.add_argument("--kubeconfig", default=None, help="default: in-cluster, else ~/.kube/config")
+    k.add_argument("--max-restarts", type=int, default=Budget.max_restarts, help="per window")
+    k.add_argument(
+        "--restart-window", type=_positive, default=Budget.window_s, help="seconds (budget window)"
+    )
+    k.add_argument(
+        "--restart-grace",
+        type=float,
+        default=Budget.restart_grace_s,
+        help="seconds after a restart in which bad verdicts are the group loading",
+    )
     p.set_defaults(handler=cmd_watch)
 
 
@@ -83,8 +105,47 @@ def probe_config(args: argparse.Namespace) -> ProbeConfig:
     )
 
 
+def api_client(kubeconfig: str | None) -> Any:
+    from kubernetes import client, config
+
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return client.ApiClient()
+    return config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+
+
+def actions_from_args(args: argparse.Namespace, url: str) -> Actions | None:
+    if args.namespace is None and args.deployment is None and args.evidence is None:
+        return None
+    if (args.namespace is None) != (args.deployment is None):
+        raise SparkrackError(
+            Problem(
+                "--deployment",
+                "--deployment/--namespace",
+                "one given without the other",
+                "give both: the deployment's name and its namespace",
+                "watch-args",
+            )
+        )
+    cluster = None
+    if args.namespace is not None:
+        cluster = Cluster(api_client(args.kubeconfig), args.namespace)
+    budget = Budget(args.max_restarts, args.restart_window, args.restart_grace)
+    actions = Actions(
+        args.deployment or args.name or url,
+        url,
+        cluster,
+        args.evidence,
+        args.alias,
+        Supervisor(budget),
+    )
+    actions.load_state()
+    return actions
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     cfg = probe_config(args)
+    actions = actions_from_args(args, cfg.url)
     if not args.once:
         loop_cfg = LoopConfig(
             target=args.name or cfg.url,
@@ -92,8 +153,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
             metrics_host=args.metrics_host,
             metrics_port=args.metrics_port,
         )
-        asyncio.run(run(cfg, loop_cfg, printer=lambda text: print(text, flush=True)))
+        hook = actions.on_verdict if actions is not None else None
+        asyncio.run(run(cfg, loop_cfg, hook, printer=lambda text: print(text, flush=True)))
         return ExitCode.OK
     result = run_probe(cfg)
     print(json.dumps(result.to_json(), indent=2) if args.json else result.line(), flush=True)
+    if actions is not None:
+        actions.apply(result)
+        for line in actions.log:
+            print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
     return ExitCode.OK if result.verdict is Verdict.HEALTHY else ExitCode.FAILED
