@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes import config as kube_config
 from kubernetes.dynamic import DynamicClient
 
 from sparkrack import contract
@@ -30,10 +31,13 @@ from sparkrack.fabric.addressplan import NodeInput
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k3s import config as k3s
 from sparkrack.k3s.node import registered_node
+from sparkrack.k8s.common import validated
 from sparkrack.serving.context import context_from_inventory
 from sparkrack.serving.deployments.bundle import from_vars, render_serving
 from sparkrack.watch.actions import Actions
 from sparkrack.watch.cluster import Cluster
+from sparkrack.watch.manifests import WatchdogSettings, manifests
+from sparkrack.watch.manifests import name as watchdog_name
 from sparkrack.watch.probe import ProbeConfig, run_probe
 from sparkrack.watch.supervisor import Budget, State, Supervisor
 
@@ -223,3 +227,86 @@ def test_the_restart_budget_stops_restarting_and_marks_the_deployment_failed(
     with spawn(["--rate", "100"]) as url:
         roomy.apply(run_probe(ProbeConfig(url=url, stall_s=1.5)))
     wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+
+
+def sa_kubeconfig(kube_api: Any, cluster: Cluster, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as ``account`` (a bound token from the TokenRequest API)."""
+    token = cluster.core.create_namespaced_service_account_token(
+        account, cluster.namespace, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    admin = yaml.safe_load(kube_api.kubeconfig.read_text())
+    admin["users"] = [{"name": account, "user": {"token": token}}]
+    for ctx in admin["contexts"]:
+        ctx["context"]["user"] = account
+    path.write_text(yaml.safe_dump(admin))
+    return path
+
+
+def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
+    kube_api: Any, served: Cluster, tmp_path: Path
+) -> None:
+    cluster = served
+    settings = WatchdogSettings(image="registry.invalid/sparkrack@sha256:" + "0" * 64)
+    docs = validated(
+        manifests(NAME, cluster.namespace, "http://x:30000", "model-alpha", settings), "test"
+    )
+    dyn = DynamicClient(cluster.core.api_client)
+    for doc in docs:
+        dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).create(
+            body=doc, namespace=cluster.namespace
+        )
+    account = watchdog_name(NAME)
+    config = sa_kubeconfig(kube_api, cluster, account, tmp_path / "sa.kubeconfig")
+    wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+    before = uids(cluster)
+    with spawn(["--rate", "100", "--stall-after", "2"]) as url:
+        proc = subprocess.run(
+            [sys.executable, "-m", "sparkrack", "watch", "--once", "--url", url]
+            + ["--stall-after", "1.5", "--deployment", NAME, "--namespace", cluster.namespace]
+            + ["--kubeconfig", str(config), "--evidence", str(tmp_path / "ev")]
+            + ["--max-restarts", "100", "--restart-grace", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "restarted the group" in proc.stdout, proc.stdout
+    wait("pods replaced", lambda: not (uids(cluster) & before))
+    assert len(bundle.bundles(tmp_path / "ev")) == 1
+    assert cluster.view(NAME).annotations()[contract.WATCHDOG_STATE_ANNOTATION] == "restarting"
+
+    # No more than it needs: its token reads no Secret and deletes no StatefulSet.
+    as_watchdog = client.AuthorizationV1Api(
+        kube_config.new_client_from_config(config_file=str(config))
+    )
+    for verb, resource, group in (("get", "secrets", ""), ("delete", "statefulsets", "apps")):
+        review = as_watchdog.create_self_subject_access_review(
+            {
+                "spec": {
+                    "resourceAttributes": {
+                        "namespace": cluster.namespace,
+                        "verb": verb,
+                        "resource": resource,
+                        "group": group,
+                    }
+                }
+            }
+        )
+        assert review.status.allowed is False, (verb, resource)
+    # Negative control of the review: what the Role grants is allowed.
+    review = as_watchdog.create_self_subject_access_review(
+        {
+            "spec": {
+                "resourceAttributes": {
+                    "namespace": cluster.namespace,
+                    "verb": "delete",
+                    "resource": "pods",
+                }
+            }
+        }
+    )
+    assert review.status.allowed is True
+    with spawn(["--rate", "100"]) as url:
+        Actions(NAME, "", cluster, supervisor=Supervisor(Budget(100, 600, 0))).apply(
+            run_probe(ProbeConfig(url=url, stall_s=1.5))
+        )
