@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from sparkrack.watch.probe import ProbeResult, Verdict
 
 PREFIX = "sparkrack_watch"
+STATES = ("watching", "healthy", "stalled", "restarting", "recovered", "failed")
+"""``watching``: no actions configured (probe only); the others are the supervisor's states."""
 
 
 @dataclass
@@ -47,6 +49,15 @@ def exposition(series: dict[str, Series]) -> str:
         for v in Verdict:
             out.append(
                 f'{PREFIX}_verdict{{target="{_label(target)}",verdict="{v}"}} {int(now == v)}'
+            )
+    out += [
+        f"# HELP {PREFIX}_state 1 for the watchdog's state of the target (see watch.supervisor).",
+        f"# TYPE {PREFIX}_state gauge",
+    ]
+    for target, s in series.items():
+        for state in STATES:
+            out.append(
+                f'{PREFIX}_state{{target="{_label(target)}",state="{state}"}} {int(s.state == state)}'
             )
     scalars: list[tuple[str, str, str, Callable[[Series], float]]] = [
         ("probes_total", "counter", "Probes made.", lambda s: s.probes),

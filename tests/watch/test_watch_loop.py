@@ -52,5 +52,6 @@ def test_verdict_metrics_follow_the_probe(server: list[str], verdict: str) -> No
     other = "stalled" if verdict == "healthy" else "healthy"
     assert f'sparkrack_watch_verdict{{target="alpha",verdict="{other}"}} 0' in page
     assert 'sparkrack_watch_probes_total{target="alpha"} 2' in page
+    assert 'sparkrack_watch_state{target="alpha",state="watching"} 1' in page
     bad = 2 if verdict == "stalled" else 0
     assert f'sparkrack_watch_bad_probes_total{{target="alpha",verdict="stalled"}} {bad}' in page
