@@ -80,8 +80,11 @@ class Supervisor:
         if self.state is State.FAILED:
             return Decision(self.state, routable=False)
         if verdict not in RESTART_ON:
+            first = self.state is not State.STALLED  # one bundle per episode, not per probe
             self.state = State.STALLED
-            return Decision(self.state, capture=True, routable=False, message=f"{verdict}")
+            return Decision(
+                self.state, capture=first, routable=False, message=str(verdict) if first else ""
+            )
         if self.budget.spent(self.restarts, now):
             self.state = State.FAILED
             return Decision(
