@@ -38,6 +38,16 @@ FIELD_MANAGER: Final = "sparkrack"
 """Field manager of what sparkrack applies server-side (Secrets: no last-applied annotation)."""
 SPEC_HASH_ANNOTATION: Final = "sparkrack.io/spec-hash"
 """Hash of a Job's rendered form: an unchanged Job is left alone, a changed one replaced."""
+WATCHDOG_STATE_ANNOTATION: Final = "sparkrack.io/watchdog-state"
+"""On a deployment's rank-0 StatefulSet: the watchdog's state (healthy, stalled, restarting,
+recovered, failed)."""
+WATCHDOG_VERDICT_ANNOTATION: Final = "sparkrack.io/watchdog-verdict"
+"""On a deployment's rank-0 StatefulSet: the watchdog's last verdict line and its time."""
+WATCHDOG_RESTARTS_ANNOTATION: Final = "sparkrack.io/watchdog-restarts"
+"""On a deployment's rank-0 StatefulSet: Unix times of the watchdog's group restarts (its budget)."""
+LABEL_QUARANTINE: Final = "sparkrack.io/quarantined"
+"""Added to a deployment's API Service selector while it is sick: no pod carries it, so the
+Service has no endpoints and the gateway's router cools the route down and fails over."""
 
 # --- the serving namespace ------------------------------------------------------------------
 POD_SECURITY_LEVEL: Final = "privileged"

@@ -23,6 +23,14 @@ stream at a time, so n requests never overlap), ``--error-after N`` (an error ev
 ``--unlisted`` (``/v1/models`` lists nothing), ``--cold-start S`` (the first request waits S
 seconds longer, like a model loading on first use).
 
+Options that model a sick deployment, for the watchdog (``sparkrack watch``): ``--stall-after N``
+(the stream stops after N tokens and stays open while ``/health`` keeps answering 200 and the
+generated-token counter on ``/metrics`` stops: a wedged TP group), ``--slow-after N --slow-rate R``
+(after N tokens the stream goes on at R tok/s: a dying decode), ``--http-error CODE`` (every chat
+request answers that status), ``--break-after N`` (the connection drops after N tokens without
+ending the stream), ``--answer html|garbage|redirect`` (an HTML page, SSE events that are not
+JSON, a redirect to itself).
+
 Pacing is on an absolute schedule: the chunk whose cumulative completion-token count is ``C`` is
 written at ``t_first + (C - c_first) / rate`` (``loop.time()``, monotonic).  A late wake-up does not
 shift later chunks, so the decode rate a client measures between the first and the last chunk is
@@ -58,6 +66,9 @@ MODES: dict[str, str] = {
     f"{BASE_MODEL}-word-salad": "word-salad",
     f"{BASE_MODEL}-uniform": "uniform",
 }
+
+BAD_ANSWERS = ("html", "garbage", "redirect")
+"""``--answer``: an HTML page, an event stream of non-JSON events, a redirect to itself."""
 
 _DET = ["the", "a", "every", "this", "our", "each"]
 _ADJ = ["quick", "stable", "remote", "careful", "bounded", "shared", "silent", "modern", "sparse"]
@@ -97,6 +108,7 @@ _SALAD = [
     "retire",
 ]
 _SALAD_MARKERS = ["self-correct", "stop rambling", "retire retire", "thinking thinking"]
+_FOREVER = 86400.0
 _LOOP = "Therefore the answer repeats because the answer repeats because"
 
 
@@ -171,6 +183,17 @@ class ServerConfig:
     """Extra seconds before the first token of the first streamed request (model load)."""
     served_as: tuple[str, ...] = ()
     """More model names answered like ``sparkrack-test`` (a deployment's served model name)."""
+    stall_after: int | None = None
+    """Stop generating after this many tokens and hold the stream open (health stays 200)."""
+    slow_after: int | None = None
+    """From this many tokens on, generate at ``slow_rate`` instead of ``rate``."""
+    slow_rate: float = 0.2
+    http_error: int | None = None
+    """Answer every chat request with this HTTP status (a JSON error body)."""
+    break_after: int | None = None
+    """Drop the connection after this many tokens, without ending the stream."""
+    answer: str | None = None
+    """A wrong kind of answer to chat requests: one of :data:`BAD_ANSWERS`."""
 
 
 class TestServer:
@@ -264,7 +287,9 @@ class TestServer:
                 await writer.drain()
                 return True
             model = request.get("model")
-            if model not in self.modes:
+            if self.config.http_error is not None or self.config.answer is not None:
+                self._misbehave(writer)
+            elif model not in self.modes:
                 msg = {"error": {"message": f"The model `{model}` does not exist.", "code": 404}}
                 self._respond(writer, "404 Not Found", json.dumps(msg).encode())
             elif request.get("stream"):
@@ -280,6 +305,25 @@ class TestServer:
             self._respond(writer, "404 Not Found", b'{"error": "not found"}')
         await writer.drain()
         return True
+
+    def _misbehave(self, writer: asyncio.StreamWriter) -> None:
+        """The answer of a sick or wrong server to a chat request (see ``--http-error``,
+        ``--answer``)."""
+        cfg = self.config
+        if cfg.http_error is not None:
+            msg = {"error": {"message": "the engine is unavailable (test server --http-error)"}}
+            self._respond(writer, f"{cfg.http_error} Error", json.dumps(msg).encode())
+        elif cfg.answer == "html":
+            page = b"<!DOCTYPE html><html><body><h1>Welcome to nginx!</h1></body></html>"
+            self._respond(writer, "200 OK", page, "text/html")
+        elif cfg.answer == "garbage":
+            events = b"data: \x00\xffnot json at all\n\ndata: {{{\n\n"
+            self._respond(writer, "200 OK", events, "text/event-stream")
+        elif cfg.answer == "redirect":
+            writer.write(
+                b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /v1/chat/completions\r\n"
+                b"Content-Length: 0\r\n\r\n"
+            )
 
     def _metrics(self) -> str:
         """The default engine's /metrics: its generated-token counter and, when speculative
@@ -339,6 +383,14 @@ class TestServer:
         self.generation_tokens += total
         self._respond(writer, "200 OK", json.dumps(body).encode())
 
+    def _after_first(self, count: int, first: int) -> float:
+        """Seconds after the first chunk at which the chunk ending at token ``count`` is due."""
+        cfg = self.config
+        knee = cfg.slow_after
+        if knee is None or count <= knee:
+            return (count - first) / cfg.rate
+        return max(0, knee - first) / cfg.rate + (count - max(knee, first)) / cfg.slow_rate
+
     async def _stream(
         self, request: dict[str, Any], mode: str, writer: asyncio.StreamWriter
     ) -> None:
@@ -390,11 +442,15 @@ class TestServer:
         try:
             while done < total:
                 n = min(cfg.tokens_per_chunk, total - done)
+                if cfg.break_after is not None and done >= cfg.break_after:
+                    writer.transport.abort()  # no terminating chunk: a broken stream
+                    return
+                if cfg.stall_after is not None and done >= cfg.stall_after:
+                    await asyncio.sleep(_FOREVER)  # a wedged group: nothing more, ever
                 if done == 0:
                     first = n
                 else:
-                    due = t_first + (done + n - first) / cfg.rate
-                    delay = due - loop.time()
+                    delay = t_first + self._after_first(done + n, first) - loop.time()
                     if delay > 0:
                         await asyncio.sleep(delay)
                 texts = [next(tokens) for _ in range(n)]
@@ -468,6 +524,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--serve-as", action="append", default=[], help="another model name (normal mode)"
     )
+    parser.add_argument(
+        "--stall-after", type=int, default=None, help="stop after N tokens, stream held open"
+    )
+    parser.add_argument("--slow-after", type=int, default=None, help="slow down after N tokens")
+    parser.add_argument(
+        "--slow-rate", type=float, default=defaults.slow_rate, help="tok/s after --slow-after"
+    )
+    parser.add_argument("--http-error", type=int, default=None, help="answer chats with CODE")
+    parser.add_argument("--break-after", type=int, default=None, help="drop after N tokens")
+    parser.add_argument("--answer", choices=BAD_ANSWERS, default=None, help="a wrong answer")
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -489,6 +555,12 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         listed=not args.unlisted,
         cold_start=args.cold_start,
         served_as=tuple(args.serve_as),
+        stall_after=args.stall_after,
+        slow_after=args.slow_after,
+        slow_rate=args.slow_rate,
+        http_error=args.http_error,
+        break_after=args.break_after,
+        answer=args.answer,
     )
 
 

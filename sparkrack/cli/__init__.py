@@ -61,6 +61,8 @@ COMMANDS: Final[dict[str, Command]] = {
         "bench", "combine results.json files of several runs into one TESTLOG table + plots"
     ),
     "diagnose": Command("diagnose", "match SGLang/NCCL logs against the known failure signatures"),
+    "watch": Command("watch", "probe a serving endpoint like a user: healthy, stalled, erroring"),
+    "status": Command("status", "each deployment's ranks, watchdog state, routing and evidence"),
     "matrix": Command("matrix", "validate, deploy, bench and record a list of profile variants"),
 }
 

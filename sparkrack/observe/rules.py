@@ -21,6 +21,7 @@ from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
 from sparkrack.serving import list_profiles, load_profile
 from sparkrack.serving.engines import ENGINES
 from sparkrack.serving.engines.base import AcceptRatio, Quantity
+from sparkrack.watch.metrics import PREFIX as WATCH
 
 THROUGHPUT_FRACTION: Final = 0.7
 """Alert when generation throughput falls below this fraction of the profile's measured figure
@@ -271,6 +272,22 @@ def alert_rules() -> list[dict[str, Any]]:
             "warning",
             "GPU on {{ $labels.Hostname }} at {{ $value }} C",
             "check airflow around the Spark; sustained heat throttles throughput",
+        ),
+        _alert(
+            "SparkrackServingStalled",
+            f'{WATCH}_verdict{{verdict=~"stalled|erroring"}} == 1',
+            "1m",
+            "critical",
+            "{{ $labels.target }}: the watchdog's probe is {{ $labels.verdict }}",
+            "`sparkrack status`; `sparkrack diagnose` the newest evidence bundle",
+        ),
+        _alert(
+            "SparkrackRestartBudgetSpent",
+            f'{WATCH}_state{{state="failed"}} == 1',
+            "0m",
+            "critical",
+            "{{ $labels.target }}: restart budget spent, the watchdog stopped restarting",
+            "`sparkrack diagnose` its evidence bundles, fix the cause, then redeploy it",
         ),
         *throughput_alerts(),
     ]

@@ -73,6 +73,78 @@ def ttft(labels: str, slow: bool) -> list[dict[str, str]]:
 # alert -> (input series, eval time, expected alerts) for a firing and a quiet case each
 CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, Any]]]] = [
     (
+        "SparkrackServingStalled",
+        "fires",
+        [
+            {
+                "series": f'sparkrack_watch_verdict{{{NS},target="alpha",verdict="stalled"}}',
+                "values": "1x10",
+            },
+            {
+                "series": f'sparkrack_watch_verdict{{{NS},target="alpha",verdict="healthy"}}',
+                "values": "0x10",
+            },
+        ],
+        "5m",
+        [
+            fires(
+                "SparkrackServingStalled",
+                {"namespace": "sparkrack", "target": "alpha", "verdict": "stalled"},
+                "alpha: the watchdog's probe is stalled",
+            )
+        ],
+    ),
+    (
+        "SparkrackServingStalled",
+        "quiet",
+        [
+            {
+                "series": f'sparkrack_watch_verdict{{{NS},target="alpha",verdict="stalled"}}',
+                "values": "0x10",
+            },
+            {
+                "series": f'sparkrack_watch_verdict{{{NS},target="alpha",verdict="slow"}}',
+                "values": "1x10",
+            },
+        ],
+        "5m",
+        [],
+    ),
+    (
+        "SparkrackRestartBudgetSpent",
+        "fires",
+        [
+            {
+                "series": f'sparkrack_watch_state{{{NS},target="alpha",state="failed"}}',
+                "values": "0 0 1x8",
+            }
+        ],
+        "5m",
+        [
+            fires(
+                "SparkrackRestartBudgetSpent",
+                {"namespace": "sparkrack", "target": "alpha", "state": "failed"},
+                "alpha: restart budget spent, the watchdog stopped restarting",
+            )
+        ],
+    ),
+    (
+        "SparkrackRestartBudgetSpent",
+        "quiet",
+        [
+            {
+                "series": f'sparkrack_watch_state{{{NS},target="alpha",state="failed"}}',
+                "values": "0x10",
+            },
+            {
+                "series": f'sparkrack_watch_state{{{NS},target="alpha",state="restarting"}}',
+                "values": "1x10",
+            },
+        ],
+        "5m",
+        [],
+    ),
+    (
         "SparkrackRankDown",
         "fires",
         [

@@ -28,6 +28,17 @@ CONFIG_MOUNT = "/etc/litellm"
 PORT = 4000
 MASTER_KEY_ENV = "LITELLM_MASTER_KEY"
 SECRET_KEY = contract.GATEWAY_KEY_KEY
+ROUTER_SETTINGS: dict[str, Any] = {
+    "routing_strategy": "simple-shuffle",
+    "num_retries": 2,
+    "allowed_fails": 1,
+    "cooldown_time": 30,
+}
+"""How the proxy's router treats the routes of one alias: replicas (deployments sharing an alias)
+are picked at random; a failed request is retried, on another replica when there is one; a route
+that fails more than once in a minute sits out ``cooldown_time`` seconds. A sick deployment's API
+Service loses its endpoints (the watchdog), so its route fails fast and cools down until the
+watchdog puts it back."""
 
 
 def backend_key(dep: Deployment) -> str:
@@ -44,8 +55,9 @@ def backend_url(dep: Deployment, ctx: ServingContext) -> str:
 def config(
     deployments: Sequence[Deployment], ctx: ServingContext, urls: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """The LiteLLM proxy config: one route per alias. ``urls`` replaces a deployment's backend
-    URL (by deployment name), for running the same config against local servers."""
+    """The LiteLLM proxy config: one route per deployment under its alias (replicas share one).
+    ``urls`` replaces a deployment's backend URL (by deployment name), for running the same config
+    against local servers."""
     return {
         "model_list": [
             {
@@ -59,6 +71,7 @@ def config(
             }
             for d in deployments
         ],
+        "router_settings": dict(ROUTER_SETTINGS),
         "general_settings": {"master_key": f"os.environ/{MASTER_KEY_ENV}"},
     }
 

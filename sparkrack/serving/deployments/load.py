@@ -239,6 +239,7 @@ def load_deployments(
     problems += _shared(
         [(name, alias, sparks, vf) for name, alias, _p, sparks, vf, _e in chosen], source
     )
+    problems += _replicas([(alias, p.name) for _n, alias, p, _s, _v, _e in chosen], source)
     if problems:
         raise SparkrackError(problems)
     out = [
@@ -274,16 +275,32 @@ def load_deployments(
     return out
 
 
+def _replicas(aliases: Sequence[tuple[str, str]], source: str) -> list[Problem]:
+    """Deployments sharing an alias are replicas the gateway balances across: they must run the
+    same profile (given as each deployment's alias and profile name)."""
+    profiles: dict[str, set[str]] = {}
+    for alias, profile in aliases:
+        profiles.setdefault(alias, set()).add(profile)
+    return [
+        Problem(
+            source,
+            f"{KEY}.alias",
+            f"{alias} is used by deployments of different profiles ({', '.join(sorted(names))})",
+            "give every deployment its own alias; only replicas of one profile share an alias",
+            RULE,
+        )
+        for alias, names in sorted(profiles.items())
+        if len(names) > 1
+    ]
+
+
 def _shared(
     deployments: Sequence[tuple[str, str, tuple[str, ...], int | None]], source: str
 ) -> list[Problem]:
-    """Names and aliases unique; deployments sharing a Spark use different VFs (each deployment
-    given as its name, alias, Sparks and VF)."""
+    """Names unique; deployments sharing a Spark use different VFs (each deployment given as its
+    name, alias, Sparks and VF)."""
     problems = []
-    for what, values in (
-        ("name", [name for name, _alias, _sparks, _vf in deployments]),
-        ("alias", [alias for _name, alias, _sparks, _vf in deployments]),
-    ):
+    for what, values in (("name", [name for name, _alias, _sparks, _vf in deployments]),):
         twice = sorted({v for v in values if values.count(v) > 1})
         if twice:
             problems.append(

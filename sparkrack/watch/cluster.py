@@ -1,0 +1,193 @@
+"""What the watchdog reads from and does to the cluster, through the Kubernetes API.
+
+A deployment is found by its labels (``sparkrack.io/deployment``): its rank StatefulSets (one
+per rank, :mod:`sparkrack.serving.objects.ranks`), their pods and its OpenAI-API Service. The
+watchdog's own state lives in annotations of the rank-0 StatefulSet, so a restarted watchdog
+keeps its restart budget and ``sparkrack status`` reads the same facts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from sparkrack import contract
+
+LOG_TAIL_LINES = 500
+
+
+def _rank(obj: Any) -> int:
+    labels = obj.metadata.labels or {}
+    try:
+        return int(labels.get(contract.LABEL_RANK, "0"))
+    except ValueError:
+        return 0
+
+
+@dataclass
+class DeploymentView:
+    """One deployment as the API holds it now."""
+
+    name: str
+    statefulsets: list[Any]
+    pods: list[Any]
+    api_service: Any | None
+
+    @property
+    def head(self) -> Any | None:
+        return self.statefulsets[0] if self.statefulsets else None
+
+    def annotations(self) -> dict[str, str]:
+        head = self.head
+        return dict((head.metadata.annotations or {}) if head is not None else {})
+
+    def ranks_ready(self) -> tuple[int, int]:
+        ready = sum(1 for p in self.pods if _pod_ready(p))
+        return ready, len(self.statefulsets)
+
+    def pod_restarts(self) -> int:
+        return sum(
+            cs.restart_count or 0 for p in self.pods for cs in (p.status.container_statuses or [])
+        )
+
+    def quarantined(self) -> bool:
+        selector = (self.api_service.spec.selector or {}) if self.api_service else {}
+        return contract.LABEL_QUARANTINE in selector
+
+
+def _pod_ready(pod: Any) -> bool:
+    if pod.metadata.deletion_timestamp is not None:
+        return False
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+class Cluster:
+    """The API calls of one namespace."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.namespace = namespace
+
+    def _selector(self, name: str) -> str:
+        return f"{contract.LABEL_DEPLOYMENT}={name}"
+
+    def deployment_names(self) -> list[str]:
+        sets: list[Any] = self.apps.list_namespaced_stateful_set(
+            self.namespace, label_selector=contract.LABEL_DEPLOYMENT
+        ).items
+        return sorted({s.metadata.labels[contract.LABEL_DEPLOYMENT] for s in sets})
+
+    def view(self, name: str) -> DeploymentView:
+        sel = self._selector(name)
+        sets: list[Any] = self.apps.list_namespaced_stateful_set(
+            self.namespace, label_selector=sel
+        ).items
+        pods: list[Any] = self.core.list_namespaced_pod(self.namespace, label_selector=sel).items
+        services: list[Any] = self.core.list_namespaced_service(
+            self.namespace, label_selector=sel
+        ).items
+        api = next((s for s in services if s.spec.cluster_ip != "None"), None)
+        return DeploymentView(name, sorted(sets, key=_rank), sorted(pods, key=_rank), api)
+
+    # -- evidence --------------------------------------------------------------------------------
+    def capture(self, name: str) -> tuple[dict[str, str], list[Any], list[str], tuple[str, ...]]:
+        """(logs by pod, events, notes, pod names) of the deployment, rank 0 first."""
+        view = self.view(name)
+        logs: dict[str, str] = {}
+        notes: list[str] = []
+        for pod in view.pods:
+            pod_name = pod.metadata.name
+            for container in pod.spec.containers:
+                try:
+                    text = self.core.read_namespaced_pod_log(
+                        pod_name,
+                        self.namespace,
+                        container=container.name,
+                        tail_lines=LOG_TAIL_LINES,
+                        timestamps=True,
+                        _request_timeout=10,
+                    )
+                except ApiException as exc:
+                    notes.append(
+                        f"log of {pod_name}/{container.name}: HTTP {exc.status} {exc.reason}"
+                    )
+                    continue
+                logs[f"{pod_name}_{container.name}"] = str(text)
+        names = {p.metadata.name for p in view.pods} | {s.metadata.name for s in view.statefulsets}
+        events = []
+        for ev in self.core.list_namespaced_event(self.namespace).items:
+            if ev.involved_object.name in names:
+                events.append(
+                    {
+                        "time": str(
+                            ev.last_timestamp or ev.event_time or ev.metadata.creation_timestamp
+                        ),
+                        "object": f"{ev.involved_object.kind}/{ev.involved_object.name}",
+                        "type": ev.type,
+                        "reason": ev.reason,
+                        "message": ev.message,
+                        "count": ev.count,
+                    }
+                )
+        return logs, events, notes, tuple(p.metadata.name for p in view.pods)
+
+    # -- actions ---------------------------------------------------------------------------------
+    def restart_group(self, name: str) -> list[str]:
+        """Delete every rank pod of the deployment at once: their StatefulSets create a fresh
+        group (a rank restarted alone could not rejoin the old NCCL group). Returns the pods."""
+        pods = self.view(name).pods
+        for pod in pods:
+            try:
+                self.core.delete_namespaced_pod(pod.metadata.name, self.namespace)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        return [p.metadata.name for p in pods]
+
+    def annotate(self, name: str, values: dict[str, str | None]) -> None:
+        head = self.view(name).head
+        if head is None:
+            return
+        self.apps.patch_namespaced_stateful_set(
+            head.metadata.name, self.namespace, {"metadata": {"annotations": values}}
+        )
+
+    def set_routable(self, name: str, routable: bool) -> bool:
+        """Take the deployment's API Service out of routing (a selector no pod matches) or put it
+        back. Returns whether anything changed."""
+        service = self.view(name).api_service
+        if service is None:
+            return False
+        quarantined = contract.LABEL_QUARANTINE in (service.spec.selector or {})
+        if quarantined == (not routable):
+            return False
+        value = None if routable else "true"
+        self.core.patch_namespaced_service(
+            service.metadata.name,
+            self.namespace,
+            {"spec": {"selector": {contract.LABEL_QUARANTINE: value}}},
+        )
+        return True
+
+    def ready_endpoints(self, service: str) -> list[str]:
+        """Addresses of the Service's ready endpoints (its EndpointSlices)."""
+        discovery = client.DiscoveryV1Api(self.core.api_client)
+        slices = discovery.list_namespaced_endpoint_slice(
+            self.namespace, label_selector=f"kubernetes.io/service-name={service}"
+        ).items
+        return sorted(
+            addr
+            for s in slices
+            for ep in s.endpoints or []
+            if ep.conditions is None or ep.conditions.ready is not False
+            for addr in ep.addresses
+        )
+
+
+def now() -> float:
+    return time.time()

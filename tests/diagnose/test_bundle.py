@@ -1,0 +1,135 @@
+"""The evidence bundle round-trips: what ``watch`` writes, ``diagnose`` reads and names the cause
+of; a directory of rank logs (one NCCL log per rank) is read the same way."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkrack.bench.server import spawn
+from sparkrack.cli import main
+from sparkrack.diagnose import bundle
+from sparkrack.errors import SparkrackError
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+HEALTHY_LOG = "[2026-11-23 22:00:01] INFO: Decode batch. #running-req: 1, gen throughput: 14.2\n"
+
+
+def write_bundle(root: Path, logs: dict[str, str], **kw: object) -> Path:
+    identity = bundle.Identity("alpha", "sparkrack", "model-alpha", "http://x:30000", tuple(logs))
+    verdict = {"verdict": "stalled", "detail": "stalled after 3 tokens and 0.1 s", "tokens": 3}
+    return bundle.write(root, identity, verdict, logs, [{"reason": "Killing"}], ["a note"], **kw)
+
+
+def test_a_bundle_round_trips_through_diagnose(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = {
+        "alpha-rank0-0": (LOGS / "nccl-socket-transport.log").read_text(),
+        "alpha-rank1-0": (LOGS / "illegal-instruction-decode.log").read_text(),
+    }
+    path = write_bundle(tmp_path, logs)
+    back = bundle.read(path)
+    assert back.identity == bundle.Identity(
+        "alpha", "sparkrack", "model-alpha", "http://x:30000", ("alpha-rank0-0", "alpha-rank1-0")
+    )
+    assert back.verdict is not None and back.verdict["tokens"] == 3
+    assert list(back.logs) == ["logs/alpha-rank0-0.log", "logs/alpha-rank1-0.log"]
+    assert back.events == [{"reason": "Killing"}] and back.notes == ["a note"]
+
+    assert main(["diagnose", "--json", str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report[0]["verdict"]["verdict"] == "stalled"
+    found = {r["log"].rsplit("/", 1)[-1]: [f["id"] for f in r["findings"]] for r in report[1:]}
+    assert found == {
+        "alpha-rank0-0.log": ["nccl-socket-transport"],
+        "alpha-rank1-0.log": ["illegal-instruction-decode"],
+    }
+    assert main(["diagnose", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "deployment alpha (sparkrack) stalled: stalled after 3 tokens" in out
+
+
+def test_a_bundle_of_clean_logs_names_no_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Negative control of the round trip: the same bundle with healthy logs."""
+    path = write_bundle(tmp_path, {"alpha-rank0-0": HEALTHY_LOG, "alpha-rank1-0": HEALTHY_LOG})
+    assert main(["diagnose", "--json", str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["findings"] for r in report[1:]] == [[], []]
+
+
+def test_a_directory_of_rank_logs_is_diagnosed_per_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "rank0.log").write_text((LOGS / "roce-network-unreachable.log").read_text())
+    (tmp_path / "rank1.log").write_text(HEALTHY_LOG)
+    (tmp_path / "notes.md").write_text("not a log")
+    assert main(["diagnose", "--json", str(tmp_path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    found = {Path(r["log"]).name: [f["id"] for f in r["findings"]] for r in report}
+    assert found == {"rank0.log": ["roce-network-unreachable"], "rank1.log": []}
+
+
+def test_logs_are_capped_and_old_bundles_rotated(tmp_path: Path) -> None:
+    big = "".join(f"line {i} " + "x" * 90 + "\n" for i in range(5000))
+    paths = [
+        write_bundle(tmp_path, {"p": big}, keep=3, max_log_bytes=10_000, now=1_800_000_000 + i)
+        for i in range(5)
+    ]
+    assert bundle.bundles(tmp_path) == paths[-3:]
+    text = (paths[-1] / "logs" / "p.log").read_text()
+    assert len(text.encode()) <= 10_000 and text.endswith("line 4999 " + "x" * 90 + "\n")
+    assert text.startswith("line ")  # cut at a line boundary
+
+
+def test_a_bundle_pointing_outside_itself_is_refused(tmp_path: Path) -> None:
+    path = write_bundle(tmp_path / "b", {"p": HEALTHY_LOG})
+    manifest = json.loads((path / bundle.MANIFEST).read_text())
+    (tmp_path / "secret.log").write_text("outside")
+    manifest["logs"] = ["../../secret.log"]
+    (path / bundle.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(SparkrackError, match="not a file inside the bundle"):
+        bundle.read(path)
+    (path / bundle.MANIFEST).write_text("{not json")
+    with pytest.raises(SparkrackError, match="unreadable"):
+        bundle.read(path)
+
+
+def test_watch_writes_a_bundle_on_a_stall_and_none_when_healthy(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "sparkrack", "watch", "--once", "--stall-after", "1.5"]
+    env = {**os.environ, "OPENAI_API_KEY": "sk-sentinel-4711"}
+    with spawn(["--rate", "100", "--api-key", "sk-sentinel-4711"]) as url:
+        ok = subprocess.run(
+            [*cmd, "--url", url, "--evidence", str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+    assert ok.returncode == 0 and bundle.bundles(tmp_path) == [], ok.stdout
+    with spawn(["--rate", "100", "--stall-after", "2", "--api-key", "sk-sentinel-4711"]) as url:
+        sick = subprocess.run(
+            [*cmd, "--url", url, "--evidence", str(tmp_path), "--name", "alpha"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+    assert sick.returncode == 1, sick.stdout + sick.stderr
+    [path] = bundle.bundles(tmp_path)
+    assert f"evidence {path}" in sick.stdout
+    back = bundle.read(path)
+    assert back.verdict is not None and back.verdict["verdict"] == "stalled"
+    assert back.verdict["tokens"] == 2 and back.identity is not None
+    assert back.identity.url == url
+    assert any("no cluster access" in n for n in back.notes)
+    assert all(b"sk-sentinel-4711" not in f.read_bytes() for f in path.rglob("*") if f.is_file())
+    shown = subprocess.run(
+        [sys.executable, "-m", "sparkrack", "diagnose", str(path)], capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and "stalled after 2 tokens" in shown.stdout

@@ -1,0 +1,49 @@
+"""The watchdog's state machine and restart budget, verdict by verdict (no cluster needed)."""
+
+from __future__ import annotations
+
+from sparkrack.watch.probe import Verdict
+from sparkrack.watch.supervisor import Budget, Supervisor
+
+H, S, E, D = Verdict.HEALTHY, Verdict.STALLED, Verdict.ERRORING, Verdict.DOWN
+
+
+def run(sup: Supervisor, steps: list[tuple[float, Verdict]]) -> list[tuple[str, bool, bool]]:
+    out = []
+    for t, verdict in steps:
+        d = sup.decide(verdict, t)
+        out.append((str(d.state), d.capture, d.restart))
+    return out
+
+
+def test_stall_restarts_once_per_grace_and_recovers() -> None:
+    sup = Supervisor(Budget(max_restarts=3, window_s=1000, restart_grace_s=60))
+    assert run(sup, [(0, H), (10, S), (20, S), (80, S), (90, H), (100, H)]) == [
+        ("healthy", False, False),
+        ("restarting", True, True),
+        ("restarting", False, False),  # inside the grace: the group is loading
+        ("restarting", True, True),  # past the grace and still stalled: again
+        ("recovered", False, False),
+        ("healthy", False, False),
+    ]
+
+
+def test_budget_spent_means_failed_and_no_restart_until_the_window_passes() -> None:
+    sup = Supervisor(Budget(max_restarts=2, window_s=100, restart_grace_s=0))
+    steps = [(0, E), (1, S), (2, S), (3, S), (4, H), (150, S)]
+    assert run(sup, steps) == [
+        ("restarting", True, True),
+        ("restarting", True, True),
+        ("failed", True, False),
+        ("failed", False, False),
+        ("recovered", False, False),
+        ("restarting", True, True),  # the old restarts left the window
+    ]
+
+
+def test_down_unroutes_and_keeps_one_bundle_per_episode() -> None:
+    sup = Supervisor()
+    decisions = [sup.decide(v, t) for t, v in [(0, D), (10, D), (20, D), (30, H), (40, D)]]
+    assert [d.capture for d in decisions] == [True, False, False, False, True]
+    assert [d.restart for d in decisions] == [False] * 5
+    assert [d.routable for d in decisions] == [False, False, False, True, False]

@@ -1,0 +1,312 @@
+"""The watchdog's actions against a real control plane (kube-apiserver, controller-manager,
+scheduler, etcd; KWOK plays the kubelets): a deployment rendered by the one serving render, its
+rank pods running on two registered Sparks, a real test server standing in for the engine.
+
+On a stall: evidence first, the API Service loses its endpoints (out of the gateway's routing),
+every rank pod is replaced by its StatefulSet, and ``sparkrack status`` shows it; on recovery the
+endpoints come back. The restart budget stops restarts and marks the deployment failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes import config as kube_config
+from kubernetes.dynamic import DynamicClient
+
+from sparkrack import contract
+from sparkrack.bench.server import spawn
+from sparkrack.diagnose import bundle
+from sparkrack.fabric.addressplan import NodeInput
+from sparkrack.inputs.inventory import load_inventory
+from sparkrack.k3s import config as k3s
+from sparkrack.k3s.node import registered_node
+from sparkrack.k8s.common import validated
+from sparkrack.serving.context import context_from_inventory
+from sparkrack.serving.deployments.bundle import from_vars, render_serving
+from sparkrack.watch.actions import Actions
+from sparkrack.watch.cluster import Cluster
+from sparkrack.watch.manifests import WatchdogSettings, manifests
+from sparkrack.watch.manifests import name as watchdog_name
+from sparkrack.watch.probe import ProbeConfig, run_probe
+from sparkrack.watch.supervisor import Budget, State, Supervisor
+
+ROOT = Path(__file__).resolve().parents[2]
+SPARKS = ("spark1", "spark2")
+NAME = "alpha"
+
+
+def wait(what: str, check: Any, timeout: float = 60.0) -> float:
+    """Seconds until ``check()`` is true (AssertionError after ``timeout``)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if check():
+            return time.monotonic() - t0
+        time.sleep(0.25)
+    raise AssertionError(f"{what}: not within {timeout} s")
+
+
+def rendered(tmp: Path) -> list[dict[str, Any]]:
+    """The objects of deployment ``alpha`` (TP=2 on spark1+spark2) from the serving render."""
+    data = yaml.safe_load((ROOT / "model_profiles" / "gemma-4-31b-it.yml").read_text())
+    data["sglang"].update(mem_fraction_static=0.45)
+    profile = tmp / "small.yml"
+    profile.write_text(yaml.safe_dump(data))
+    ctx = context_from_inventory("inventories/lab")
+    dep = {"name": NAME, "profile": str(profile), "sparks": list(SPARKS), "topology": {"tp": 2}}
+    docs = render_serving(from_vars({"serving_deployments": [dep]}, ctx, "inv.yml"))["manifests"]
+    mine = [
+        d
+        for d in docs
+        if (d["metadata"].get("labels") or {}).get(contract.LABEL_DEPLOYMENT) == NAME
+        and d["kind"] in ("StatefulSet", "Service", "ConfigMap")
+    ]
+    assert {d["kind"] for d in mine} == {"StatefulSet", "Service", "ConfigMap"}
+    return mine
+
+
+@pytest.fixture(scope="module")
+def served(kube_api: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    api = kube_api.client()
+    core = client.CoreV1Api(api)
+    plan = load_inventory("inventories/lab").plan()
+    cp = NodeInput("cp1", "172.28.250.10")
+    made = []
+    for host in SPARKS:
+        node = registered_node(k3s.agent_config(plan, host, cp, k3s.options_from({})), "aarch64")
+        with contextlib.suppress(client.ApiException):
+            core.create_node(node)
+            made.append(node["metadata"]["name"])
+    ns = kube_api.namespace("watch", {"pod-security.kubernetes.io/enforce": "privileged"})
+    dyn = DynamicClient(api)
+    for doc in rendered(tmp_path_factory.mktemp("render")):
+        doc["metadata"]["namespace"] = ns
+        dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).create(
+            body=doc, namespace=ns
+        )
+    cluster = Cluster(api, ns)
+    wait("two ranks Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2), 90)
+    try:
+        yield cluster
+    finally:
+        core.delete_namespace(ns)
+        for name in made:
+            with contextlib.suppress(client.ApiException):
+                core.delete_node(name)
+
+
+def api_service(cluster: Cluster) -> str:
+    view = cluster.view(NAME)
+    assert view.api_service is not None
+    return str(view.api_service.metadata.name)
+
+
+def uids(cluster: Cluster) -> set[str]:
+    return {p.metadata.uid for p in cluster.view(NAME).pods}
+
+
+def status(kube_api: Any, cluster: Cluster, evidence: Path) -> tuple[int, list[dict[str, Any]]]:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sparkrack",
+            "status",
+            "--namespace",
+            cluster.namespace,
+            "--kubeconfig",
+            str(kube_api.kubeconfig),
+            "--evidence",
+            str(evidence),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_a_stall_captures_evidence_unroutes_restarts_and_recovers(
+    kube_api: Any, served: Cluster, tmp_path: Path
+) -> None:
+    cluster = served
+    service = api_service(cluster)
+    wait("endpoints of the API Service", lambda: len(cluster.ready_endpoints(service)) == 1)
+    code, rows = status(kube_api, cluster, tmp_path)
+    assert (code, rows[0]["watchdog"], rows[0]["ranks_ready"]) == (0, "unwatched", "2/2")
+
+    actions = Actions(NAME, "", cluster, tmp_path, "model-alpha", Supervisor(Budget(3, 600, 0)))
+    with spawn(["--rate", "100", "--stall-after", "2"]) as url:
+        stalled = run_probe(ProbeConfig(url=url, stall_s=1.5))
+    before = uids(cluster)
+    names = tuple(p.metadata.name for p in cluster.view(NAME).pods)
+    detected = time.monotonic()
+    decision = actions.apply(stalled)
+    assert decision.state is State.RESTARTING and decision.restart
+
+    # Evidence first, of the group as it was: its pods, its events, what could not be read.
+    [path] = bundle.bundles(tmp_path)
+    evidence = bundle.read(path)
+    assert evidence.identity is not None
+    assert evidence.identity.pods == names
+    assert len(evidence.identity.pods) == 2 and evidence.verdict is not None
+    assert evidence.verdict["verdict"] == "stalled"
+    assert any(e["reason"] == "Scheduled" for e in evidence.events), evidence.events
+    # KWOK runs no container: there is no log to read, and the bundle says so.
+    assert evidence.notes and all("log of" in n for n in evidence.notes)
+
+    # Out of routing: the API Service keeps no endpoint while the group is sick.
+    wait("API Service without endpoints", lambda: cluster.ready_endpoints(service) == [])
+    # The whole group restarted: every rank pod replaced, Ready again within 60 s of detection.
+    wait(
+        "every rank pod replaced", lambda: not (uids(cluster) & before) and len(uids(cluster)) == 2
+    )
+    wait("new group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+    took = time.monotonic() - detected
+    print(f"stall detected -> evidence, unrouted, group restarted and Ready: {took:.1f} s")
+    assert took <= 60
+
+    code, rows = status(kube_api, cluster, tmp_path)
+    assert code == 1
+    assert rows[0]["watchdog"] == "restarting" and rows[0]["routed"] is False
+    assert rows[0]["watchdog_restarts"] == 1 and rows[0]["evidence"] == str(path)
+    assert "stalled after 2 tokens" in rows[0]["last_verdict"]
+
+    with spawn(["--rate", "100"]) as url:
+        healthy = run_probe(ProbeConfig(url=url, stall_s=1.5))
+    assert actions.apply(healthy).state is State.RECOVERED
+    wait("endpoints back", lambda: len(cluster.ready_endpoints(service)) == 1)
+    code, rows = status(kube_api, cluster, tmp_path)
+    assert (code, rows[0]["watchdog"], rows[0]["routed"]) == (0, "recovered", True)
+    assert actions.apply(healthy).state is State.HEALTHY
+    assert bundle.bundles(tmp_path) == [path], "a healthy verdict writes no evidence"
+
+
+def test_the_restart_budget_stops_restarting_and_marks_the_deployment_failed(
+    kube_api: Any, served: Cluster, tmp_path: Path
+) -> None:
+    cluster = served
+    wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+    with spawn(["--rate", "100", "--stall-after", "1"]) as url:
+        stalled = run_probe(ProbeConfig(url=url, stall_s=1.0))
+    actions = Actions(NAME, "", cluster, tmp_path, supervisor=Supervisor(Budget(2, 600, 0)))
+    for n in (1, 2):
+        before = uids(cluster)
+        assert actions.apply(stalled).restart, f"restart {n} is within the budget"
+        wait("pods replaced", lambda b=before: not (uids(cluster) & b))  # type: ignore[misc]
+        wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+    # A watchdog that starts again reads the budget from the cluster: still spent.
+    again = Actions(NAME, "", cluster, tmp_path, supervisor=Supervisor(Budget(2, 600, 0)))
+    again.load_state()
+    assert len(again.supervisor.restarts) == 2
+    before = uids(cluster)
+    decision = again.apply(stalled)
+    assert decision.state is State.FAILED and not decision.restart
+    assert "restart budget spent" in decision.message
+    time.sleep(3)
+    assert uids(cluster) == before, "past the budget no pod is deleted"
+    code, rows = status(kube_api, cluster, tmp_path)
+    assert (code, rows[0]["watchdog"], rows[0]["routed"]) == (1, "failed", False)
+    # Negative control: a budget with room left restarts.
+    roomy = Actions(NAME, "", cluster, tmp_path, supervisor=Supervisor(Budget(3, 600, 0)))
+    roomy.load_state()
+    roomy.supervisor.state = State.STALLED
+    assert roomy.apply(stalled).restart
+    with spawn(["--rate", "100"]) as url:
+        roomy.apply(run_probe(ProbeConfig(url=url, stall_s=1.5)))
+    wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+
+
+def sa_kubeconfig(kube_api: Any, cluster: Cluster, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as ``account`` (a bound token from the TokenRequest API)."""
+    token = cluster.core.create_namespaced_service_account_token(
+        account, cluster.namespace, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    admin = yaml.safe_load(kube_api.kubeconfig.read_text())
+    admin["users"] = [{"name": account, "user": {"token": token}}]
+    for ctx in admin["contexts"]:
+        ctx["context"]["user"] = account
+    path.write_text(yaml.safe_dump(admin))
+    return path
+
+
+def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
+    kube_api: Any, served: Cluster, tmp_path: Path
+) -> None:
+    cluster = served
+    settings = WatchdogSettings(image="registry.invalid/sparkrack@sha256:" + "0" * 64)
+    docs = validated(
+        manifests(NAME, cluster.namespace, "http://x:30000", "model-alpha", settings), "test"
+    )
+    dyn = DynamicClient(cluster.core.api_client)
+    for doc in docs:
+        dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).create(
+            body=doc, namespace=cluster.namespace
+        )
+    account = watchdog_name(NAME)
+    config = sa_kubeconfig(kube_api, cluster, account, tmp_path / "sa.kubeconfig")
+    wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+    before = uids(cluster)
+    with spawn(["--rate", "100", "--stall-after", "2"]) as url:
+        proc = subprocess.run(
+            [sys.executable, "-m", "sparkrack", "watch", "--once", "--url", url]
+            + ["--stall-after", "1.5", "--deployment", NAME, "--namespace", cluster.namespace]
+            + ["--kubeconfig", str(config), "--evidence", str(tmp_path / "ev")]
+            + ["--max-restarts", "100", "--restart-grace", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "restarted the group" in proc.stdout, proc.stdout
+    wait("pods replaced", lambda: not (uids(cluster) & before))
+    assert len(bundle.bundles(tmp_path / "ev")) == 1
+    assert cluster.view(NAME).annotations()[contract.WATCHDOG_STATE_ANNOTATION] == "restarting"
+
+    # No more than it needs: its token reads no Secret and deletes no StatefulSet.
+    as_watchdog = client.AuthorizationV1Api(
+        kube_config.new_client_from_config(config_file=str(config))
+    )
+    for verb, resource, group in (("get", "secrets", ""), ("delete", "statefulsets", "apps")):
+        review = as_watchdog.create_self_subject_access_review(
+            {
+                "spec": {
+                    "resourceAttributes": {
+                        "namespace": cluster.namespace,
+                        "verb": verb,
+                        "resource": resource,
+                        "group": group,
+                    }
+                }
+            }
+        )
+        assert review.status.allowed is False, (verb, resource)
+    # Negative control of the review: what the Role grants is allowed.
+    review = as_watchdog.create_self_subject_access_review(
+        {
+            "spec": {
+                "resourceAttributes": {
+                    "namespace": cluster.namespace,
+                    "verb": "delete",
+                    "resource": "pods",
+                }
+            }
+        }
+    )
+    assert review.status.allowed is True
+    with spawn(["--rate", "100"]) as url:
+        Actions(NAME, "", cluster, supervisor=Supervisor(Budget(100, 600, 0))).apply(
+            run_probe(ProbeConfig(url=url, stall_s=1.5))
+        )
