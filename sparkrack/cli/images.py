@@ -23,9 +23,9 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
 
 def image_rows(inventory: str) -> list[dict[str, str]]:
     """(used by, image, pin state, digest) of every image the inventory's serve play runs."""
+    from sparkrack.inputs.imageref import digest_of, pin_state
     from sparkrack.serving.deployments import gateway
     from sparkrack.serving.deployments.bundle import from_inventory
-    from sparkrack.serving.profile.images import digest_of, pin_state
 
     deployments = from_inventory(inventory, check_memory=False)
     used: list[tuple[str, str]] = [

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from sparkrack.errors import Problem
+from sparkrack.inputs.imageref import is_moving_tag
 from sparkrack.planner.memory import RULE_CONTEXT, RULE_POOL, RULE_WEIGHTS
 from sparkrack.serving.engines import ENGINES, Engine, engine_of
 from sparkrack.serving.profile.capacity import capacity_problems
-from sparkrack.serving.profile.images import is_moving_tag
 from sparkrack.serving.profile.load import schema_problems
 from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from sparkrack.errors import Problem
+from sparkrack.inputs.imageref import is_moving_tag, pin_state
 from sparkrack.serving import engine_of, load_profile, profile_warnings, validate_profile
-from sparkrack.serving.profile.images import image_slug, is_moving_tag, pin_state
+from sparkrack.serving.profile.images import image_slug
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
