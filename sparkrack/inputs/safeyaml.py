@@ -21,7 +21,8 @@ problem is not at a key) and the fix, in time and memory proportional to the fil
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -178,13 +179,22 @@ def _dotted(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _check_values(loader: _StrictLoader, root: Node) -> None:
-    """Keys unique and scalar, numbers finite; walks the expanded (already bounded) tree."""
-    stack: list[tuple[Node, str]] = [(root, "")]
+def _check_values(
+    loader: _StrictLoader, root: Node, found: Scan | None = None, keys: tuple[Node, ...] = ()
+) -> None:
+    """Keys unique and scalar, numbers finite; walks the expanded (already bounded) tree. With
+    ``found``: scalars tagged with one of its ``tags`` are left unconstructed and counted, and
+    every YAML 1.1 surprise is noted under each mapping key above it (``keys``)."""
+    stack: list[tuple[Node, str, tuple[Node, ...]]] = [(root, "", keys)]
     while stack:
-        node, path = stack.pop()
+        node, path, above = stack.pop()
         key = path or ROOT
         if isinstance(node, ScalarNode):
+            if found is not None:
+                if node.tag in found.tags:
+                    found.tagged.append(Tagged(path, node.tag, _pos(node)))
+                    continue
+                found.note(node, path, above)
             try:
                 value = loader.construct_object(node)
             except (ValueError, yaml.YAMLError) as exc:
@@ -199,12 +209,12 @@ def _check_values(loader: _StrictLoader, root: Node) -> None:
                     "yaml-non-finite",
                 )
         elif isinstance(node, SequenceNode):
-            stack.extend((child, _dotted(path, i)) for i, child in enumerate(node.value))
+            stack.extend((child, _dotted(path, i), above) for i, child in enumerate(node.value))
         elif isinstance(node, MappingNode):
             seen: set[Any] = set()
             for k, v in node.value:
                 if k.tag == MERGE_TAG:
-                    stack.append((v, path))
+                    stack.append((v, path, above))
                     continue
                 if not isinstance(k, ScalarNode):
                     raise loader.refuse(
@@ -228,7 +238,7 @@ def _check_values(loader: _StrictLoader, root: Node) -> None:
                         "yaml-duplicate-key",
                     )
                 seen.add(name)
-                stack.append((v, _dotted(path, name)))
+                stack.append((v, _dotted(path, name), (*above, k)))
 
 
 def loads(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> Any:
@@ -247,12 +257,7 @@ def loads(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> Any:
     except _Refused as exc:
         raise SparkrackError(exc.problem) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        what = ", ".join(filter(None, [exc.context, exc.problem])) or "syntax error"
-        raise SparkrackError(
-            Problem(source, ROOT, f"is not valid YAML: {what}{where}", "fix the syntax", "yaml")
-        ) from None
+        raise SparkrackError(_syntax_problem(source, exc)) from None
     except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
         text_of = " ".join(str(exc).split())
         raise SparkrackError(
@@ -313,3 +318,120 @@ def load_file(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Any:
             )
         ) from None
     return load_bytes(data, str(path), limits)
+
+
+# --- scanning files another loader reads (Ansible's inventories) ----------------------------
+
+_INT_SURPRISE = re.compile(r"[-+]?(0[0-7_]+|0b[01_]+|[0-9][0-9_]*(:[0-5]?[0-9])+|[0-9]+_[0-9_]*)")
+_FLOAT_SURPRISE = re.compile(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\.[0-9_]*|.*[0-9]_.*")
+INT_TAG = "tag:yaml.org,2002:int"
+TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
+def _pos(node: Node) -> tuple[int, int]:
+    """(line, column) of a node, both from 1 (as ansible-core's ``Origin`` counts them)."""
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+@dataclass(frozen=True)
+class Surprise:
+    """A value YAML 1.1 converts without saying so (``010`` is 8, ``1:30`` is 90)."""
+
+    path: str
+    """Dotted path below the key it is filed under ("" for that key's own value)."""
+    text: str
+    """The value as written."""
+    line: int
+    what: str
+    """What YAML made of it, in words."""
+
+
+@dataclass(frozen=True)
+class Tagged:
+    path: str
+    tag: str
+    position: tuple[int, int]
+
+
+@dataclass
+class Scan:
+    """What :func:`scan` found in a file, filed by the position of each mapping key."""
+
+    tags: frozenset[str] = frozenset()
+    surprises: dict[tuple[int, int], list[Surprise]] = field(default_factory=dict)
+    tagged: list[Tagged] = field(default_factory=list)
+    """Scalars with one of ``tags`` (``!vault``): their dotted path and position."""
+
+    def note(self, node: ScalarNode, path: str, above: tuple[Node, ...]) -> None:
+        if node.style is not None:  # quoted or block scalars are strings as written
+            return
+        what = None
+        if node.tag == TIMESTAMP_TAG:
+            what = "a date"
+        elif (
+            node.tag == INT_TAG
+            and _INT_SURPRISE.fullmatch(node.value)
+            or node.tag == FLOAT_TAG
+            and _FLOAT_SURPRISE.fullmatch(node.value)
+        ):
+            what = "a number"
+        if what is None:
+            return
+        parts = path.split(".")
+        line = node.start_mark.line + 1
+        for depth, key in enumerate(above):
+            below = ".".join(parts[depth + 1 :])
+            self.surprises.setdefault(_pos(key), []).append(Surprise(below, node.value, line, what))
+
+    def under(self, position: tuple[int, int]) -> list[Surprise]:
+        """The surprises below the mapping key at ``position``."""
+        return list(self.surprises.get(position, []))
+
+
+def scan(
+    text: str, source: str, limits: Limits = DEFAULT_LIMITS, tags: frozenset[str] = frozenset()
+) -> Scan:
+    """Check ``text`` the way :func:`loads` does (size, depth, aliases, duplicate keys, finite
+    numbers) without building the document, for a file another loader reads: scalars tagged
+    with one of ``tags`` (Ansible's ``!vault``, ``!unsafe``) are counted, not constructed, and
+    YAML 1.1 surprises (octal, sexagesimal and underscored numbers, unquoted dates) are noted."""
+    if len(text) > limits.max_bytes:
+        raise SparkrackError(_size_problem(source, len(text), limits))
+    found = Scan(tags=tags)
+    loader: _StrictLoader | None = None
+    try:
+        loader = _StrictLoader(text, source, limits)
+        for tag in tags:
+            loader.add_constructor(tag, _AsText.construct)
+        node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(loader, node)
+            _check_values(loader, node, found)
+    except _Refused as exc:
+        raise SparkrackError(exc.problem) from None
+    except yaml.MarkedYAMLError as exc:
+        raise SparkrackError(_syntax_problem(source, exc)) from None
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
+        text_of = " ".join(str(exc).split())
+        raise SparkrackError(
+            Problem(source, ROOT, f"is not valid YAML: {text_of}", "fix the syntax", "yaml")
+        ) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return found
+
+
+class _AsText:
+    @staticmethod
+    def construct(loader: yaml.SafeLoader, node: Node) -> str:
+        return str(getattr(node, "value", ""))
+
+
+def _syntax_problem(source: str, exc: yaml.MarkedYAMLError) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+    what = ", ".join(filter(None, [exc.context, exc.problem])) or "syntax error"
+    return Problem(
+        source, ROOT, f"is not valid YAML: {what}{where}", "fix the syntax at that line", "yaml"
+    )
