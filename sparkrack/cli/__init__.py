@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.errors import SparkrackError
+from sparkrack.errors import SparkrackError, UsageError
+from sparkrack.inputs.inventory import VAULT_ENV
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,10 @@ COMMANDS: Final[dict[str, Command]] = {
     "plan": Command(
         "plan",
         "capacity (weights, KV, Mamba slots, fit) and decode roofline of serving profiles",
+    ),
+    "check": Command(
+        "check",
+        "check an inventory before site.yml: variables, plan, deployments, memory, images, secrets",
     ),
     "validate": Command("validate", "check serving profiles (schema + every seed rule)"),
     "render": Command("render", "render the launch command, env or manifests of a serving profile"),
@@ -93,11 +99,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = _command_in(words)
     # No known command: only the summaries are needed (help, or argparse's usage error).
     args = build_parser(command or "").parse_args(words)
+    vault = getattr(args, "vault_password_file", None)
+    saved = os.environ.get(VAULT_ENV)
     try:
+        if vault:  # the option says what the variable says, for every inventory read below
+            os.environ[VAULT_ENV] = vault
         code: int = args.handler(args)
+    except UsageError as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitCode.USAGE
     except SparkrackError as exc:
         print(str(exc), file=sys.stderr)
         return ExitCode.FAILED
+    finally:
+        if vault:
+            if saved is None:
+                os.environ.pop(VAULT_ENV, None)
+            else:
+                os.environ[VAULT_ENV] = saved
     return code
 
 

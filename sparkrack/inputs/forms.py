@@ -95,20 +95,26 @@ def _text(value: Any, quote_hint: bool = True) -> str | None:
     return f"is {type_name(value)}, not text" + (f" ({hint})" if hint else "")
 
 
-def _integer(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        extra = " (write it without quotes)" if isinstance(value, str) else ""
-        return f"is {type_name(value)}, not a whole number{extra}"
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,17}")
+
+
+def as_integer(value: Any) -> int | None:
+    """``value`` as a whole number: an int, or its decimal digits as text (``-e port=30001``
+    arrives as text); None for anything else (``4.0``, ``true``, ``010``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        return int(value)
     return None
 
 
 def integer_between(low: int, high: int) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
-        wrong = _integer(value)
-        if wrong:
-            return wrong
-        if not low <= value <= high:
-            return f"is {value}, outside {low}..{high}"
+        number = as_integer(value)
+        if number is None:
+            return f"is {type_name(value)}, not a whole number"
+        if not low <= number <= high:
+            return f"is {number}, outside {low}..{high}"
         return None
 
     return check

@@ -164,6 +164,8 @@ class Inventory:
     origins: dict[str, dict[str, Where]] = field(default_factory=dict)
     """host -> dotted key -> where that key was written (variables ansible-core set: absent)."""
     files: Files = field(default_factory=Files)
+    control_vars: dict[str, Any] | None = None
+    """The variables the control machine (``localhost``) sees: the serve play's view."""
 
     @property
     def sparks(self) -> list[str]:
@@ -489,17 +491,21 @@ def load_inventory(path: str | Path, vault_password_file: str | None = None) -> 
         for host in hosts:
             raw = variables.get_vars(host=host, include_hostvars=False)
             hostvars[str(host.name)], origins[str(host.name)] = plain_vars(raw, inv_path)
+        local = manager.get_host("localhost")
+        control = variables.get_vars(host=local, include_hostvars=False) if local else {}
+        control_vars, _ = plain_vars(control, inv_path)
     except AnsibleError as exc:
         raise SparkrackError(ansible_problem(exc, inv_path)) from None
     finally:
         C.INVENTORY_ENABLED = enabled
-    return Inventory(inv_path, groups, hostvars, origins, files)
+    return Inventory(inv_path, groups, hostvars, origins, files, control_vars)
 
 
 def inventory_of(
     groups: Mapping[str, Sequence[str]],
     raw_hostvars: Mapping[str, Mapping[str, Any]],
     sources: Sequence[str],
+    control: Mapping[str, Any] | None = None,
 ) -> Inventory:
     """The inventory a running play loaded (``groups`` and each host's untemplated variables,
     ansible-core's ``hostvars.raw_get``), with the same origins and file scans as
@@ -514,7 +520,8 @@ def inventory_of(
     for host, raw in raw_hostvars.items():
         hostvars[str(host)], origins[str(host)] = plain_vars(raw, root)
     clean = {str(g): [str(h) for h in hs] for g, hs in groups.items()}
-    return Inventory(root, clean, hostvars, origins, files)
+    control_vars = None if control is None else plain_vars(control, root)[0]
+    return Inventory(root, clean, hostvars, origins, files, control_vars)
 
 
 class _Opened:

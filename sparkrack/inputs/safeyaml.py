@@ -243,6 +243,11 @@ def _check_values(
 
 def loads(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> Any:
     """Parse one YAML document from ``text``; raise :class:`SparkrackError` on any refusal."""
+    return _parse(text, source, limits, None)
+
+
+def _parse(text: str, source: str, limits: Limits, found: Scan | None) -> Any:
+    """Compose and check ``text``; build the document unless ``found`` collects a scan."""
     if len(text) > limits.max_bytes:
         raise SparkrackError(_size_problem(source, len(text), limits))
     loader: _StrictLoader | None = None
@@ -252,8 +257,8 @@ def loads(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> Any:
         if node is None:
             return None
         _check_expansion(loader, node)
-        _check_values(loader, node)
-        return loader.construct_document(node)
+        _check_values(loader, node, found)
+        return loader.construct_document(node) if found is None else None
     except _Refused as exc:
         raise SparkrackError(exc.problem) from None
     except yaml.MarkedYAMLError as exc:
@@ -395,37 +400,9 @@ def scan(
     numbers) without building the document, for a file another loader reads: scalars tagged
     with one of ``tags`` (Ansible's ``!vault``, ``!unsafe``) are counted, not constructed, and
     YAML 1.1 surprises (octal, sexagesimal and underscored numbers, unquoted dates) are noted."""
-    if len(text) > limits.max_bytes:
-        raise SparkrackError(_size_problem(source, len(text), limits))
     found = Scan(tags=tags)
-    loader: _StrictLoader | None = None
-    try:
-        loader = _StrictLoader(text, source, limits)
-        for tag in tags:
-            loader.add_constructor(tag, _AsText.construct)
-        node = loader.get_single_node()
-        if node is not None:
-            _check_expansion(loader, node)
-            _check_values(loader, node, found)
-    except _Refused as exc:
-        raise SparkrackError(exc.problem) from None
-    except yaml.MarkedYAMLError as exc:
-        raise SparkrackError(_syntax_problem(source, exc)) from None
-    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
-        text_of = " ".join(str(exc).split())
-        raise SparkrackError(
-            Problem(source, ROOT, f"is not valid YAML: {text_of}", "fix the syntax", "yaml")
-        ) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
+    _parse(text, source, limits, found)
     return found
-
-
-class _AsText:
-    @staticmethod
-    def construct(loader: yaml.SafeLoader, node: Node) -> str:
-        return str(getattr(node, "value", ""))
 
 
 def _syntax_problem(source: str, exc: yaml.MarkedYAMLError) -> Problem:

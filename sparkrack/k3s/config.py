@@ -18,6 +18,7 @@ from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput
 from sparkrack.inputs import safeyaml
+from sparkrack.k3s.network import CLUSTER_CIDR, K3S_API_PORT, NODE_PORT_RANGE, SERVICE_CIDR
 from sparkrack.k8s.common import (
     LABEL_GPU_PRESENT,
     LABEL_RANK,
@@ -28,7 +29,6 @@ from sparkrack.k8s.common import (
 )
 from sparkrack.planner import memory as planner
 
-K3S_API_PORT = 6443
 TOKEN_FILE = contract.K3S_TOKEN_FILE
 _TAINT_RE = re.compile(
     r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?(=[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
@@ -191,6 +191,9 @@ def server_config(
         "advertise-address": control_plane.node_ip,
         "tls-san": [control_plane.node_ip],
         "write-kubeconfig-mode": "0600",
+        "cluster-cidr": CLUSTER_CIDR,
+        "service-cidr": SERVICE_CIDR,
+        "service-node-port-range": f"{NODE_PORT_RANGE[0]}-{NODE_PORT_RANGE[1]}",
         "disable": list(opts.disable),
         "node-label": _label_list({**opts.labels, LABEL_ROLE: ROLE_CONTROL_PLANE}),
     }
