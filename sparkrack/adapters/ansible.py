@@ -15,7 +15,7 @@ from typing import Any, Final, TypeVar, cast
 from ansible.errors import AnsibleFilterError
 
 from sparkrack.contract import contract_fact
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, SparkrackError, printable
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput, nodes_from_hostvars
 from sparkrack.fabric.layout import compute_plan
 from sparkrack.fabric.nccl import check_transport, gate
@@ -303,7 +303,7 @@ def diagnose_lines(log: Any) -> list[str]:
     """``{{ rank_log | sparkrack_diagnose }}`` -> one text block per known failure signature."""
     from sparkrack.diagnose.signatures import diagnose
 
-    return [str(f) for f in diagnose(_text(log))]
+    return [printable(str(f), keep_newlines=True) for f in diagnose(_text(log))]
 
 
 FILTERS: Final[dict[str, Callable[..., Any]]] = {

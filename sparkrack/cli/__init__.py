@@ -11,15 +11,17 @@ returns an :class:`~sparkrack.cli.exitcodes.ExitCode`. Core modules never import
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TextIO
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.errors import SparkrackError, UsageError
+from sparkrack.errors import SparkrackError, UsageError, printable
 from sparkrack.inputs.inventory import VAULT_ENV
 
 
@@ -94,7 +96,33 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class EscapedOutput(io.TextIOBase):
+    """stdout as commands write to it, every control character but the newline shown as
+    ``\\xNN`` (:func:`~sparkrack.errors.printable`): a log line, a server's answer or a file
+    name that a command echoes cannot move the cursor, recolour or clear the terminal, or
+    forge a line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(printable(text, keep_newlines=True))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with contextlib.redirect_stdout(EscapedOutput(sys.stdout)):
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     command = _command_in(words)
     # No known command: only the summaries are needed (help, or argparse's usage error).

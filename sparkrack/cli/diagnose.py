@@ -11,7 +11,7 @@ from typing import Any
 
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.diagnose.signatures import diagnose
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, UsageError
 
 
 def add_arguments(command: str, d: argparse.ArgumentParser) -> None:
@@ -29,9 +29,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             try:
                 text = Path(name).read_text(encoding="utf-8", errors="replace")
             except OSError as exc:
-                raise SparkrackError(
-                    Problem(name, "LOG", f"cannot read: {exc}", "give a readable log file")
-                ) from exc
+                raise UsageError(
+                    Problem(
+                        name, "LOG", f"cannot be read: {exc.strerror}", "give a readable log file"
+                    )
+                ) from None
         findings = diagnose(text)
         report.append({"log": name, "findings": [asdict(f) for f in findings]})
         if not args.json:

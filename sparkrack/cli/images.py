@@ -12,7 +12,7 @@ import argparse
 import json
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.cli.options import add_format, add_inventory
+from sparkrack.cli.options import add_format, add_inventory, print_warnings
 
 
 def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
@@ -28,6 +28,7 @@ def image_rows(inventory: str) -> list[dict[str, str]]:
     from sparkrack.serving.deployments.bundle import from_inventory
 
     deployments = from_inventory(inventory, check_memory=False)
+    print_warnings(deployments.warnings)
     used: list[tuple[str, str]] = [
         (f"deployment {d.name} ({d.profile.name})", d.profile.image)
         for d in deployments.deployments

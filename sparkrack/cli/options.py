@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterable
 from typing import Final
 
+from sparkrack.errors import Problem
 from sparkrack.inputs.inventory import VAULT_ENV
 
 DEFAULT_INVENTORY: Final = "inventories/example"
@@ -26,6 +29,13 @@ def add_inventory(
         default=None,
         help=f"file holding the inventory's ansible-vault password (default: ${VAULT_ENV})",
     )
+
+
+def print_warnings(warnings: Iterable[Problem]) -> None:
+    """What a command reports without refusing, on stderr: every command that shows a
+    deployment repeats its warnings."""
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def add_format(parser: argparse.ArgumentParser, *choices: str) -> None:

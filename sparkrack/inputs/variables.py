@@ -198,6 +198,11 @@ VARIABLES: tuple[Variable, ...] = (
         "the QSFP fabric: the one input of the address plan (sparkrack/fabric/layout.py)",
     ),
     Variable(
+        "cluster_addons",
+        forms.Form("the add-on options (sparkrack/k8s/options.py)", lambda v: None),
+        "options of the cluster add-ons: Multus, NADs, device plugin",
+    ),
+    Variable(
         "roce_gid_index",
         forms.Form("a GID table index from 0 up", forms.integer_between(0, 255)),
         "a Spark's RoCE GID index when the roce role's discovery is overridden",
@@ -429,7 +434,20 @@ def _fix(name: str, known: Mapping[str, str]) -> str:
 
 def _surprises(inv: Inventory, name: str, host: str) -> list[Problem]:
     out = []
+    secret = name in BY_NAME and BY_NAME[name].secret
     for key, surprise in inv.surprises(name, host):
+        if secret:  # never shown, not even the digits YAML read
+            out.append(
+                Problem(
+                    inv.source(name, host),
+                    key,
+                    f"is written unquoted (line {surprise.line}) and YAML reads it as "
+                    f"{surprise.what}, not as the secret's text",
+                    "quote it",
+                    RULE_YAML,
+                )
+            )
+            continue
         value = inv.var(name, host=host)
         for part in key.split(".")[1:]:
             value = value[int(part)] if isinstance(value, list) else value.get(part)

@@ -241,10 +241,25 @@ def agent_config(
     return config
 
 
+OPTION_KEYS = ("flannel_iface", "taints", "labels", "default_runtime", "disable")
+"""Each is the role variable ``k3s_server_<key>`` / ``k3s_agent_<key>`` of the inventory."""
+
+
+def option_problems(raw: Mapping[str, Any], source: str, prefix: str) -> list[Problem]:
+    """What the K3s role would refuse in these options (``prefix``: ``k3s_server_`` or
+    ``k3s_agent_``), before a node is touched."""
+    try:
+        return _check_options(options_from(raw), source, prefix)
+    except (SparkrackError, TypeError) as exc:
+        if isinstance(exc, SparkrackError):
+            return list(exc.problems)
+        return [Problem(source, f"{prefix}*", f"cannot be read: {exc}", "see the role's defaults")]
+
+
 def options_from(raw: Mapping[str, Any] | None) -> K3sNodeOptions:
     """Options from a plain mapping (the role passes its variables); None values = defaults."""
     raw = {k: v for k, v in (raw or {}).items() if v is not None}
-    known = {"flannel_iface", "taints", "labels", "default_runtime", "disable"}
+    known = set(OPTION_KEYS)
     unknown = sorted(set(raw) - known)
     if unknown:
         raise SparkrackError(

@@ -91,9 +91,30 @@ def check_inventory(inv: Inventory, *, engine_check: bool = True) -> Report:
     if any(p.key.startswith("serving_") for p in report.problems):
         report.lines.append("deployments: not checked until the serving_* variables are right")
         return report
+    _node_options(inv, report)
     _deployments(inv, report, engine_check)
     _secrets(inv, report)
     return report
+
+
+def _node_options(inv: Inventory, report: Report) -> None:
+    """What the K3s and add-on roles would refuse in their options, before a node changes."""
+    from sparkrack.k3s import config as k3s
+    from sparkrack.k8s.options import options_from
+
+    for prefix, hosts in (("k3s_server_", inv.control_plane), ("k3s_agent_", inv.sparks)):
+        for host in hosts:
+            raw = {
+                key: inv.var(prefix + key, host=host)
+                for key in k3s.OPTION_KEYS
+                if inv.var(prefix + key, host=host) is not None
+            }
+            source = next((inv.source(prefix + k, host) for k in raw), str(inv.path))
+            report.refuse(k3s.option_problems(raw, source, prefix))
+    try:
+        options_from(inv.var("cluster_addons"), inv.source("cluster_addons"))
+    except SparkrackError as exc:
+        report.refuse(exc.problems)
 
 
 def _fabric_line(plan: FabricPlan) -> str:

@@ -61,7 +61,7 @@ def test_fabric_check_gate(
 
 
 def test_fabric_check_missing_log(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["fabric-check", "--log", "/nonexistent/nccl.log"]) == 1
+    assert main(["fabric-check", "--log", "/nonexistent/nccl.log"]) == 2
     assert "--log: does not exist" in capsys.readouterr().err
 
 

@@ -81,3 +81,53 @@ def test_handlers_return_the_exit_code_enum(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yml"
     bad.write_text("model: x\n")
     assert main(["validate", str(bad)]) is ExitCode.FAILED
+
+
+# One command line per command that the command cannot run as given: exit 2 (the README's
+# table), one line naming the option, no traceback. ``{tmp}`` is a folder that exists.
+USAGE_ERRORS: dict[str, list[str]] = {
+    "addresses": ["addresses", "-i", "{tmp}/no-such-inventory"],
+    "plan": ["plan", "-i", "{tmp}/no-such-inventory"],
+    "check": ["check", "-i", "{tmp}/no-such-inventory"],
+    "validate": ["validate", "--nodes", "four"],
+    "render": ["render", "-i", "inventories/lab", "--what", "command"],
+    "manifests": ["manifests", "cluster", "-i", "{tmp}/no-such-inventory"],
+    "images": ["images", "-i", "inventories/lab", "--vault-password-file", "{tmp}/no-such-file"],
+    "fabric-check": ["fabric-check", "--log", "{tmp}/no-such.log"],
+    "patch": ["patch", "--check"],
+    "bench": ["bench", "--url", "localhost:8000", "--model", "m"],
+    "bench-server": ["bench-server", "--no-such-option"],
+    "bench-report": ["bench-report", "{tmp}/no-such-results.json", "--out", "{tmp}/out"],
+    "diagnose": ["diagnose", "{tmp}/no-such.log"],
+    "matrix": ["matrix", "{tmp}/no-such-matrix.yml"],
+}
+
+
+def run_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    try:
+        code = int(main(argv))
+    except SystemExit as exc:  # argparse's own usage errors
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_the_usage_table_covers_every_command() -> None:
+    assert set(USAGE_ERRORS) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", sorted(USAGE_ERRORS))
+def test_a_usage_error_exits_2_for_every_command(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [word.replace("{tmp}", str(tmp_path)) for word in USAGE_ERRORS[command]]
+    code, output = run_usage(argv, capsys)
+    assert code == ExitCode.USAGE == 2, output
+    assert "Traceback" not in output and output.strip()
+
+
+def test_refused_input_is_1_not_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Negative control: a readable input that is wrong is refused (1), not a usage error."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text("model: [\n")
+    assert run_usage(["validate", str(bad)], capsys)[0] == ExitCode.FAILED

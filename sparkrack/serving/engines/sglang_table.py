@@ -47,7 +47,14 @@ def k(key: str, type_: Type, help_: str, flag: str | None = None, **kw: Any) -> 
 
 KNOBS: tuple[Knob, ...] = (
     # -- what is served, and how it is split (model/topology come from the profile's top level)
-    k("model", "string", "Hugging Face model id", "--model-path", pattern=HF_ID),
+    k(
+        "model",
+        "string",
+        "Hugging Face model id",
+        "--model-path",
+        pattern=HF_ID,
+        aliases=("--model",),
+    ),
     k("revision", "string", "commit of the model repo", "--revision", pattern=REVISION),
     k(
         "sglang.trust_remote_code",
@@ -85,7 +92,7 @@ KNOBS: tuple[Knob, ...] = (
         "expert-parallel size",
         "--ep-size",
         minimum=1,
-        aliases=("--expert-parallel-size",),
+        aliases=("--expert-parallel-size", "--ep"),
     ),
     # -- memory, context, scheduling
     k("sglang.context_length", "integer", "maximum context length", "--context-length", minimum=1),
@@ -232,6 +239,7 @@ KNOBS: tuple[Knob, ...] = (
         "separate draft model (HF id)",
         "--speculative-draft-model-path",
         pattern=HF_ID,
+        aliases=("--speculative-draft-model",),
     ),
     k(
         "speculative.num_steps",
@@ -274,7 +282,8 @@ KNOBS: tuple[Knob, ...] = (
     # -- deployment: one process per Spark of the group (from the address plan)
     runtime("--nnodes", "nnodes"),
     runtime("--node-rank", "node_rank"),
-    runtime("--dist-init-addr", "dist_init_addr"),
+    # SGLang's parser: add_argument("--dist-init-addr", "--nccl-init-addr", ...).
+    runtime("--dist-init-addr", "dist_init_addr", aliases=("--nccl-init-addr",)),
     runtime("--host", "host"),
     runtime("--port", "port"),
     # -- observability: the Prometheus endpoint /metrics on the API port (always on)

@@ -188,8 +188,10 @@ def env(key: str, type_: Type, help_: str, name: str, **kw: Any) -> Knob:
     return EnvKnob(key=key, type=type_, help=help_, env=name, **kw)
 
 
-def runtime(flag: str, what: str) -> RuntimeKnob:
-    return RuntimeKnob(key=f"runtime.{what}", type="string", help=what, flag=flag, runtime=what)
+def runtime(flag: str, what: str, aliases: tuple[str, ...] = ()) -> RuntimeKnob:
+    return RuntimeKnob(
+        key=f"runtime.{what}", type="string", help=what, flag=flag, runtime=what, aliases=aliases
+    )
 
 
 def cfg(key: str, type_: Type, help_: str, properties: dict[str, Any] | None = None) -> ConfigKnob:
