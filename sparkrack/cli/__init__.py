@@ -118,15 +118,31 @@ class EscapedOutput(io.TextIOBase):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    with contextlib.redirect_stdout(EscapedOutput(sys.stdout)):
-        return _main(argv)
-
-
-def _main(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     command = _command_in(words)
     # No known command: only the summaries are needed (help, or argparse's usage error).
     args = build_parser(command or "").parse_args(words)
+    if hasattr(args, "inventory"):
+        _ansible_display()
+    with contextlib.redirect_stdout(EscapedOutput(sys.stdout)):
+        return _run(args)
+
+
+def _ansible_display() -> None:
+    """ansible-core's display adapts the process's stdout and stderr once, when it is first
+    made (it needs real text streams): make it here, on the real ones, so it never meets the
+    escaping wrapper or a test's capture."""
+    streams = sys.stdout, sys.stderr
+    try:
+        sys.stdout, sys.stderr = sys.__stdout__ or sys.stdout, sys.__stderr__ or sys.stderr
+        from ansible.utils.display import Display
+
+        Display()
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(args: argparse.Namespace) -> int:
     vault = getattr(args, "vault_password_file", None)
     saved = os.environ.get(VAULT_ENV)
     try:

@@ -29,10 +29,20 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    from sparkrack.errors import SparkrackError, UsageError, printable
     from sparkrack.inputs.inventory import load_inventory
-    from sparkrack.preflight.check import check_inventory
+    from sparkrack.preflight.check import Report, check_inventory
 
-    report = check_inventory(load_inventory(args.inventory), engine_check=not args.no_engine_check)
+    try:
+        inv = load_inventory(args.inventory)
+    except UsageError:
+        raise
+    except SparkrackError as exc:  # the files themselves: nothing else can be checked
+        report = Report(args.inventory)
+        report.lines.append(f"inventory {printable(args.inventory)}: its files are refused")
+        report.refuse(exc.problems)
+    else:
+        report = check_inventory(inv, engine_check=not args.no_engine_check)
     for line in report.text():
         print(line)
     return ExitCode.OK if report.ok else ExitCode.FAILED

@@ -53,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
 MIN_FABRIC_MTU = 9000
 """Smallest fabric MTU the plan accepts: RoCE on the ConnectX-7 fabric is planned for jumbo frames."""
 
+RULE = "fabric"
 PORT_NAME = re.compile(r"en[A-Za-z0-9]+?(np\d+)?")
 IFNAMSIZ = 15
 """Longest Linux interface name (``IFNAMSIZ`` 16 with its NUL): a VF's name is the PF's base and
@@ -104,11 +105,11 @@ class Reader:
 
     def fabric(self, key: str, message: str, fix: str) -> None:
         self.problems.append(
-            Problem(self.source, f"fabric.{key}" if key else "fabric", message, fix)
+            Problem(self.source, f"fabric.{key}" if key else "fabric", message, fix, RULE)
         )
 
     def node(self, key: str, message: str, fix: str) -> None:
-        self.problems.append(Problem(self.source, key, message, fix))
+        self.problems.append(Problem(self.source, key, message, fix, RULE))
 
     def integer(self, value: Any, key: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int):

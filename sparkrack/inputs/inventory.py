@@ -18,6 +18,7 @@ from; and what YAML 1.1 converted without saying so (``010`` is 8) is kept per f
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import ipaddress
 import os
@@ -52,6 +53,7 @@ MAX_HOSTS = 256
 """Hosts an inventory may define, host ranges expanded (sparkrack's plan numbers at most 255)."""
 RULE = "inventory"
 RULE_VAULT = "inventory-vault"
+RULE_GROUPS = "inventory-groups"
 _RANGE = re.compile(r"\[([0-9]+|[a-z]):([0-9]+|[a-z])(?::([0-9]+))?\]")
 
 
@@ -153,7 +155,7 @@ def group_problems(
                         "links the Sparks only",
                     )
                 )
-    return problems
+    return [dataclasses.replace(p, rule=RULE_GROUPS) for p in problems]
 
 
 @dataclass(frozen=True)
@@ -216,10 +218,24 @@ class Inventory:
         try:
             plan = self._plan()
         except SparkrackError as exc:
-            raise SparkrackError(problems + list(exc.problems)) from None
+            raise SparkrackError(self._host_files(problems + list(exc.problems))) from None
         if problems:
-            raise SparkrackError(problems)
+            raise SparkrackError(self._host_files(problems))
         return plan
+
+    def _host_files(self, problems: list[Problem]) -> list[Problem]:
+        """A problem keyed ``<host>.<variable>`` names the file that variable was written in
+        (``node_ip`` is whichever address variable the host sets)."""
+        out = []
+        for p in problems:
+            host, _, name = p.key.partition(".")
+            if host in self.hostvars and name:
+                if name == "node_ip":
+                    name = next((v for v in ADDRESS_VARS if self.where(v, host)), name)
+                if self.where(name, host):
+                    p = dataclasses.replace(p, file=self.source(name, host))
+            out.append(p)
+        return out
 
     def _plan(self) -> FabricPlan:
         fabric = self.var("fabric")

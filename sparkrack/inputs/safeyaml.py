@@ -175,6 +175,14 @@ def _check_expansion(loader: _StrictLoader, root: Node) -> None:
             )
 
 
+YAML_TAGS = "tag:yaml.org,2002:"
+
+
+def _known_tag(tag: str, extra: frozenset[str]) -> bool:
+    """A tag of YAML's own types (not ``!!python/...``), or one of ``extra``."""
+    return tag in extra or (tag.startswith(YAML_TAGS) and "/" not in tag[len(YAML_TAGS) :])
+
+
 def _dotted(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
 
@@ -189,6 +197,13 @@ def _check_values(
     while stack:
         node, path, above = stack.pop()
         key = path or ROOT
+        if found is not None and not _known_tag(node.tag, found.tags):
+            raise loader.refuse(
+                key,
+                f"has the tag {node.tag}{_where(node)}, which no YAML reader of sparkrack accepts",
+                "remove the tag",
+                "yaml",
+            )
         if isinstance(node, ScalarNode):
             if found is not None:
                 if node.tag in found.tags:

@@ -188,7 +188,7 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "spark_index",
-        forms.Form("a whole number from 1 up", forms.integer_between(1, 255)),
+        forms.Form("a whole number from 1 up (the address plan checks it)", lambda v: None),
         "the Spark's place in the address plan and its rank order",
         cluster=False,
     ),
@@ -397,8 +397,8 @@ def _one(name: str, value: Any, file: str, host: str, known: Mapping[str, str]) 
             )
         ]
     if variable is not None:
-        if value is None and not variable.secret:
-            return []  # null: the default
+        if value in (None, "") and not variable.secret:
+            return []  # null or empty: the default (what needs a value says so where it is used)
         if is_template(value):
             if variable.secret:
                 return []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -30,6 +30,7 @@ from sparkrack.k8s.common import (
 from sparkrack.planner import memory as planner
 
 TOKEN_FILE = contract.K3S_TOKEN_FILE
+RULE = "k3s-options"
 _TAINT_RE = re.compile(
     r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?(=[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
     r":(NoSchedule|PreferNoSchedule|NoExecute)$"
@@ -120,7 +121,7 @@ def _check_options(opts: K3sNodeOptions, source: str, prefix: str) -> list[Probl
                 "e.g. nvidia",
             )
         )
-    return problems
+    return [replace(p, rule=RULE) for p in problems]
 
 
 # Share of the planner's OS headroom kept as the kubelet's hard memory eviction threshold; the
@@ -252,8 +253,10 @@ def option_problems(raw: Mapping[str, Any], source: str, prefix: str) -> list[Pr
         return _check_options(options_from(raw), source, prefix)
     except (SparkrackError, TypeError) as exc:
         if isinstance(exc, SparkrackError):
-            return list(exc.problems)
-        return [Problem(source, f"{prefix}*", f"cannot be read: {exc}", "see the role's defaults")]
+            return [replace(p, rule=RULE) for p in exc.problems]
+        return [
+            Problem(source, f"{prefix}*", f"cannot be read: {exc}", "see the role's defaults", RULE)
+        ]
 
 
 def options_from(raw: Mapping[str, Any] | None) -> K3sNodeOptions:

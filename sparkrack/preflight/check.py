@@ -22,6 +22,7 @@ from sparkrack.inputs.inventory import Inventory
 from sparkrack.inputs.variables import check_variables
 
 SECRETS = ("vault_hf_token", "vault_gateway_key")
+MODEL_VARS = ("serving_deployments", "serving_profile", "serving_profile_file")
 
 
 @dataclass
@@ -130,6 +131,20 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
     from sparkrack.serving.deployments.bundle import from_inventory, render_serving
     from sparkrack.serving.deployments.load import RULE_MEMORY, format_table, memory_table
 
+    if not any(inv.var(name) for name in MODEL_VARS):
+        report.lines.append("deployments: none (no serving_profile or serving_deployments)")
+        report.warn(
+            [
+                Problem(
+                    str(inv.path),
+                    "serving_profile",
+                    "names no model: the nodes can be provisioned, the serve play refuses to run",
+                    "set serving_profile: <name> or serving_deployments (model_profiles/*.yml)",
+                    "deployments",
+                )
+            ]
+        )
+        return
     try:
         found = from_inventory(inv, check_memory=False)
     except SparkrackError as exc:

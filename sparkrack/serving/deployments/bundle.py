@@ -17,7 +17,7 @@ from sparkrack.inputs.inventory import Inventory, load_inventory
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving.context import SETTINGS, ServingContext, context_of
 from sparkrack.serving.deployments import gateway
-from sparkrack.serving.deployments.load import KEY, Deployment, load_deployments
+from sparkrack.serving.deployments.load import KEY, Deployment, SourceFiles, load_deployments
 from sparkrack.serving.deployments.plan import deployment_plan, summary
 from sparkrack.serving.objects.pod import namespace
 from sparkrack.serving.objects.ranks import deployment_objects
@@ -66,10 +66,12 @@ def from_inventory(
     inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
     ctx = context_of(inv, gid)
     variables = {name: inv.var(name) for name in DEPLOYMENT_VARS}
-    sources = {name: inv.source(name) for name in (*DEPLOYMENT_VARS, *SETTINGS)}
+    home = inv.source(KEY if inv.var(KEY) else "serving_profile")
+    written = {n: inv.source(n) for n in (*DEPLOYMENT_VARS, *SETTINGS) if inv.where(n)}
     warnings: list[Problem] = []
-    found = load_deployments(variables, ctx, sources, check_memory=check_memory, warnings=warnings)
-    home = sources[KEY] if inv.var(KEY) else sources["serving_profile"]
+    found = load_deployments(
+        variables, ctx, SourceFiles(home, written), check_memory=check_memory, warnings=warnings
+    )
     return DeploymentSet(found, ctx, warnings, home)
 
 

@@ -14,6 +14,7 @@ Spark fits the Spark's usable unified memory (the refusal prints the per-Spark t
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -143,21 +144,22 @@ Sources = Mapping[str, str]
 
 
 def _sources(source: str | Sources) -> Sources:
-    return _Everywhere(source) if isinstance(source, str) else source
+    return SourceFiles(source) if isinstance(source, str) else source
 
 
-class _Everywhere(dict[str, str]):
-    """One file for every variable (the play, which knows no origins)."""
+class SourceFiles(dict[str, str]):
+    """The file each variable was written in, and ``default`` for the others (the play knows
+    no origins; a variable that is not set is named where the deployments are written)."""
 
-    def __init__(self, file: str) -> None:
-        super().__init__()
-        self.file = file
+    def __init__(self, default: str, known: Mapping[str, str] | None = None) -> None:
+        super().__init__(known or {})
+        self.default = default
 
     def __missing__(self, key: str) -> str:
-        return self.file
+        return self.default
 
-    def get(self, key: str, default: Any = None) -> Any:  # noqa: ARG002 - one file for all
-        return self.file
+    def get(self, key: str, default: Any = None) -> Any:  # noqa: ARG002 - the default is ours
+        return self[key]
 
 
 def schema_problems(value: Any, source: str) -> list[Problem]:
@@ -210,7 +212,7 @@ def declared(
         return [], False
     spark = variables.get("serving_spark")
     # sparks None: every Spark for an engine whose ranks span Sparks, else serving_spark.
-    return [{"profile": str(profile), "sparks": None, "spark": spark}], False
+    return [{"profile": str(profile), "sparks": None, "spark": spark, "file": bool(single)}], False
 
 
 def load_deployments(
@@ -251,11 +253,26 @@ def load_deployments(
     chosen: list[tuple[str, str, Profile, tuple[str, ...], int | None, Engine]] = []
     for i, entry in enumerate(raw):
         where = f"{KEY}[{i}]" if listed else "serving_profile"
+        ref_key = f"{where}.profile" if listed else where
+        ref = str(entry["profile"])
+        if not entry.get("file") and not _profile_ref(ref):
+            problems.append(
+                Problem(
+                    home,
+                    ref_key,
+                    f"{shown(ref)} is neither a profile's name, its HF id nor a .yml file: an "
+                    "inventory names profiles, it does not read other files of this machine",
+                    "name a profile of model_profiles/ (its file name or HF id), or a profile "
+                    "file (.yml)",
+                    RULE,
+                )
+            )
+            continue
         try:
-            profile = load_profile(str(entry["profile"]))
+            profile = load_profile(ref)
         except SparkrackError as exc:
             problems += [
-                replace(p, file=home, key=f"{where}.profile")
+                replace(p, file=home, key=ref_key)
                 if p.rule == "profile-not-found"
                 else replace(p, key=f"{p.key} (deployment {where})")
                 for p in exc.problems
@@ -350,6 +367,19 @@ def load_deployments(
     if warnings is not None:
         warnings += found
     return out
+
+
+_HF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _profile_ref(ref: str) -> bool:
+    """What an inventory may name as a profile: a name of ``model_profiles/``, an HF id, or a
+    YAML file (never ``~``, nor a path to any other file)."""
+    if ref.startswith("~"):
+        return False
+    if "/" not in ref or ref.endswith((".yml", ".yaml")):
+        return True
+    return bool(_HF_ID.fullmatch(ref)) and ".." not in ref
 
 
 def _sparks_of(
