@@ -169,7 +169,6 @@ SUBDOMAIN = Form(
     "a Kubernetes object name: lower-case letters, digits, '-' and '.', starting and ending "
     f"with a letter or digit, at most {DNS_SUBDOMAIN_MAX} characters",
     matching(_SUBDOMAIN, DNS_SUBDOMAIN_MAX),
-    example="sparkrack-hf-token",
 )
 
 # Host paths that reach a pod as a hostPath volume: the node's system directories, its
@@ -261,9 +260,7 @@ def memory_size(max_bytes: float, why: str) -> Form:
 
 
 def seconds(low: int, high: int) -> Form:
-    return Form(
-        f"a number of seconds from {low} to {high}", integer_between(low, high), example=str(low)
-    )
+    return Form(f"a number of seconds from {low} to {high}", integer_between(low, high))
 
 
 def _switch(value: Any) -> str | None:
@@ -297,13 +294,6 @@ def _name_text(value: Any) -> str | None:
 
 
 NAME_TEXT = Form("text of at most 255 characters without control characters", _name_text)
-
-
-def _anything(value: Any) -> str | None:
-    return None
-
-
-ANY = Form("any value", _anything)
 
 
 # --- JSON Schema errors in words ------------------------------------------------------------

@@ -491,7 +491,8 @@ def load_inventory(path: str | Path, vault_password_file: str | None = None) -> 
     enabled = C.INVENTORY_ENABLED
     try:
         C.INVENTORY_ENABLED = ["yaml", "ini"]  # never a script, never a plugin that connects
-        manager = InventoryManager(loader=loader, sources=[str(inv_path)])
+        # Absolute: ansible-core caches var files by the path it was given, whatever the cwd.
+        manager = InventoryManager(loader=loader, sources=[str(inv_path.resolve())])
         variables = VariableManager(loader=loader, inventory=manager)
         hosts = manager.get_hosts()
         if len(hosts) > MAX_HOSTS:

@@ -32,6 +32,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from sparkrack import contract
 from sparkrack.errors import Problem, shown
 from sparkrack.inputs import forms, safeyaml
 from sparkrack.inputs.inventory import Inventory, Where
@@ -100,7 +101,7 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "serving_deployments",
-        forms.ANY,
+        forms.Form("a list of deployments (README: Several models at once)", lambda v: None),
         "several models: a list of {name, profile, sparks, vf, topology, alias} (README)",
     ),
     Variable(
@@ -249,6 +250,8 @@ def role_options(roles: Path | None = None) -> dict[str, dict[str, RoleOption]]:
         options: dict[str, RoleOption] = {}
         for entry in (data.get("argument_specs") or {}).values():
             for name, opt in (entry.get("options") or {}).items():
+                if not (name == role or str(name).startswith(f"{role}_")):
+                    continue  # another owner's input the role reads (spark_hardware, the plan)
                 options[str(name)] = RoleOption(
                     role,
                     str(name),
@@ -360,7 +363,9 @@ def _files(inv: Inventory, name: str) -> Iterator[tuple[str, Any, Where | None]]
 
 def check_variables(inv: Inventory, control: Mapping[str, Any] | None = None) -> Findings:
     """Every closed variable of ``inv`` against its form (module docstring); ``control``: the
-    variables the control machine sees (``localhost``), compared for cluster-wide ones."""
+    variables the control machine sees (default: the inventory's ``localhost``), compared for
+    cluster-wide ones."""
+    control = inv.control_vars if control is None else control
     found = Findings()
     known = known_names()
     names = sorted({n for variables in inv.hostvars.values() for n in variables})
@@ -503,12 +508,12 @@ def _cluster_wide(inv: Inventory, control: Mapping[str, Any] | None) -> list[Pro
                         RULE,
                     )
                 )
-        if control is not None and variable.name not in control and first is not None:
+        if control is not None and first is not None and control.get(variable.name) != first:
             out.append(
                 Problem(
                     inv.source(variable.name),
                     variable.name,
-                    "is not seen by the control machine, where the serve play and preflight "
+                    "is not what the control machine sees, where the serve play and preflight "
                     "run: it is set for some hosts only",
                     "set it in group_vars/all (or the all group's vars)",
                     RULE,
@@ -530,12 +535,17 @@ def doc_text() -> str:
         "`spark_hardware`/`spark_index`, and every role's `<role>_*` (typed by its",
         "`meta/argument_specs.yml`). Everything else (`ansible_*`, your own) stays yours.",
         "",
-        "| variable | accepted form | what it does |",
-        "|---|---|---|",
+        "| variable | accepted form | default | what it does |",
+        "|---|---|---|---|",
     ]
     for v in VARIABLES:
-        form = v.form.words + (f", e.g. `{v.form.example}`" if v.form.example else "")
-        lines.append(f"| `{v.name}` | {form} | {v.doc} |")
+        default = contract.SERVING_DEFAULTS.get(v.name)
+        shown_default = (
+            ""
+            if default is None
+            else f"`{str(default).lower() if isinstance(default, bool) else default}`"
+        )
+        lines.append(f"| `{v.name}` | {v.form.words} | {shown_default} | {v.doc} |")
     lines += ["", "Role options (their type from the role's argument spec):", ""]
     for role, options in sorted(role_options().items()):
         names = ", ".join(f"`{n}`" for n in sorted(options))

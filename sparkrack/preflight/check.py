@@ -74,7 +74,7 @@ def check_inventory(inv: Inventory, *, engine_check: bool = True) -> Report:
     """Every check of :mod:`this module <sparkrack.preflight.check>` on ``inv``;
     ``engine_check=False`` leaves the real-parser check out (it says so)."""
     report = Report(str(inv.path))
-    found = check_variables(inv, inv.control_vars)
+    found = check_variables(inv)
     report.refuse(found.problems)
     report.warn(found.warnings)
     control_plane = ", ".join(printable(h) for h in inv.control_plane) or "none"
