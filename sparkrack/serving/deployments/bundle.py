@@ -141,7 +141,10 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
             serving_selector(),
             f"{contract.LABEL_DEPLOYMENT} notin ({','.join(listed)})",
         ],
-        "summary": summary(per, ctx, len(docs) + len(prepull) + len(fetch)),
+        # What is reported without refusing, repeated where the plan is shown.
+        "warnings": [str(w) for w in deployments.warnings],
+        "summary": summary(per, ctx, len(docs) + len(prepull) + len(fetch))
+        + [f"warning: {w}" for w in deployments.warnings],
         # A switch, in order: prepull (wait Complete) -> fetch (wait Complete) -> prune + apply
         # manifests. Jobs are immutable: delete the old ones by selector before applying.
         "prepull": prepull,
