@@ -25,6 +25,7 @@ table (``python -m sparkrack.inputs.variables``) and a test keeps the two equal.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -379,7 +380,66 @@ def check_variables(inv: Inventory, control: Mapping[str, Any] | None = None) ->
             if name in BY_NAME and BY_NAME[name].secret:
                 found.warnings += _plaintext(inv, name, file, host, value)
     found.problems += _cluster_wide(inv, control)
+    found.warnings += runs_code(inv)
     return found
+
+
+RULE_CODE = "inventory-runs-code"
+_SSH_ARGS = (
+    "ansible_ssh_common_args",
+    "ansible_ssh_extra_args",
+    "ansible_ssh_args",
+    "ansible_sftp_extra_args",
+    "ansible_scp_extra_args",
+)
+_EXECUTABLES = ("ansible_shell_executable", "ansible_become_exe", "ansible_become_flags")
+_LOOKUP = re.compile(r"\b(lookup|query|q)\s*\(|\bpipe\b")
+
+
+def runs_code(inv: Inventory) -> list[Problem]:
+    """What in the inventory makes ansible-playbook run commands on the control machine (or
+    as another program): reported, never run here, so that an inventory from someone else is
+    read before a play acts on it. ``check`` evaluates none of it."""
+    out: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    for host, variables in inv.hostvars.items():
+        for name, value in variables.items():
+            why = _code_in(name, value, host)
+            if why is None:
+                continue
+            file = inv.source(name, host)
+            if (file, name) in seen:
+                continue
+            seen.add((file, name))
+            out.append(
+                Problem(
+                    file,
+                    name,
+                    f"{why}: ansible-playbook runs it on this machine when a play uses it",
+                    "read it before running a play; remove it unless you wrote it",
+                    RULE_CODE,
+                )
+            )
+    return out
+
+
+def _code_in(name: str, value: Any, host: str) -> str | None:
+    text = value if isinstance(value, str) else ""
+    if name in _SSH_ARGS and re.search(r"(?i)(proxycommand|localcommand|permitlocalcommand)", text):
+        return "an SSH option that runs a local command"
+    if name == "ansible_connection" and text == "local" and host != "localhost":
+        return f"runs {host}'s tasks on the control machine itself"
+    if name in _EXECUTABLES and text:
+        return "replaces the program Ansible runs"
+    if (
+        name.startswith("ansible_")
+        and name.endswith("_interpreter")
+        and re.search(r"[\s;|&`$]", text)
+    ):
+        return "an interpreter given as a shell command"
+    if is_template(value) and _LOOKUP.search(str(value)):
+        return "a template with a lookup"
+    return None
 
 
 def _one(name: str, value: Any, file: str, host: str, known: Mapping[str, str]) -> list[Problem]:

