@@ -131,3 +131,28 @@ def test_refused_input_is_1_not_2(capsys: pytest.CaptureFixture[str], tmp_path: 
     bad = tmp_path / "bad.yml"
     bad.write_text("model: [\n")
     assert run_usage(["validate", str(bad)], capsys)[0] == ExitCode.FAILED
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "-i", "inventories/lab", "--no-engine-check"],
+        ["render", "-i", "inventories/lab", "--what", "plan"],
+        ["plan", "-i", "inventories/lab"],
+        ["images", "-i", "inventories/lab"],
+        ["addresses", "-i", "inventories/lab"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_every_command_that_shows_the_deployments_repeats_their_warnings(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    warnings = [
+        line for line in (captured.out + captured.err).splitlines() if line.startswith("warning: ")
+    ]
+    assert any(
+        "serving_fetch_image: localhost/sparkrack-fetch:lab is pinned by tag" in w for w in warnings
+    )
+    assert any("[image-moving-tag]" in w for w in warnings)  # the vLLM nightly, accepted
