@@ -239,6 +239,20 @@ def symlink(file: str, target: str) -> Change:
     return apply
 
 
+def linked_group_vars(extra: str) -> Change:
+    """group_vars as a link to a folder beside the inventory (molecule links it so), whose
+    all.yml gets ``extra``."""
+
+    def apply(inv: Path) -> None:
+        elsewhere = inv.parent / "elsewhere"
+        (inv / "group_vars").rename(elsewhere)
+        (inv / "group_vars").symlink_to(elsewhere, target_is_directory=True)
+        with (elsewhere / "all.yml").open("a", encoding="utf-8") as handle:
+            handle.write(extra)
+
+    return apply
+
+
 def deep_dirs(depth: int) -> Change:
     def apply(inv: Path) -> None:
         folder = inv / "group_vars"
@@ -754,6 +768,21 @@ YAML_TRICKS: list[Entry] = [
         file="group_vars/d0/d1/d2/d3/d4/d5/d6",
     ),
     Entry("huge-integer", "yaml", "yaml", "x_big", append(ALL, "x_big: " + "9" * 5000 + "\n")),
+    Entry(
+        "linked-group-vars-duplicate-key",
+        "yaml",
+        "yaml-duplicate-key",
+        "serving_namespace",
+        linked_group_vars("serving_namespace: other\n"),
+    ),
+    Entry(
+        "folder-linked-to-itself",
+        "yaml",
+        "inventory",
+        "(inventory)",
+        symlink("group_vars/loop", "."),
+        file="group_vars/loop/loop/loop/loop/loop/loop/loop",
+    ),
 ]
 
 
@@ -793,8 +822,8 @@ VAULTS: list[Entry] = [
     ),
     V(
         "inline-vault-wrong-password",
-        "inventory",
-        "(inventory)",
+        VAULT,
+        "vault_hf_token",
         inline_vault("vault_hf_token", "hf_abc"),
         password="wrong",
     ),

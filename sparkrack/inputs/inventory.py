@@ -267,7 +267,9 @@ def _candidates(root: Path) -> Iterator[Path]:
     if not root.is_dir():
         yield root
         return
-    for dirpath, dirnames, filenames in os.walk(root):
+    # Symlinked folders are followed as ansible-core follows them (molecule links group_vars);
+    # MAX_DEPTH and MAX_FILES bound a link cycle.
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         here = Path(dirpath)
         depth = len(here.relative_to(root).parts)
         if depth >= MAX_DEPTH:
@@ -335,11 +337,15 @@ def scan_files(root: Path, vault: Any = None) -> Files:
     content is checked too. Raises :class:`SparkrackError` with every problem found."""
     found = Files()
     problems: list[Problem] = []
-    paths = list(_candidates(root))
-    if len(paths) > MAX_FILES:
-        raise SparkrackError(
-            _problem(root, "(inventory)", f"holds more than {MAX_FILES} files", "check the path")
-        )
+    paths: list[Path] = []
+    for path in _candidates(root):
+        paths.append(path)
+        if len(paths) > MAX_FILES:  # stops a folder of links to itself early, too
+            raise SparkrackError(
+                _problem(
+                    root, "(inventory)", f"holds more than {MAX_FILES} files", "check the path"
+                )
+            )
     for path in paths:
         try:
             data = _read(path)
@@ -440,8 +446,13 @@ def _vault(loader: Any, given: str | None) -> Any:
             )
         )
     try:
+        # Not the process-wide vault context ansible-playbook sets once: each load has its own.
         secrets = CLI.setup_vault_secrets(
-            loader, vault_ids=[], vault_password_files=[path], auto_prompt=False
+            loader,
+            vault_ids=[],
+            vault_password_files=[path],
+            auto_prompt=False,
+            initialize_context=False,
         )
     except AnsibleError as exc:
         raise SparkrackError(
@@ -507,10 +518,10 @@ def load_inventory(path: str | Path, vault_password_file: str | None = None) -> 
         origins: dict[str, dict[str, Where]] = {}
         for host in hosts:
             raw = variables.get_vars(host=host, include_hostvars=False)
-            hostvars[str(host.name)], origins[str(host.name)] = plain_vars(raw, inv_path)
+            hostvars[str(host.name)], origins[str(host.name)] = plain_vars(raw, inv_path, vault)
         local = manager.get_host("localhost")
         control = variables.get_vars(host=local, include_hostvars=False) if local else {}
-        control_vars, _ = plain_vars(control, inv_path)
+        control_vars, _ = plain_vars(control, inv_path, vault)
     except AnsibleError as exc:
         raise SparkrackError(ansible_problem(exc, inv_path)) from None
     finally:
@@ -577,22 +588,49 @@ def _origin(value: Any, root: Path) -> Where | None:
     return Where(str(path), int(tag.line_num or 0), int(tag.col_num or 0))
 
 
-def plain_vars(raw: Mapping[Any, Any], root: Path) -> tuple[dict[str, Any], dict[str, Where]]:
-    """(plain values, dotted key -> where written) of one host's variables."""
+def plain_vars(
+    raw: Mapping[Any, Any], root: Path, vault: Any = None
+) -> tuple[dict[str, Any], dict[str, Where]]:
+    """(plain values, dotted key -> where written) of one host's variables; ``!vault`` values
+    are opened with ``vault`` (None: the vault of the running play)."""
     origins: dict[str, Where] = {}
-    out = {str(k): _plain(v, str(k), origins, k, root) for k, v in raw.items()}
+    out = {str(k): _plain(v, str(k), origins, k, root, vault) for k, v in raw.items()}
     return out, origins
 
 
-def _plain(value: Any, path: str, origins: dict[str, Where], key: Any, root: Path) -> Any:
+def _plain(
+    value: Any, path: str, origins: dict[str, Where], key: Any, root: Path, vault: Any
+) -> Any:
     where = _origin(key, root) or _origin(value, root)
     if where is not None:
         origins[path] = where
     if isinstance(value, Mapping):
-        return {str(k): _plain(v, f"{path}.{k}", origins, k, root) for k, v in value.items()}
+        return {str(k): _plain(v, f"{path}.{k}", origins, k, root, vault) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v, f"{path}.{i}", origins, v, root) for i, v in enumerate(value)]
+        return [_plain(v, f"{path}.{i}", origins, v, root, vault) for i, v in enumerate(value)]
+    if vault is not None and type(value).__name__ == "EncryptedString":
+        return _opened(value, vault, where or Where(str(root)), path)
     return plain(value)
+
+
+def _opened(value: Any, vault: Any, where: Where, key: str) -> str:
+    """The text of a ``!vault`` value, decrypted with ``vault``."""
+    from ansible.errors import AnsibleError
+    from ansible.parsing.vault import VaultHelper
+
+    try:
+        text: bytes = vault.decrypt(VaultHelper.get_ciphertext(value, with_tags=False))
+    except AnsibleError:
+        raise SparkrackError(
+            _problem(
+                where.file,
+                key,
+                "cannot be decrypted with the vault password given",
+                f"give the password it was encrypted with ({VAULT_ENV} or --vault-password-file)",
+                RULE_VAULT,
+            )
+        ) from None
+    return text.decode("utf-8", "replace")
 
 
 def plain(value: Any) -> Any:

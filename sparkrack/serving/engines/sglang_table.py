@@ -47,14 +47,7 @@ def k(key: str, type_: Type, help_: str, flag: str | None = None, **kw: Any) -> 
 
 KNOBS: tuple[Knob, ...] = (
     # -- what is served, and how it is split (model/topology come from the profile's top level)
-    k(
-        "model",
-        "string",
-        "Hugging Face model id",
-        "--model-path",
-        pattern=HF_ID,
-        aliases=("--model",),
-    ),
+    k("model", "string", "Hugging Face model id", "--model-path", pattern=HF_ID),
     k("revision", "string", "commit of the model repo", "--revision", pattern=REVISION),
     k(
         "sglang.trust_remote_code",
@@ -92,7 +85,7 @@ KNOBS: tuple[Knob, ...] = (
         "expert-parallel size",
         "--ep-size",
         minimum=1,
-        aliases=("--expert-parallel-size", "--ep"),
+        aliases=("--expert-parallel-size",),
     ),
     # -- memory, context, scheduling
     k("sglang.context_length", "integer", "maximum context length", "--context-length", minimum=1),
@@ -239,7 +232,6 @@ KNOBS: tuple[Knob, ...] = (
         "separate draft model (HF id)",
         "--speculative-draft-model-path",
         pattern=HF_ID,
-        aliases=("--speculative-draft-model",),
     ),
     k(
         "speculative.num_steps",
