@@ -11,14 +11,16 @@ create/destroy all call this file; callers serialize on ``flock /tmp/sparkrack-l
 * ``up``       networks + nodes: ``sparkrack-<host>`` for every host of inventories/lab on the
                management network, and on the Sparks one fabric network per rail
                (``fabric.rails``, each in its own planned network), its NIC renamed to the real
-               ConnectX-7 port name and attached with the planned PF address;
+               ConnectX-7 port name and attached with the planned PF address; then the
+               Kubernetes control plane (lab/controlplane.py) in the control-plane node's
+               network namespace, with K3s' admin kubeconfig and certificates written into it;
 * ``converge`` run site.yml, run it again and fail unless the rerun reports changed=0;
 * ``lab``      all of the above plus a per-node summary and the converge/rerun wall times;
 * ``molecule`` ``molecule test`` of the default scenario, printing its converge/idempotence times;
-* ``down``     remove the containers and networks above, by name.
+* ``down``     stop the control plane, remove the containers and networks above, by name.
 
 Addresses come from the address plan (``sparkrack addresses --format json``); nothing here
-computes a fabric address. Stdlib only, typed.
+computes a fabric address. Stdlib only (and lab/controlplane.py), typed.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import controlplane  # noqa: E402  (lab/ is a folder of scripts, not a package)
+
 ROOT = Path(__file__).resolve().parent.parent
 LAB_DIR = ROOT / "lab"
 IMAGE_DIR = LAB_DIR / "image"
@@ -56,6 +61,14 @@ MGMT_GATEWAY = "172.28.250.1"
 FABRIC_NETWORK = "sparkrack-fabric"
 """Docker network standing in for the first rail; rail r > 0 uses ``sparkrack-fabric<r>``."""
 LABEL = "io.sparkrack.lab"
+CONTROL_PLANE_STATE = STATE_DIR / "controlplane"
+K3S_NODE_FILES = {
+    "k3s.yaml": "/etc/rancher/k3s/k3s.yaml",
+    "pki/ca.crt": "/var/lib/rancher/k3s/server/tls/server-ca.crt",
+    "pki/admin.crt": "/var/lib/rancher/k3s/server/tls/client-admin.crt",
+    "pki/admin.key": "/var/lib/rancher/k3s/server/tls/client-admin.key",
+}
+"""Where K3s keeps its admin kubeconfig and certificates on the server: the roles read them there."""
 DOCKERD_LOG = Path("/var/log/sparkrack-dockerd.log")
 DOCKER_SOCKET = Path("/var/run/docker.sock")
 
@@ -473,10 +486,61 @@ def up(fresh: bool = False) -> Topology:
             for port in node.fabric:
                 _rename_fabric_port(node, port, info)
     log("nodes up: " + ", ".join(f"{n.container} {n.mgmt_ip}" for n in topo.nodes))
+    start_control_plane(topo)
     return topo
 
 
+def _control_plane_node(topo: Topology) -> Node:
+    nodes = [n for n in topo.nodes if not n.spark]
+    if len(nodes) != 1:
+        raise LabError(f"{INVENTORY}/hosts.yml: the lab needs exactly one control_plane host")
+    return nodes[0]
+
+
+def start_control_plane(topo: Topology) -> controlplane.ControlPlane:
+    """The API in cp1's network namespace (kept when it already runs there), K3s' files in cp1."""
+    node = _control_plane_node(topo)
+    try:
+        built = controlplane.build()
+    except controlplane.ControlPlaneError as exc:
+        raise LabError(str(exc)) from None
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    (STATE_DIR / "controlplane-build.json").write_text(json.dumps(built) + "\n")
+    placement = controlplane.Placement.in_container(node.container)
+    plane = controlplane.ControlPlane.load(CONTROL_PLANE_STATE)
+    if (
+        plane.running()
+        and plane.placement == placement
+        and plane.inputs == controlplane.inputs_digest()
+    ):
+        log(f"control plane already runs in {node.container} ({placement.server})")
+    else:
+        try:
+            seconds = plane.start(placement)
+        except controlplane.ControlPlaneError as exc:
+            raise LabError(str(exc)) from None
+        rss = ", ".join(f"{k} {v:.0f}" for k, v in plane.rss_mib().items())
+        log(f"control plane in {node.container}: {placement.server} /readyz in {seconds:.1f} s")
+        log(f"control plane RSS MiB: {rss}")
+        (STATE_DIR / "controlplane-start.json").write_text(
+            json.dumps({"readyz_seconds": round(seconds, 1), "rss_mib": plane.rss_mib()}) + "\n"
+        )
+    for source, dest in K3S_NODE_FILES.items():
+        _exec(node, "mkdir", "-p", "-m", "0700", str(Path(dest).parent))
+        docker("cp", str(plane.state_dir / source), f"{node.container}:{dest}")
+        _exec(node, "chmod", "0600", dest)
+        _exec(node, "chown", "root:root", dest)
+    return plane
+
+
+def stop_control_plane() -> None:
+    stopped = controlplane.ControlPlane.load(CONTROL_PLANE_STATE).stop()
+    if stopped:
+        log(f"control plane stopped: {', '.join(stopped)}")
+
+
 def down(topo: Topology | None = None) -> None:
+    stop_control_plane()
     topo = topo or load_topology()
     names = [n.container for n in topo.nodes]
     present = [n for n in names if _exists("container", n)]
@@ -634,20 +698,36 @@ def print_summary() -> None:
         print(f"  [{','.join(hosts)}] {item}")
 
 
-RERUN_BASELINE_SECONDS = 104.0
-"""The lab's no-op rerun of site.yml on the 2-core lab machine before the rerun work."""
-RERUN_GOAL_SECONDS = RERUN_BASELINE_SECONDS / 2
-
-
 def print_timings(result: dict[str, Any], build: float | None) -> None:
     conv, rerun = result["converge_seconds"], result["rerun_seconds"]
     ratio = 100 * rerun / conv if conv else 0.0
     print("\n== timings ==")
     print(f"image build      {'cached' if build is None else f'{build:.0f} s'}")
+    built_file, start_file = (
+        STATE_DIR / "controlplane-build.json",
+        STATE_DIR / "controlplane-start.json",
+    )
+    if built_file.is_file():
+        built: dict[str, float | None] = json.loads(built_file.read_text())
+        print(
+            "control plane    "
+            + ", ".join(
+                f"{k} {'cached' if v is None else f'built in {v:.0f} s'}" for k, v in built.items()
+            )
+        )
+    if start_file.is_file():
+        started: dict[str, Any] = json.loads(start_file.read_text())
+        print(f"control plane    /readyz {started['readyz_seconds']} s after start (goal <= 20 s)")
+    rss = controlplane.ControlPlane.load(CONTROL_PLANE_STATE).rss_mib()
+    if rss:
+        print(
+            "control plane    RSS now "
+            + ", ".join(f"{k} {v:.0f}" for k, v in rss.items())
+            + f" = {sum(rss.values()):.0f} MiB"
+        )
     print(f"converge         {conv:.1f} s  (goal <= 240 s)")
     print(
-        f"idempotent rerun {rerun:.1f} s  ({ratio:.0f} % of converge; goal <= "
-        f"{RERUN_GOAL_SECONDS:.0f} s, 50 % of the earlier {RERUN_BASELINE_SECONDS:.0f} s)"
+        f"idempotent rerun {rerun:.1f} s  ({ratio:.0f} % of converge; changed=0, cluster tasks included)"
     )
 
 

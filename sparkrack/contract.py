@@ -34,6 +34,26 @@ PROMETHEUS_SCRAPE_ANNOTATION: Final = "prometheus.io/scrape"
 PROMETHEUS_PATH_ANNOTATION: Final = "prometheus.io/path"
 PROMETHEUS_PORT_ANNOTATION: Final = "prometheus.io/port"
 """Annotations of a pod whose engine serves Prometheus metrics (the scrape job keeps those pods)."""
+FIELD_MANAGER: Final = "sparkrack"
+"""Field manager of what sparkrack applies server-side (Secrets: no last-applied annotation)."""
+SPEC_HASH_ANNOTATION: Final = "sparkrack.io/spec-hash"
+"""Hash of a Job's rendered form: an unchanged Job is left alone, a changed one replaced."""
+
+# --- the serving namespace ------------------------------------------------------------------
+POD_SECURITY_LEVEL: Final = "privileged"
+"""Pod Security level of the serving namespace. Its pods need it: SGLang ranks run privileged
+(RDMA verbs on the VF Multus moves in), every serving pod mounts host paths (HF cache, JIT
+caches) and the fetch Jobs use the host network; the baseline level forbids all three. Set on
+the namespace explicitly, so a cluster whose default is stricter (K3s' hardening guide: restricted)
+admits exactly this namespace's pods."""
+NAMESPACE_LABELS: Final = {
+    **PART_OF,
+    **{
+        f"pod-security.kubernetes.io/{mode}": POD_SECURITY_LEVEL
+        for mode in ("enforce", "audit", "warn")
+    },
+}
+"""Labels of the serving namespace, rendered by the add-ons and by the serve play alike."""
 
 # --- serving objects and paths inside serving pods ----------------------------------------------
 API_SERVICE: Final = "sparkrack-openai"
@@ -158,6 +178,7 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "fetch_password_key": FETCH_PASSWORD_KEY,
         "fetch_secrets_key": FETCH_SECRETS_KEY,
         "gateway_key_key": GATEWAY_KEY_KEY,
+        "field_manager": FIELD_MANAGER,
         "kubeconfig_file": KUBECONFIG_FILE,
         **({"kubeconfig": f"{home.rstrip('/')}/{KUBECONFIG_FILE}"} if home else {}),
         "k3s_token_file": K3S_TOKEN_FILE,

@@ -4,7 +4,8 @@
   the repository's ``ansible.cfg``, roles and filter plugin and the warnings that only add noise
   switched off;
 * ``lab``: the lab driver ``lab/lab.py`` loaded as a module (it is a script, not a package);
-* ``--update-golden`` / ``update_golden``: rewrite ``tests/data/golden/`` (an explicit act).
+* ``--update-golden`` / ``update_golden``: rewrite ``tests/data/golden/`` (an explicit act);
+* ``kube_api``: a real Kubernetes control plane on loopback (the plugin ``tests/kube_api.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+pytest_plugins = ["kube_api"]
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -80,16 +80,22 @@ def test_recap_parser(lab: ModuleType) -> None:
     assert match is not None and match.groups() == ("spark1", "14", "3", "0", "1")
 
 
-def test_timings_print_both_runs_against_the_rerun_goal(
-    lab: ModuleType, capsys: pytest.CaptureFixture[str]
+def test_timings_print_both_runs_and_the_control_plane(
+    lab: ModuleType,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(lab, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(lab, "CONTROL_PLANE_STATE", tmp_path / "controlplane")
+    (tmp_path / "controlplane-build.json").write_text('{"controlplane": 291.0, "kwok": null}')
+    (tmp_path / "controlplane-start.json").write_text('{"readyz_seconds": 2.8, "rss_mib": {}}')
     lab.print_timings({"converge_seconds": 180.0, "rerun_seconds": 45.0}, None)
     out = capsys.readouterr().out
     assert "converge         180.0 s" in out
-    assert (
-        "idempotent rerun 45.0 s  (25 % of converge; goal <= 52 s, 50 % of the earlier 104 s)"
-        in out
-    )
+    assert "idempotent rerun 45.0 s  (25 % of converge; changed=0" in out
+    assert "controlplane built in 291 s, kwok cached" in out
+    assert "/readyz 2.8 s after start (goal <= 20 s)" in out
 
 
 def _result(code: int, stderr: str = "") -> subprocess.CompletedProcess[str]:

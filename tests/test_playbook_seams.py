@@ -223,3 +223,83 @@ def test_note_checker_finds_a_note_yaml_read_as_a_mapping() -> None:
     assert non_text_notes({"t:x_simulated": planted["x_simulated"]}) == [
         "t:x_simulated: {'x': 'not joined'}"
     ]
+
+
+# --- the cluster roles: one seam each, one owner of k3s_api_ready ------------------------------
+
+# The file of each cluster role that includes its seam (once per role, where the paths part).
+CLUSTER_SEAMS = {
+    "k3s_api": "main.yml",
+    "k3s_server": "main.yml",
+    "k3s_agent": "main.yml",
+    "cluster_addons": "main.yml",
+    "serving": "deployment.yml",
+    "fabric_gate": "main.yml",
+    "monitoring": "apply.yml",
+}
+
+
+def seam_includes(tasks: Any) -> int:
+    """How many tasks (blocks included) include the hardware seam."""
+    count = 0
+    for task in tasks or []:
+        if isinstance(task, dict):
+            count += task.get("ansible.builtin.include_tasks") == SEAM
+            count += sum(seam_includes(task.get(k)) for k in ("block", "rescue", "always"))
+    return count
+
+
+@pytest.mark.parametrize(("name", "where"), sorted(CLUSTER_SEAMS.items()))
+def test_cluster_role_switches_hardware_in_one_place(name: str, where: str) -> None:
+    role = ROOT / "roles" / name
+    counts = {p.name: seam_includes(_load(p)) for p in (role / "tasks").glob("*.yml")}
+    assert counts.pop(where) == 1 and sum(counts.values()) == 0, counts
+    for variant in ("real", "simulated"):
+        assert (role / "tasks" / "hardware" / f"{variant}.yml").is_file()
+    branches = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in _yaml_files(role)
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"spark_hardware\s*[!=]=", line)
+    ]
+    assert branches == []
+    notes = _load(role / "vars" / "main.yml")[f"{name}_simulated_notes"]
+    assert notes and all(isinstance(n, str) and n.startswith(f"{name}: ") for n in notes)
+    simulated = _load(role / "tasks" / "hardware" / "simulated.yml")
+    published = [
+        t["ansible.builtin.set_fact"][f"{name}_simulated"]
+        for t in simulated
+        if f"{name}_simulated" in t.get("ansible.builtin.set_fact", {})
+    ]
+    assert published == [f"{{{{ {name}_simulated_notes }}}}"]
+
+
+def api_ready_owners(files: dict[str, str]) -> list[str]:
+    """Where k3s_api_ready is computed or set, and where a reader recomputes it (through the
+    control plane's hostvars or a default): only the k3s_api role may compute and set it."""
+    found = []
+    for name, text in files.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            sets = re.match(r"\s*k3s_api_ready:", line) and not name.startswith("roles/k3s_api/")
+            recomputes = re.search(r"\]\.k3s_api_ready|k3s_api_ready \| default", line)
+            if sets or recomputes:
+                found.append(f"{name}:{n}: {line.strip()}")
+    return found
+
+
+def test_k3s_api_ready_has_one_owner() -> None:
+    files = {
+        str(p.relative_to(ROOT)): p.read_text()
+        for p in [*ROOT.glob("roles/**/*.yml"), *ROOT.glob("playbooks/*.yml")]
+    }
+    assert api_ready_owners(files) == []
+    probes = [f for f, text in files.items() if "name: k3s_api\n" in text and "/meta/" not in f]
+    assert sorted(probes) == ["playbooks/api.yml", "roles/k3s_server/tasks/main.yml"]
+
+
+def test_owner_checker_finds_a_planted_second_owner() -> None:
+    planted = {
+        "roles/x/tasks/main.yml": "- set_fact:\n    ready: \"{{ hostvars[groups['cp'][0]].k3s_api_ready | default(false) }}\"\n",
+        "playbooks/y.yml": "    k3s_api_ready: true\n",
+    }
+    assert len(api_ready_owners(planted)) == 2

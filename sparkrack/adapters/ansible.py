@@ -27,6 +27,7 @@ from sparkrack.k3s import config as k3s
 from sparkrack.k8s import render_addons, validated
 from sparkrack.k8s.fabric_check import render_fabric_check
 from sparkrack.k8s.options import options_from
+from sparkrack.k8s.reconcile import dry_run_objects, job_plan, refusals, stale_serving
 from sparkrack.node.driverlock import check_driver_version
 
 T = TypeVar("T")
@@ -177,6 +178,20 @@ def kubeconfig_rewrite(text: str, server: str) -> str:
     return _guard("kubeconfig", lambda: k3s.rewrite_kubeconfig(text, server))
 
 
+def k3s_node(
+    config: Mapping[str, Any],
+    machine: str,
+    capacity: Mapping[str, Any] | None = None,
+    server: bool = False,
+) -> dict[str, Any]:
+    """``{{ config | sparkrack_k3s_node(ansible_architecture) }}``: the Node its kubelet
+    registers (capacity None = a DGX Spark's)."""
+    from sparkrack.k3s.node import registered_node
+
+    reported = None if capacity is None else {str(k): str(v) for k, v in capacity.items()}
+    return _guard("K3s node", lambda: registered_node(config, str(machine), reported, bool(server)))
+
+
 # --- cluster add-ons and the fabric gate ------------------------------------------------------
 
 
@@ -286,6 +301,34 @@ def serving_render(
     return _guard("serving", run)
 
 
+def api_dry_run_objects(
+    manifests: list[dict[str, Any]], replaced: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """``{{ manifests | sparkrack_dry_run_objects(stale) }}``: objects + template pods to dry-run."""
+    return dry_run_objects(manifests, replaced or [])
+
+
+def api_refusals(result: Mapping[str, Any], definitions: list[dict[str, Any]]) -> list[str]:
+    """``{{ dry_run | sparkrack_api_refusals(definitions) }}``: ``Kind/ns/name: reason`` lines."""
+    return refusals(definitions, result)
+
+
+def jobs_plan(rendered: list[dict[str, Any]], live: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{{ objects | sparkrack_job_plan(live_jobs) }}``: stamped objects, Jobs to delete first."""
+    return job_plan(rendered, live)
+
+
+def serving_stale(
+    rendered: list[dict[str, Any]],
+    live: list[Mapping[str, Any]],
+    applied_first: list[dict[str, Any]] | None = None,
+) -> list[Any]:
+    """``{{ manifests | sparkrack_stale_serving(found.results, fetch) }}`` with ``found`` a
+    k8s_info loop over kinds: the serving objects to remove, in removal order."""
+    by_kind = {str(r["item"]): list(r.get("resources") or []) for r in live}
+    return stale_serving(rendered, by_kind, applied_first or [])
+
+
 def fetch_secret_data(password: str) -> dict[str, str]:
     """``{{ password | sparkrack_fetch_secret_data }}``: the rsync Secret's keys, one password."""
     from sparkrack.serving.switch.plan import rsync_secret_data
@@ -322,11 +365,16 @@ FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_k3s_release": k3s_release,
     "sparkrack_sha256_from_sums": sha256_from_sums,
     "sparkrack_kubeconfig_rewrite": kubeconfig_rewrite,
+    "sparkrack_k3s_node": k3s_node,
     "sparkrack_cluster_manifests": cluster_manifests,
     "sparkrack_fabric_check_manifests": fabric_check_manifests,
     "sparkrack_fabric_gate": fabric_gate,
     "sparkrack_serving_render": serving_render,
     "sparkrack_fetch_secret_data": fetch_secret_data,
+    "sparkrack_dry_run_objects": api_dry_run_objects,
+    "sparkrack_api_refusals": api_refusals,
+    "sparkrack_job_plan": jobs_plan,
+    "sparkrack_stale_serving": serving_stale,
     "sparkrack_nccl_problems": nccl_problems,
     "sparkrack_diagnose": diagnose_lines,
 }

@@ -169,11 +169,14 @@ class ServerConfig:
     """False: ``GET /v1/models`` lists nothing (servers that serve a local folder)."""
     cold_start: float = 0.0
     """Extra seconds before the first token of the first streamed request (model load)."""
+    served_as: tuple[str, ...] = ()
+    """More model names answered like ``sparkrack-test`` (a deployment's served model name)."""
 
 
 class TestServer:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        self.modes = {**MODES, **dict.fromkeys(config.served_as, MODES[BASE_MODEL])}
         self.server: asyncio.Server | None = None
         self.requests_served = 0
         self.generation_tokens = 0
@@ -244,7 +247,7 @@ class TestServer:
         if method == "GET" and path == "/v1/models":
             data = {
                 "object": "list",
-                "data": [{"id": m, "object": "model", "owned_by": "sparkrack"} for m in MODES]
+                "data": [{"id": m, "object": "model", "owned_by": "sparkrack"} for m in self.modes]
                 if self.config.listed
                 else [],
             }
@@ -261,18 +264,18 @@ class TestServer:
                 await writer.drain()
                 return True
             model = request.get("model")
-            if model not in MODES:
+            if model not in self.modes:
                 msg = {"error": {"message": f"The model `{model}` does not exist.", "code": 404}}
                 self._respond(writer, "404 Not Found", json.dumps(msg).encode())
             elif request.get("stream"):
                 if self.config.serialize:
                     async with self._one_at_a_time:
-                        await self._stream(request, MODES[model], writer)
+                        await self._stream(request, self.modes[model], writer)
                 else:
-                    await self._stream(request, MODES[model], writer)
+                    await self._stream(request, self.modes[model], writer)
                 return True
             else:
-                await self._complete(request, MODES[model], writer)
+                await self._complete(request, self.modes[model], writer)
         else:
             self._respond(writer, "404 Not Found", b'{"error": "not found"}')
         await writer.drain()
@@ -462,6 +465,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--error-after", type=int, default=None, help="error event after N chunks")
     parser.add_argument("--unlisted", action="store_true", help="GET /v1/models lists nothing")
     parser.add_argument("--cold-start", type=float, default=0.0, help="first request's extra TTFT")
+    parser.add_argument(
+        "--serve-as", action="append", default=[], help="another model name (normal mode)"
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -482,6 +488,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         error_after=args.error_after,
         listed=not args.unlisted,
         cold_start=args.cold_start,
+        served_as=tuple(args.serve_as),
     )
 
 

@@ -12,6 +12,7 @@ from sparkrack.contract import (
     LABEL_RANK,
     LABEL_ROLE,
     LABEL_SPARK_INDEX,
+    NAMESPACE_LABELS,
     PART_OF,
     ROLE_CONTROL_PLANE,
     ROLE_SPARK,
@@ -37,6 +38,17 @@ __all__ = [
     "ROLE_CONTROL_PLANE",
     "ROLE_SPARK",
 ]
+
+
+def namespace_manifest(name: str) -> Manifest:
+    """The serving namespace. The add-ons and the serve play both apply it: one renderer, so
+    neither undoes the other's labels (Pod Security level included)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": dict(NAMESPACE_LABELS)},
+    }
+
 
 # Node agents (CNI daemon, device plugin) must run on every node whatever its taints.
 TOLERATE_TAINTS = [

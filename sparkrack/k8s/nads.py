@@ -15,7 +15,7 @@ import json
 
 from sparkrack import contract
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
-from sparkrack.k8s.common import Manifest, metadata
+from sparkrack.k8s.common import Manifest, metadata, namespace_manifest
 from sparkrack.k8s.options import ClusterOptions
 
 COMPONENT = "fabric-nad"
@@ -81,8 +81,4 @@ def render_nads(plan: FabricPlan, opts: ClusterOptions) -> list[Manifest]:
 
 
 def render_namespace(opts: ClusterOptions) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": metadata(opts.namespace, "namespace"),
-    }
+    return namespace_manifest(opts.namespace)

@@ -174,3 +174,39 @@ def test_sparkrack_contract_carries_names_and_the_kubeconfig_under_home() -> Non
 def test_sparkrack_fetch_secret_data_gives_pusher_and_receivers_one_password() -> None:
     data = FILTERS["sparkrack_fetch_secret_data"]("s3cret")
     assert data == {"password": "s3cret", "rsyncd.secrets": "sparkrack:s3cret\n"}
+
+
+def test_sparkrack_k3s_node_registers_the_agent_config_and_refuses_a_foreign_machine() -> None:
+    config = FILTERS["sparkrack_k3s_agent_config"](PLAN, HOSTVARS, "spark1", CONTROL)
+    node = FILTERS["sparkrack_k3s_node"](config, "aarch64")
+    assert (
+        node["metadata"]["name"] == "spark1" and node["status"]["capacity"]["nvidia.com/gpu"] == "1"
+    )
+    server = FILTERS["sparkrack_k3s_node"](
+        {"node-name": "cp1"}, "x86_64", {"cpu": 2, "memory": 8}, True
+    )
+    assert server["status"]["capacity"] == {"cpu": "2", "memory": "8", "pods": "110"}
+    with pytest.raises(AnsibleFilterError, match="K3s node refused"):
+        FILTERS["sparkrack_k3s_node"](config, "sparc")
+
+
+def test_the_live_api_filters_dry_run_refusals_jobs_and_stale_serving_objects() -> None:
+    labels = {"sparkrack.io/component": "serving", "sparkrack.io/deployment": "a",
+              "sparkrack.io/profile": "p"}  # fmt: skip
+    sts = {"kind": "StatefulSet", "metadata": {"name": "s", "namespace": "n", "labels": labels},
+           "spec": {"template": {"metadata": {"labels": labels}, "spec": {"containers": []}}}}  # fmt: skip
+    checked = FILTERS["sparkrack_dry_run_objects"]([sts], [{"kind": "StatefulSet", "name": "s"}])
+    assert [o["kind"] for o in checked] == ["Pod"]
+    refused = {"error": {"msg": 'Failed: b\'{"message":"no"}\''}}
+    assert FILTERS["sparkrack_api_refusals"](refused, checked) == ["Pod/n/s-dry-run: no"]
+    job = {"kind": "Job", "metadata": {"name": "j"}, "spec": {}}
+    plan = FILTERS["sparkrack_job_plan"]([job], [{"metadata": {"name": "old"}}])
+    assert plan["delete"] == ["old"] and plan["apply"][0]["metadata"]["annotations"]
+    old = {
+        **sts,
+        "metadata": {**sts["metadata"], "labels": {**labels, "sparkrack.io/profile": "q"}},
+    }
+    found = [{"item": "StatefulSet", "resources": [old]}, {"item": "Pod", "resources": []}]
+    assert FILTERS["sparkrack_stale_serving"]([sts], found) == [
+        {"kind": "StatefulSet", "namespace": "n", "name": "s"}
+    ]

@@ -7,8 +7,9 @@ check that looping output is flagged, live by the guard and post hoc by the fing
 `transformers serve` without continuous batching serves one request at a time, which is the real
 case of a peak that is not backed by concurrency.
 
-transformers and torch (CPU wheel) live in their own virtual environment under
-``.cache/bench/`` (built once, about a minute; reused afterwards), not in the project's.
+transformers and torch live in their own virtual environment under ``.cache/bench/`` (built once:
+a 2.3 GB download, 4.3 GB on disk; reused afterwards), not in the project's. torch is PyPI's build, a
+CUDA one: the NVIDIA runtime wheels it links to are installed so that it imports; it runs on the CPU.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import fcntl
 import itertools
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -35,8 +37,9 @@ from sparkrack.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 TRANSFORMERS = "5.23.0"
-# Every wheel of the environment: name==version and its sha256 (pip --require-hashes checks them;
-# pip resolves nothing outside this list). torch is the CPU build, so pip never takes a CUDA one.
+# Every wheel of the environment: name==version and its sha256 (pip --require-hashes checks them).
+# Installed with --no-deps: torch's NVIDIA wheels are the ones its shared libraries link to, and
+# UNNEEDED lists what torch requires but never loads on the CPU.
 LOCK = """
 accelerate==1.15.0 97eacca0b73e45cb867dbf8c5d5d4dc32219544300e0c8992c7334dc2ef33cec
 annotated-doc==0.0.7 6bc31bbbec6dfaaedc1676dbc11dbda96fe22a2b5c400e9ebad113fec44a9dc6
@@ -60,6 +63,19 @@ mdurl==0.1.2 84008a41e51615a49fc9966191ff91509e3c40b939176e643fd50a5c2196b8f8
 mpmath==1.3.0 a0b2b9fe80bbcd81a6647ff13108738cfb482d481d826cc0e02f5b35e5c88d2c
 networkx==3.6.1 d47fbf302e7d9cbbb9e2555a0d267983d2aa476bac30e90dfbe5669bd57f3762
 numpy==2.4.6 89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93
+nvidia-cublas==13.1.1.3 37936a16db8fe4ac1f065c2139360608a543a09275cb1a1af612e08cfa065436
+nvidia-cuda-cupti==13.0.85 4eb01c08e859bf924d222250d2e8f8b8ff6d3db4721288cf35d14252a4d933c8
+nvidia-cuda-nvrtc==13.0.88 ad9b6d2ead2435f11cbb6868809d2adeeee302e9bb94bcf0539c7a40d80e8575
+nvidia-cuda-runtime==13.0.96 7f82250d7782aa23b6cfe765ecc7db554bd3c2870c43f3d1821f1d18aebf0548
+nvidia-cudnn-cu13==9.20.0.48 0c45dd8eeb50b603f07995b1b300c62ffe6a1980482b82b3bcf94a4ca9d49304
+nvidia-cufft==12.0.0.61 6c44f692dce8fd5ffd3e3df134b6cdb9c2f72d99cf40b62c32dde45eea9ddad3
+nvidia-cufile==1.15.1.6 08a3ecefae5a01c7f5117351c64f17c7c62efa5fffdbe24fc7d298da19cd0b44
+nvidia-curand==10.4.0.35 1aee33a5da6e1db083fe2b90082def8915f30f3248d5896bcec36a579d941bfc
+nvidia-cusparse==12.6.3.3 2b3c89c88d01ee0e477cb7f82ef60a11a4bcd57b6b87c33f789350b59759360b
+nvidia-cusparselt-cu13==0.8.1 786ce87568c303fadb5afcc7102d454cd3040d75f6f8626f5db460d1871f4dd0
+nvidia-nccl-cu13==2.29.7 edd81538446786ec3b73972543e53bb43bcaf0bfc8ef76cb679fcc390ffe136d
+nvidia-nvjitlink==13.0.88 13a74f429e23b921c1109976abefacc69835f2f433ebd323d3946e11d804e47b
+nvidia-nvshmem-cu13==3.4.5 290f0a2ee94c9f3687a02502f3b9299a9f9fe826e6d0287ee18482e78d495b80
 openai==3.54.0 3cdb7d0d85bb765c7c92e7e2922c4a6cb9beb085b161b03da07f4dff61805916
 opentelemetry-api==1.45.2 2cbd737377e710ee740d261c94e93fa0f08e6d037c18f17513cc0a2d94479a34
 packaging==26.3 d7193f7c8e4e93f444fde0262bf90af30e16fa0ad0ad44cb553c87339b23cd1c
@@ -77,7 +93,7 @@ sniffio==1.3.1 2f6da418d1f1e0fddd844478f41680e794e6051915791a034ff65e5f100525a2
 starlette==1.10.0 478c0ab3b4ced6e82719849c118fa406f0278a3499c1a898cd15cd31bdc38ce4
 sympy==1.14.0 e091cc3e99d2141a0ba2847328f5479b05d94a6635cb96148ccb3f34671bd8f5
 tokenizers==0.23.3 376851d22bcf9d650a5c3090bb83e6cf9e895fbf0595369fa4cd43c1f69b5f87
-torch==2.13.0+cpu 6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b
+torch==2.13.0 60fcdcb2f3876e21146cb4524ef06397d727ca9ad5f020818547e25075fe3cb7
 tqdm==4.70.1 c293e525e6fef9c20e8728fd4612df02a0aa31bb5fe91ecd93e123b1b7bffa73
 transformers==5.23.0 018e82fd07490ad5bb58414f65e31576033dc7f36bed10c574843f69b90991bf
 truststore==0.10.5 9aaaedaefaf06d8b206278cf8b5012bc897f485a874503501e12d776df78951c
@@ -86,6 +102,7 @@ typing-extensions==4.16.0 481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d7
 typing-inspection==0.4.5 bc210535442b39e1bf2805e0c7a17dfd6a4ace760c84c7f7d16245d23a6b1c39
 uvicorn==0.54.0 505bdb0f318731d45f1f712071fc781a8981f6847a31c902c9f5e652d4f67faf
 """
+UNNEEDED = frozenset({"cuda-toolkit", "cuda-bindings", "triton"})
 VENV = Path(
     os.environ.get("SPARKRACK_TSERVE_VENV") or REPO / ".cache" / "bench" / f"tserve-{TRANSFORMERS}"
 )
@@ -131,35 +148,66 @@ LlamaForCausalLM(config).save_pretrained(out)
 """
 
 
+def _requirements() -> str:
+    """LOCK as a pip requirements file, every line with its hash."""
+    lines = []
+    for entry in LOCK.split("\n"):
+        if entry:
+            pin, digest = entry.split()
+            if pin.startswith("transformers=="):
+                pin = pin.replace("transformers", "transformers[serving]", 1)
+            lines.append(f"{pin} --hash=sha256:{digest}")
+    return "\n".join(lines) + "\n"
+
+
+def _unmet_requirements(python: str) -> list[str]:
+    """pip check's complaints about the venv of ``python``, less the requirements UNNEEDED names.
+
+    With --no-deps nothing outside LOCK is installed, so this is how a LOCK that misses a
+    dependency shows.
+    """
+    check = subprocess.run(
+        [python, "-m", "pip", "check", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    unneeded = r"\S+ \S+ requires (\S+), which is not installed\."
+    return [
+        line
+        for line in check.stdout.splitlines()
+        if not ((found := re.fullmatch(unneeded, line)) and found.group(1).lower() in UNNEEDED)
+    ]
+
+
 def _build_venv() -> None:
-    """The isolated environment: a venv with torch (CPU) + transformers[serving], all pinned."""
+    """The isolated environment: a venv with torch + transformers[serving], exactly LOCK."""
     VENV.parent.mkdir(parents=True, exist_ok=True)
+    wanted = _requirements()
     with open(VENV.parent / f"{VENV.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (VENV / ".complete").is_file():
+        done = VENV / ".complete"
+        if done.is_file() and done.read_text() == wanted:
             return
         shutil.rmtree(VENV, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, timeout=120)
         requirements = VENV / "requirements.txt"
-        lines = []
-        for entry in LOCK.split("\n"):
-            if entry:
-                pin, digest = entry.split()
-                if pin.startswith("transformers=="):
-                    pin = pin.replace("transformers", "transformers[serving]", 1)
-                lines.append(f"{pin} --hash=sha256:{digest}")
-        requirements.write_text("\n".join(lines) + "\n")
-        pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        pip += ["--disable-pip-version-check", "--only-binary=:all:", "--require-hashes"]
+        requirements.write_text(wanted)
+        python = str(VENV / "bin" / "python")
+        pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        pip += ["--only-binary=:all:", "--require-hashes", "--no-deps"]
         proc = subprocess.run(
             [*pip, "-r", str(requirements)], capture_output=True, text=True, timeout=1200
         )
         if proc.returncode != 0:
             pytest.fail(f"cannot build {VENV}: {proc.stderr.strip()[-800:]}")
+        unmet = _unmet_requirements(python)
+        if unmet:
+            pytest.fail(f"LOCK is incomplete or inconsistent: {unmet}")
         # tokenizers alone, for the project's interpreter (--tokenizer); no other package leaks.
-        (tok,) = [ln for ln in lines if ln.startswith("tokenizers==")]
+        (tok,) = [ln for ln in wanted.splitlines() if ln.startswith("tokenizers==")]
         (VENV / "tokenizers.txt").write_text(tok + "\n")
-        target = ["--no-deps", "--target", str(VENV / "tokenizers-only")]
+        target = ["--target", str(VENV / "tokenizers-only")]
         proc = subprocess.run(
             [*pip, *target, "-r", str(VENV / "tokenizers.txt")],
             capture_output=True,
@@ -168,7 +216,7 @@ def _build_venv() -> None:
         )
         if proc.returncode != 0:
             pytest.fail(f"cannot install tokenizers: {proc.stderr.strip()[-800:]}")
-        (VENV / ".complete").write_text(requirements.read_text())
+        done.write_text(wanted)
 
 
 def _free_port() -> int:
@@ -319,3 +367,19 @@ def test_tokenizer_counts_tokens_when_the_server_sends_no_usage(
     assert req["output_tokens_source"] == "tokenizer:tiny-llama/tokenizer.json"
     assert req["output_tokens"] == int(count.stdout) != tokens  # BPE pieces, not server tokens
     assert req["decode_tok_s"] is not None and _results(tmp_path)["levels"][0]["status"] == "ok"
+
+
+def test_unmet_requirements_names_a_dependency_the_lock_lacks(tmp_path: Path) -> None:
+    """Negative control of the LOCK check: jinja2 alone, without its markupsafe, is reported."""
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=120)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    (jinja2,) = [ln for ln in _requirements().splitlines() if ln.startswith("jinja2==")]
+    (tmp_path / "jinja2.txt").write_text(jinja2 + "\n")
+    subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+         "--only-binary=:all:", "--require-hashes", "-r", str(tmp_path / "jinja2.txt")],
+        check=True, timeout=300,
+    )  # fmt: skip
+    assert _unmet_requirements(python) == [
+        "jinja2 3.1.6 requires markupsafe, which is not installed."
+    ]

@@ -72,7 +72,11 @@ def run_playbook(
     # Like every real playbook: preflight first (it sets the sparkrack_plan fact the roles read).
     path.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": "preflight.yml"}, *play]))
     try:
-        return runner("-i", str(ROOT / "inventories/lab"), str(path), *extra, timeout=180)
+        # No API here: the fact k3s_api publishes on a real run, set as it would be.
+        return runner(
+            "-i", str(ROOT / "inventories/lab"), str(path),
+            "-e", '{"k3s_api_ready": false}', *extra, timeout=180,
+        )  # fmt: skip
     finally:
         path.unlink()
 

@@ -64,7 +64,9 @@ def run_role(playbook: Playbook, tmp_path: Path, enabled: bool) -> subprocess.Co
         )
     )
     # The fact preflight exports to every play (the role reads its kubeconfig path from it).
-    facts = json.dumps({"sparkrack_contract": contract.contract_fact(str(tmp_path))})
+    facts = json.dumps(
+        {"sparkrack_contract": contract.contract_fact(str(tmp_path)), "k3s_api_ready": False}
+    )
     return playbook("-i", "localhost,", "-c", "local", "-e", facts, str(play), timeout=300)
 
 

@@ -5,6 +5,10 @@ defaults — the tests never restate them."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import shutil
+import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -62,3 +66,80 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @cache
 def host_of(name: str) -> Any:
     return testinfra.get_host(f"docker://{lab().PREFIX}{name}")
+
+
+# --- the cluster side: the lab's real API and the plays run against it -------------------------
+
+from sparkrack import contract  # noqa: E402
+
+KUBECONFIG = Path.home() / contract.KUBECONFIG_FILE
+"""The kubeconfig k3s_server's join.yml wrote on the control machine."""
+LAB_INVENTORY = ROOT / "inventories" / "lab"
+PLAY_LOGS: list[str] = []
+"""The output of every playbook these tests ran (the wait-coverage test reads it)."""
+
+
+@cache
+def kube() -> Any:
+    """A client through the kubeconfig the roles wrote on the control machine."""
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=str(KUBECONFIG))
+
+
+@cache
+def admin() -> Any:
+    """A client through the lab control plane's own admin kubeconfig: it outlives reset.yml,
+    which removes the roles' kubeconfig."""
+    from kubernetes import config
+
+    return config.new_client_from_config(
+        config_file=str(lab().CONTROL_PLANE_STATE / "admin.kubeconfig")
+    )
+
+
+def run_play(
+    playbook: str, *extra: str, inventory: Path = LAB_INVENTORY
+) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook as an owner runs it, against the lab; the output is kept in PLAY_LOGS."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "MOLECULE_"))}
+    env.update(
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_FORCE_COLOR="0",
+        PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
+    )
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            playbook,
+            "-i",
+            str(inventory),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=1200,
+    )
+    PLAY_LOGS.append(proc.stdout + proc.stderr)
+    return proc
+
+
+def inventory_copy(tmp_path: Path, *edits: tuple[str, str]) -> Path:
+    """inventories/lab copied, with each (old, new) text edit made in group_vars/all.yml."""
+    copy = tmp_path / "inventory"
+    shutil.copytree(LAB_INVENTORY, copy)
+    path = copy / "group_vars" / "all.yml"
+    text = path.read_text()
+    for old, new in edits:
+        assert text.count(old) == 1, f"{old!r} is not one line of {path}"
+        text = text.replace(old, new)
+    path.write_text(text)
+    return copy
+
+
+def recap_changed(output: str) -> dict[str, int]:
+    return {
+        m[0]: int(m[1]) for m in re.findall(r"^(\S+)\s*:\s*ok=\d+\s+changed=(\d+)", output, re.M)
+    }

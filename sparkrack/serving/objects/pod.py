@@ -12,6 +12,7 @@ from typing import Any
 
 from sparkrack import contract
 from sparkrack.fabric.addressplan import NodePlan
+from sparkrack.k8s.common import namespace_manifest
 from sparkrack.serving.context import ServingContext
 
 HF_VOLUME = "hf-cache"
@@ -34,11 +35,7 @@ def meta(name: str, ns: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 def namespace(ctx: ServingContext) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": ctx.namespace, "labels": dict(contract.PART_OF)},
-    }
+    return namespace_manifest(ctx.namespace)
 
 
 def node_selector(node: NodePlan) -> dict[str, str]:
