@@ -14,12 +14,17 @@ ROOT = Path(__file__).resolve().parents[2]
 FILE = "inv/group_vars/all.yml"
 
 
+def without_secrets(variables: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in variables.items() if not k.startswith("vault_")}
+
+
 def inventory(extra: dict[str, Any], *, control: dict[str, Any] | None = None) -> Inventory:
-    """The lab's hosts with ``extra`` written in one group_vars file for every host."""
+    """The lab's hosts with ``extra`` written in one group_vars file for every host (without the
+    lab's plain-text gateway key, whose own warning is tested with the lab)."""
     lab = load_inventory(ROOT / "inventories" / "lab")
-    hostvars = {h: {**v, **extra} for h, v in lab.hostvars.items()}
+    hostvars = {h: {**without_secrets(v), **extra} for h, v in lab.hostvars.items()}
     origins = {h: {name: Where(FILE, 1 + i, 1) for i, name in enumerate(extra)} for h in hostvars}
-    seen = {**(lab.control_vars or {}), **extra} if control is None else control
+    seen = {**without_secrets(lab.control_vars or {}), **extra} if control is None else control
     return Inventory(Path("inv"), lab.groups, hostvars, origins, control_vars=seen)
 
 
@@ -32,6 +37,11 @@ def test_the_lab_and_the_example_pass() -> None:
     for name in ("lab", "example"):
         inv = load_inventory(ROOT / "inventories" / name)
         assert check_variables(inv, inv.control_vars).problems == []
+    # The lab keeps its gateway key in plain text on purpose; check says so, without the value.
+    lab = load_inventory(ROOT / "inventories" / "lab")
+    warned = check_variables(lab, lab.control_vars).warnings
+    assert [(p.key, p.rule) for p in warned] == [("vault_gateway_key", "inventory-secret")]
+    assert "sparkrack-lab-gateway-key" not in " ".join(map(str, warned))
 
 
 @pytest.mark.parametrize(
