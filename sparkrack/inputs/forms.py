@@ -255,7 +255,9 @@ def memory_size(max_bytes: float, why: str) -> Form:
         return None
 
     return Form(
-        "a memory size: a number with Ki, Mi, Gi or Ti (or k, M, G, T)", check, example="32Gi"
+        f"a memory size of at most {why}: a number with Ki, Mi, Gi or Ti (or k, M, G, T)",
+        check,
+        example="32Gi",
     )
 
 
