@@ -156,3 +156,50 @@ def test_every_command_that_shows_the_deployments_repeats_their_warnings(
         "serving_fetch_image: localhost/sparkrack-fetch:lab is pinned by tag" in w for w in warnings
     )
     assert any("[image-moving-tag]" in w for w in warnings)  # the vLLM nightly, accepted
+
+
+# --- the README's exit-code table against exitcodes.py ----------------------------------------
+
+# What each code's row must say, per member of the enum (BAD_LEVEL shares 2 with USAGE).
+# Keyed by name: BAD_LEVEL is USAGE's alias (both 2), so the members themselves would collide.
+ROW_WORDS = {
+    "OK": "every check passed",
+    "FAILED": "refused input",
+    "USAGE": "usage error",
+    "BAD_LEVEL": "for `bench`, a GARBAGE or FAILED level",
+    "NO_TOKEN_COUNTS": "`bench`: a level without token counts",
+}
+
+
+def exit_table(readme: str) -> dict[int, str]:
+    """The rows of the README's ``| exit | means |`` table: code -> meaning."""
+    table = readme.split("| exit | means |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1:3] for line in table.strip().splitlines()[1:]]
+    return {int(code): means.strip() for code, means in rows}
+
+
+def table_problems(table: dict[int, str]) -> list[str]:
+    problems = []
+    if sorted(table) != sorted({int(m) for m in ExitCode}):
+        problems.append(
+            f"codes {sorted(table)} are not ExitCode's {sorted(set(map(int, ExitCode)))}"
+        )
+    for name, words in ROW_WORDS.items():
+        code = int(ExitCode[name])
+        if words not in table.get(code, ""):
+            problems.append(f"the row of {code} does not say {words!r} ({name})")
+    return problems
+
+
+def test_the_readme_exit_table_is_the_enum() -> None:
+    assert set(ROW_WORDS) == set(ExitCode.__members__)
+    assert table_problems(exit_table((ROOT / "README.md").read_text())) == []
+
+
+def test_a_wrong_exit_table_is_caught() -> None:
+    """Negative control: a table that moves bench's code 3 to 4, or drops a row, fails."""
+    table = exit_table((ROOT / "README.md").read_text())
+    moved = {**{k: v for k, v in table.items() if k != 3}, 4: table[3]}
+    assert table_problems(moved)
+    assert table_problems({k: v for k, v in table.items() if k != 1})
+    assert table_problems({**table, 2: "a usage error"})  # bench's meaning of 2 left out
