@@ -26,6 +26,7 @@ from hostile_inventory_corpus import (
     DIAGNOSE,
     EXAMPLE,
     PASSWORD,
+    ROOT,
     Entry,
     LogEntry,
     ServerEntry,
@@ -137,6 +138,18 @@ def test_the_corpus_is_big_unique_and_covers_every_category() -> None:
     assert len(ids) >= 150 and len(ids) == len(set(ids))
     assert {e.category for e in CORPUS} == CATEGORIES
     assert len(DIAGNOSE) >= 5 and len(BENCH) >= 5
+
+
+def test_the_readme_gives_the_corpora_sizes() -> None:
+    import hostile_corpus
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (
+        f"corpus of {len(hostile_corpus.CORPUS)} hostile variants of the shipped profiles" in text
+    )
+    assert f"holds {len(CORPUS)} hostile inventories" in text
+    assert f"plus {len(DIAGNOSE)} hostile logs" in text
+    assert f"{len(BENCH)} hostile servers" in text
 
 
 def test_a_hang_and_a_traceback_are_reported(tmp_path: Path) -> None:
