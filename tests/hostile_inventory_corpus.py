@@ -890,6 +890,7 @@ ROLES: list[Entry] = [
     R("driver-lock-text", SCHEMA, "nvidia_driver_lock", setv("nvidia_driver_lock", "580")),
     R("earlyoom-words", SCHEMA, "spark_base_earlyoom", setv("spark_base_earlyoom", "yes please")),
     R("monitoring-block", SCHEMA, "monitoring", setv("monitoring", {"enabled": True})),
+    R("k3s-api-ready-set", SCHEMA, "k3s_api_ready", setv("k3s_api_ready", True)),
     R(
         "addons-zero-gpus",
         "cluster-addons",

@@ -219,6 +219,7 @@ CLOSED_PREFIXES = ("serving_", "sparkrack_")
 COMPUTED = {
     "sparkrack_plan": "the address plan the preflight play computes",
     "sparkrack_contract": "the names the preflight play exports",
+    "k3s_api_ready": "the fact the k3s_api role publishes once the API answered (playbooks/api.yml)",
 }
 """Facts a play sets: an inventory that sets them would replace what sparkrack computes."""
 
