@@ -56,6 +56,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+# K3s' networks and API port as sparkrack configures them (KWOK hands out pod IPs from the pod
+# network): the one owner, so the lab's API serves what the inventory check keeps the fabric from.
+from sparkrack.k3s.network import CLUSTER_CIDR, K3S_API_PORT, NODE_PORT_RANGE, SERVICE_CIDR
+
 ROOT = Path(__file__).resolve().parent.parent
 LAB_DIR = ROOT / "lab"
 BIN_DIR = ROOT / ".cache" / "controlplane" / "bin"
@@ -75,9 +79,6 @@ it with ``k3s_install_version``)."""
 KUBERNETES_COMMIT = "6c1cd99aef09161ddb07b8ade6c9564e9b9bfe27"
 """The commit of that tag (the module's Origin.Hash on the Go module proxy), for ``/version``."""
 
-SERVICE_CIDR = "10.43.0.0/16"
-POD_CIDR = "10.42.0.0/16"
-"""K3s' default service and cluster CIDRs; KWOK hands out pod IPs from the cluster CIDR."""
 CLUSTER_DOMAIN = "cluster.local"
 SA_ISSUER = f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}"
 MANAGED_NODES = "sparkrack.io/role"
@@ -86,7 +87,6 @@ KWOK_USER = "sparkrack-lab:kwok"
 FRONT_PROXY_USER = "system:auth-proxy"
 ADMIN_USER = "system:admin"
 """K3s' admin identity (its client-admin certificate), in the ``system:masters`` group."""
-K3S_API_PORT = 6443
 
 
 class ControlPlaneError(Exception):
@@ -865,7 +865,7 @@ class ControlPlane:
             f"--admission-control-config-file={self.state_dir / 'admission.yaml'}",
             "--allow-privileged=true",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--service-node-port-range=30000-32767",
+            f"--service-node-port-range={NODE_PORT_RANGE[0]}-{NODE_PORT_RANGE[1]}",
             f"--service-account-issuer={SA_ISSUER}",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
@@ -900,7 +900,7 @@ class ControlPlane:
             f"--cluster-signing-key-file={pki / 'ca.key'}",
             "--use-service-account-credentials=true",
             "--allocate-node-cidrs=true",
-            f"--cluster-cidr={POD_CIDR}",
+            f"--cluster-cidr={CLUSTER_CIDR}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--leader-elect=false",
             "--profiling=false",
@@ -929,7 +929,7 @@ class ControlPlane:
             f"--kubeconfig={self.state_dir / 'kwok.kubeconfig'}",
             f"--config={STAGES}",
             f"--manage-nodes-with-label-selector={MANAGED_NODES}",
-            f"--cidr={POD_CIDR}",
+            f"--cidr={CLUSTER_CIDR}",
             "--node-lease-duration-seconds=40",
         ]
 

@@ -130,7 +130,12 @@ SERVING_DEFAULTS: Final[dict[str, Any]] = {
 }
 
 LABEL_VALUE_MAX: Final = 63
-SLUG_MAX: Final = 40
+STATEFULSET_NAME_MAX: Final = 52
+"""A StatefulSet's pods carry ``controller-revision-hash: <name>-<10-character hash>``, a label
+value of at most 63 characters: a longer StatefulSet name is created, but none of its pods."""
+DEPLOYMENT_NAME_MAX: Final = STATEFULSET_NAME_MAX - len(f"{OBJECT_PREFIX}--r0")
+"""The longest deployment name whose rank-0 StatefulSet (``sparkrack-<name>-r0``) fits: 39."""
+SLUG_MAX: Final = DEPLOYMENT_NAME_MAX
 
 
 def label_value(text: str) -> str:

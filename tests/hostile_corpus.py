@@ -181,6 +181,7 @@ def replace_bytes(old: bytes, new: bytes) -> Callable[[bytes], bytes]:
 DESC = b"description: "
 SCHEMA = "schema"
 OWNED = "extra-args-owned"
+WORD_RULE = "extra-args-word"
 ENV_OWNED = "env-owned"
 ENV_DENIED = "env-denied"
 
@@ -621,6 +622,17 @@ EXTRA_ARGS: list[Entry] = [
     _extra("extra-args-abbrev-model", GLM, ["--model", "x/y"]),
     _extra("extra-args-config-file", SUPER, ["--config", "f.yaml"]),
     _extra("vllm-extra-args-underscore-tp", VLLM, ["--tensor_parallel_size", "2"]),
+    _extra("extra-args-alias-nccl-init-addr", GLM, ["--nccl-init-addr", "10.0.0.9:5000"]),
+    _extra("extra-args-alias-ep", ULTRA, ["--ep", "2"]),
+    _extra("extra-args-alias-draft-model", GEMMA, ["--speculative-draft-model", "x/y"]),
+    # Words that only a shell or a template engine reads; an option and its value in one word.
+    _extra("extra-args-word-with-space", SUPER, ["--dist-init-addr 10.0.0.9:5000"], WORD_RULE),
+    _extra("extra-args-semicolon", GLM, ["--enable-metrics;id"], WORD_RULE),
+    _extra("extra-args-backticks", QWEN, ["--log-level", "`id`"], WORD_RULE),
+    _extra("extra-args-jinja", GLM, ["--log-level", "{{ lookup('env', 'HF_TOKEN') }}"], WORD_RULE),
+    _extra("extra-args-command-substitution", ULTRA, ["--log-level=$(cat /etc/passwd)"], WORD_RULE),
+    _extra("extra-args-variable", GEMMA, ["--log-level", "${HF_TOKEN}"], WORD_RULE),
+    _extra("vllm-extra-args-and-and", VLLM, ["--enable-log-requests", "x&&id"], WORD_RULE),
 ]
 
 ENV: list[Entry] = [
@@ -671,6 +683,53 @@ _IDENTIFIERS: list[tuple[str, str, Key, Any]] = [
     ("allow-moving-tag-no-reason", VLLM, "allow_moving_tag", {"because": "nightly"}),
 ]
 # A moving tag without allow_moving_tag, and a pinned revision TRT-LLM cannot load.
+CONTEXT: list[Entry] = [
+    S(
+        "context-beyond-model",
+        GLM,
+        "sglang-context-beyond-model",
+        ("sglang.context_length", 202753),
+    ),
+    S(
+        "context-beyond-override",
+        SUPER,
+        "sglang-context-beyond-model",
+        ("sglang.context_length", 1048576),
+        ("env", {}),
+    ),
+]
+DIGEST_HEX = "0123456789abcdef" * 4
+IMAGES: list[Entry] = [
+    S("image-name-too-long", GLM, SCHEMA, ("image", "a" * 256 + ":1")),
+    S("image-tag-too-long", GLM, SCHEMA, ("image", "scitrera/dgx-spark-sglang:" + "1" * 129)),
+    S("image-digest-short", GEMMA, SCHEMA, ("image", "scitrera/x:1@sha256:abc")),
+    S("image-digest-md5", SUPER, SCHEMA, ("image", f"scitrera/x:1@md5:{DIGEST_HEX[:32]}")),
+    S("image-digest-upper", QWEN, SCHEMA, ("image", f"scitrera/x:1@sha256:{DIGEST_HEX.upper()}")),
+    S("image-upper-case-name", GLM, SCHEMA, ("image", "Scitrera/dgx-spark-sglang:0.5.10")),
+    S("image-option-in-tag", ULTRA, SCHEMA, ("image", "scitrera/x:--privileged")),
+    S("image-empty", TRTLLM, SCHEMA, ("image", "")),
+    S(
+        "moving-tag-upper-case",
+        GLM,
+        "image-moving-tag",
+        ("image", "scitrera/dgx-spark-sglang:Latest"),
+        ("image_info", {"sglang": "0.5.10", "cudnn": False}),
+    ),
+    S(
+        "moving-tag-nightly-upper",
+        GLM,
+        "image-moving-tag",
+        ("image", "scitrera/dgx-spark-sglang:0.5.10-NIGHTLY"),
+        ("image_info", {"sglang": "0.5.10", "cudnn": False}),
+    ),
+    S(
+        "moving-tag-implicit-latest",
+        GLM,
+        "image-moving-tag",
+        ("image", "scitrera/dgx-spark-sglang"),
+        ("image_info", {"sglang": "0.5.10", "cudnn": False}),
+    ),
+]
 SWITCH: list[Entry] = [
     S("moving-tag-refused", VLLM, "image-moving-tag", ("allow_moving_tag", DELETE)),
     S(
@@ -699,5 +758,7 @@ CORPUS: list[Entry] = [
     *EXTRA_ARGS,
     *ENV,
     *IDENTIFIERS,
+    *CONTEXT,
+    *IMAGES,
     *SWITCH,
 ]

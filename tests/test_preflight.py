@@ -145,3 +145,33 @@ def test_addresses_makes_the_group_checks_preflight_makes(
     play = run_preflight(ansible_playbook, inventory, tmp_path)
     assert "exactly one is needed" in play.stdout + play.stderr
     assert addresses(ROOT / "inventories" / "example").returncode == 0
+
+
+def test_preflight_runs_sparkrack_check_and_refuses_what_it_refuses(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
+    """The preflight play and ``sparkrack check`` are one check: the same refusal lines, before
+    any task that touches a host (the plan is never computed)."""
+    inventory = tmp_path / "inv"
+    shutil.copytree(ROOT / "inventories" / "example", inventory)
+    group_vars = inventory / "group_vars" / "all.yml"
+    group_vars.write_text(
+        group_vars.read_text()
+        + "serving_api_port: abc\nserving_hf_cache: /etc/sparkrack\nroce_pfc_priorty: 3\n"
+    )
+    cli = subprocess.run(
+        [sys.executable, "-m", "sparkrack", "check", "-i", str(inventory), "--no-engine-check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert cli.returncode == 1, cli.stdout + cli.stderr
+    refusals = [line for line in cli.stdout.splitlines() if line.startswith(str(group_vars))]
+    assert len(refusals) == 3, cli.stdout
+    play = run_preflight(ansible_playbook, inventory, tmp_path)
+    assert play.returncode != 0
+    output = " ".join((play.stdout + play.stderr).split())
+    for line in refusals:
+        assert " ".join(line.split()) in output, line
+    assert "Traceback" not in output and not (tmp_path / "plan.json").exists()

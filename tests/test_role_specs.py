@@ -29,21 +29,15 @@ import pytest
 import yaml
 
 from sparkrack.errors import Problem
+from sparkrack.inputs.variables import SPEC_TYPES
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = ROOT / "roles"
 ROLE_NAMES = sorted(p.parent.parent.name for p in ROLES.glob("*/meta/argument_specs.yml"))
 
-# Spec type -> Python types a literal default of that spec type may have.
-TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "path": (str,),
-    "int": (int,),
-    "float": (int, float),
-    "bool": (bool,),
-    "list": (list,),
-    "dict": (dict,),
-}
+# Spec type -> Python types a literal default of that spec type may have (the inventory check's
+# table: an inventory value of a role option is held to the same types).
+TYPES: dict[str, tuple[type, ...]] = SPEC_TYPES
 
 
 def is_template(value: object) -> bool:

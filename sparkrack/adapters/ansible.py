@@ -15,7 +15,7 @@ from typing import Any, Final, TypeVar, cast
 from ansible.errors import AnsibleFilterError
 
 from sparkrack.contract import contract_fact
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, SparkrackError, printable
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput, nodes_from_hostvars
 from sparkrack.fabric.layout import compute_plan
 from sparkrack.fabric.nccl import check_transport, gate
@@ -23,7 +23,6 @@ from sparkrack.fabric.ncclenv import TRANSPORTS, Transport
 from sparkrack.fabric.netplan import fabric_interfaces, netplan_config
 from sparkrack.fabric.rdma import pair_rounds, rail_verdict
 from sparkrack.fabric.roce import roce_v2_ipv4_index
-from sparkrack.inputs.inventory import group_problems
 from sparkrack.k3s import config as k3s
 from sparkrack.k8s import render_addons, validated
 from sparkrack.k8s.fabric_check import render_fabric_check
@@ -72,9 +71,23 @@ def fabric_plan(
     )
 
 
-def inventory_problems(groups: Any, hostvars: Any, source: str = "inventory") -> list[str]:
-    """``{{ groups | sparkrack_inventory_problems(hostvars, inventory_dir) }}`` -> [] when sound."""
-    return [str(p) for p in group_problems(groups, hostvars, source)]
+def inventory_check(groups: Any, hostvars: Any, sources: list[str]) -> list[str]:
+    """``{{ groups | sparkrack_inventory_check(hostvars, ansible_inventory_sources) }}``: what
+    ``sparkrack check`` runs, on the inventory this play loaded (each host's variables before
+    templating, as the CLI reads them) -> the report's lines; refused on any problem."""
+    from sparkrack.inputs.inventory import inventory_of
+    from sparkrack.preflight.check import check_inventory
+
+    def run() -> list[str]:
+        hosts = sorted({str(h) for members in dict(groups).values() for h in members})
+        raw = {h: hostvars.raw_get(h) for h in hosts}
+        inv = inventory_of(dict(groups), raw, list(sources), hostvars.raw_get("localhost"))
+        report = check_inventory(inv)
+        if not report.ok:
+            raise SparkrackError(report.problems)
+        return report.text()
+
+    return _guard("inventory check", run)
 
 
 # --- node roles -------------------------------------------------------------------------------
@@ -333,13 +346,13 @@ def diagnose_lines(log: Any) -> list[str]:
     """``{{ rank_log | sparkrack_diagnose }}`` -> one text block per known failure signature."""
     from sparkrack.diagnose.signatures import diagnose
 
-    return [str(f) for f in diagnose(_text(log))]
+    return [printable(str(f), keep_newlines=True) for f in diagnose(_text(log))]
 
 
 FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_contract": contract,
     "sparkrack_fabric_plan": fabric_plan,
-    "sparkrack_inventory_problems": inventory_problems,
+    "sparkrack_inventory_check": inventory_check,
     "sparkrack_netplan": netplan,
     "sparkrack_fabric_interfaces": fabric_interface_names,
     "sparkrack_roce_gid_index": roce_gid_index,

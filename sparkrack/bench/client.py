@@ -20,8 +20,11 @@ import aiohttp
 
 from sparkrack.bench.guard import GuardConfig, RepetitionGuard
 from sparkrack.bench.stats import RequestResult, percentile
+from sparkrack.errors import printable
 
 DEFAULT_STALL_S = 120.0
+DEFAULT_CONNECT_S = 10.0
+"""Seconds to connect and get the response headers: a streaming server sends them at once."""
 
 
 class TokenCounter(Protocol):
@@ -45,6 +48,8 @@ class RequestSpec:
     seed: int = 0
     timeout_s: float = 1800.0
     stall_timeout_s: float = DEFAULT_STALL_S
+    connect_timeout_s: float = DEFAULT_CONNECT_S
+    """A request fails when it is not connected and answered with headers within this."""
     """A request fails when neither generated text nor a growing usage count arrived for this
     long (counted from sending it, too)."""
     guard: GuardConfig = field(default_factory=GuardConfig)
@@ -95,8 +100,9 @@ class StreamError(Exception):
 
 
 def clip(text: str, limit: int = 300) -> str:
-    """``text`` on one line, at most ``limit`` characters (server messages in errors)."""
-    text = " ".join(text.split())
+    """``text`` on one line, at most ``limit`` characters, control characters escaped (server
+    messages in errors: results.json and TESTLOG.md keep them as they are printed)."""
+    text = printable(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -190,13 +196,20 @@ async def run_request(
     t_send = time.perf_counter()
     t_progress = t_send
     event_name = ""
+    connected = False
     try:
-        async with session.post(
+        request = session.post(
             spec.url + "/v1/chat/completions",
             json=spec.body(prompt, index),
             headers=spec.headers(),
             timeout=timeout,
-        ) as resp:
+        )
+        # Connect and response headers: a server that accepts and never answers fails here,
+        # long before the stall deadline (which is sized for a slow prefill).
+        async with asyncio.timeout(spec.connect_timeout_s):
+            resp = await request.__aenter__()
+        connected = True
+        try:
             if resp.status != 200:
                 text = clip(await resp.text(errors="replace"))
                 raise StreamError(f"HTTP {resp.status}: {text}")
@@ -265,12 +278,16 @@ async def run_request(
                 pieces.append(text)
                 verdict = guard.feed(text)
                 if verdict is not None:
-                    break  # leaving the context manager closes (aborts) the stream
+                    break  # releasing the response below closes (aborts) the stream
+        finally:
+            await request.__aexit__(None, None, None)
     except StreamError as exc:
         result.status, result.error = "failed", str(exc)
     except (TimeoutError, aiohttp.ServerTimeoutError):
         waited = time.perf_counter() - t_progress
-        if waited >= stall * 0.99:
+        if not connected:
+            result.status, result.error = "failed", no_answer(spec.connect_timeout_s)
+        elif waited >= stall * 0.99:
             result.status, result.error = "failed", _stalled(stall, result.text_chunks)
         else:
             result.status, result.error = "failed", f"request timed out after {spec.timeout_s:g} s"
@@ -309,6 +326,13 @@ async def run_request(
     if result.status != "ok":
         counters.failed += 1
     return result
+
+
+def no_answer(seconds: float) -> str:
+    return (
+        f"no answer: connected and response headers not within {seconds:g} s "
+        "(raise --connect-timeout for a slow network)"
+    )
 
 
 def _stalled(stall: float, chunks: int) -> str:

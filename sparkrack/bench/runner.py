@@ -161,7 +161,11 @@ async def preflight(
         async with session.get(
             url,
             headers=spec.headers(),
-            timeout=aiohttp.ClientTimeout(total=min(spec.stall_timeout_s, 60.0)),
+            timeout=aiohttp.ClientTimeout(
+                total=min(spec.stall_timeout_s, 60.0),
+                sock_connect=spec.connect_timeout_s,
+                sock_read=spec.connect_timeout_s,
+            ),
         ) as resp:
             if resp.status in (401, 403):
                 raise SparkrackError(

@@ -11,14 +11,18 @@ returns an :class:`~sparkrack.cli.exitcodes.ExitCode`. Core modules never import
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TextIO
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.errors import SparkrackError
+from sparkrack.errors import SparkrackError, UsageError, printable
+from sparkrack.inputs.inventory import VAULT_ENV
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,10 @@ COMMANDS: Final[dict[str, Command]] = {
     "plan": Command(
         "plan",
         "capacity (weights, KV, Mamba slots, fit) and decode roofline of serving profiles",
+    ),
+    "check": Command(
+        "check",
+        "check an inventory before site.yml: variables, plan, deployments, memory, images, secrets",
     ),
     "validate": Command("validate", "check serving profiles (schema + every seed rule)"),
     "render": Command("render", "render the launch command, env or manifests of a serving profile"),
@@ -90,16 +98,71 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class EscapedOutput(io.TextIOBase):
+    """stdout as commands write to it, every control character but the newline shown as
+    ``\\xNN`` (:func:`~sparkrack.errors.printable`): a log line, a server's answer or a file
+    name that a command echoes cannot move the cursor, recolour or clear the terminal, or
+    forge a line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(printable(text, keep_newlines=True))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     command = _command_in(words)
     # No known command: only the summaries are needed (help, or argparse's usage error).
     args = build_parser(command or "").parse_args(words)
+    if hasattr(args, "inventory"):
+        _ansible_display()
+    with contextlib.redirect_stdout(EscapedOutput(sys.stdout)):
+        return _run(args)
+
+
+def _ansible_display() -> None:
+    """ansible-core's display adapts the process's stdout and stderr once, when it is first
+    made (it needs real text streams): make it here, on the real ones, so it never meets the
+    escaping wrapper or a test's capture."""
+    streams = sys.stdout, sys.stderr
     try:
+        sys.stdout, sys.stderr = sys.__stdout__ or sys.stdout, sys.__stderr__ or sys.stderr
+        from ansible.utils.display import Display
+
+        Display()
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(args: argparse.Namespace) -> int:
+    vault = getattr(args, "vault_password_file", None)
+    saved = os.environ.get(VAULT_ENV)
+    try:
+        if vault:  # the option says what the variable says, for every inventory read below
+            os.environ[VAULT_ENV] = vault
         code: int = args.handler(args)
+    except UsageError as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitCode.USAGE
     except SparkrackError as exc:
         print(str(exc), file=sys.stderr)
         return ExitCode.FAILED
+    finally:
+        if vault:
+            if saved is None:
+                os.environ.pop(VAULT_ENV, None)
+            else:
+                os.environ[VAULT_ENV] = saved
     return code
 
 

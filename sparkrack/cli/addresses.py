@@ -8,7 +8,7 @@ import json
 import yaml
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.cli.options import add_format, add_inventory
+from sparkrack.cli.options import add_format, add_inventory, print_warnings
 from sparkrack.inputs.inventory import load_inventory
 
 
@@ -40,16 +40,17 @@ def run(args: argparse.Namespace) -> int:
 
 def print_deployments(inventory: str) -> None:
     """Which VF each deployment of the inventory uses, on which Sparks."""
-    from sparkrack.errors import SparkrackError
+    from sparkrack.errors import SparkrackError, printable
     from sparkrack.serving.deployments.bundle import from_inventory
 
     try:
         deployments = from_inventory(inventory, check_memory=False)
     except SparkrackError as exc:
-        print(f"\ndeployments: refused (sparkrack render -i {inventory} --what plan shows why)")
+        print(f"\ndeployments: refused (sparkrack check -i {printable(inventory)} shows why)")
         for problem in exc.problems[:3]:
             print(f"  {problem}")
         return
+    print_warnings(deployments.warnings)
     print(f"\n{'deployment':<28} {'engine':<7} {'VF':<4} sparks (head first)")
     for d in deployments.deployments:
         vf = "-" if d.vf is None else str(d.vf)

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from sparkrack.bench import server as test_server
-from sparkrack.bench.client import DEFAULT_STALL_S, RequestSpec
+from sparkrack.bench.client import DEFAULT_CONNECT_S, DEFAULT_STALL_S, RequestSpec
 from sparkrack.bench.guard import GuardConfig
 from sparkrack.bench.report import (
     load_results,
@@ -26,7 +26,7 @@ from sparkrack.bench.runner import BenchConfig, RunResult, parse_url, run_bench
 from sparkrack.bench.stats import NO_TOKEN_COUNTS
 from sparkrack.bench.tokens import FileTokenizer
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, SparkrackError, UsageError
 
 
 def _concurrency(text: str) -> list[int]:
@@ -99,6 +99,13 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_STALL_S:g})",
     )
     p.add_argument(
+        "--connect-timeout",
+        type=_positive,
+        default=DEFAULT_CONNECT_S,
+        help=f"fail a request not connected and answered with headers within this many seconds "
+        f"(default {DEFAULT_CONNECT_S:g})",
+    )
+    p.add_argument(
         "--warmup",
         type=int,
         default=BenchConfig.warmup,
@@ -149,16 +156,19 @@ def _report_arguments(r: argparse.ArgumentParser) -> None:
 
 
 def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
-    endpoint = parse_url(args.url)
+    try:
+        endpoint = parse_url(args.url)
+    except SparkrackError as exc:
+        raise UsageError(exc.problems) from None
     url = endpoint.url
     if args.warmup < 0:
-        raise SparkrackError(
+        raise UsageError(
             Problem("--warmup", "--warmup", "must be 0 or more", "e.g. --warmup 1", "bench-args")
         )
     counter = None
     if args.tokenizer is not None:
         if not args.allow_no_usage:
-            raise SparkrackError(
+            raise UsageError(
                 Problem(
                     str(args.tokenizer),
                     "--tokenizer",
@@ -185,12 +195,13 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
         seed=args.seed,
         timeout_s=args.timeout,
         stall_timeout_s=args.stall_timeout,
+        connect_timeout_s=args.connect_timeout,
         guard=guard,
         basic_auth=endpoint.basic_auth,
         token_counter=counter,
     )
     if args.logs_from and args.logs_from != "-" and not Path(args.logs_from).is_file():
-        raise SparkrackError(
+        raise UsageError(
             Problem(
                 args.logs_from,
                 "--logs-from",
@@ -251,7 +262,7 @@ def cmd_bench_report(args: argparse.Namespace) -> int:
     for path in args.results:
         file = path / "results.json" if path.is_dir() else path
         if not file.is_file():
-            raise SparkrackError(
+            raise UsageError(
                 Problem(str(file), "results", "no such file", "give results.json files")
             )
         runs.append(load_results(file))

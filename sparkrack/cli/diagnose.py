@@ -16,7 +16,7 @@ from typing import Any
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.diagnose import bundle
 from sparkrack.diagnose.signatures import diagnose
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, UsageError
 
 
 def add_arguments(command: str, d: argparse.ArgumentParser) -> None:
@@ -46,9 +46,9 @@ def _texts(name: str) -> tuple[dict[str, str], dict[str, Any] | None]:
     try:
         return {name: path.read_text(encoding="utf-8", errors="replace")}, None
     except OSError as exc:
-        raise SparkrackError(
-            Problem(name, "LOG", f"cannot read: {exc}", "give a readable log file")
-        ) from exc
+        raise UsageError(
+            Problem(name, "LOG", f"cannot be read: {exc.strerror}", "give a readable log file")
+        ) from None
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:

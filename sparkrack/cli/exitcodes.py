@@ -1,4 +1,4 @@
-"""Every exit code of the ``sparkrack`` command line, in one enum."""
+"""Every exit code of the ``sparkrack`` command line, in one enum (the README's table)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,16 @@ import enum
 
 
 class ExitCode(enum.IntEnum):
-    """What a command's exit status means (argparse's own usage errors exit 2 as well)."""
+    """What a command's exit status means; the same for every command."""
 
     OK = 0
     """The command did what it was asked; every check passed."""
     FAILED = 1
     """Bad input (one line per problem: file, key, fix), a check that failed, an endpoint down."""
+    USAGE = 2
+    """The command line cannot run as given: an unknown or malformed option, a missing
+    argument, a file or directory named on it that does not exist (argparse's own errors
+    exit 2 as well)."""
     BAD_LEVEL = 2
     """bench: a concurrency level was GARBAGE (fingerprint) or FAILED (no request succeeded)."""
     NO_TOKEN_COUNTS = 3

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, UsageError
 from sparkrack.fabric.nccl import MIN_BUSBW_PER_RAIL_GBPS, MIN_BUSBW_SOCKET_GBPS, gate, hca_devices
 from sparkrack.fabric.ncclenv import TRANSPORTS
 
@@ -35,7 +35,7 @@ def run_fabric_check(args: argparse.Namespace) -> int:
     else:
         path = Path(args.log)
         if not path.is_file():
-            raise SparkrackError(
+            raise UsageError(
                 Problem(args.log, "--log", "does not exist", "pass the NCCL INFO log of the test")
             )
         text = path.read_text(errors="replace")

@@ -12,7 +12,7 @@ import argparse
 import json
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.cli.options import add_format, add_inventory
+from sparkrack.cli.options import add_format, add_inventory, print_warnings
 
 
 def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
@@ -23,11 +23,12 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
 
 def image_rows(inventory: str) -> list[dict[str, str]]:
     """(used by, image, pin state, digest) of every image the inventory's serve play runs."""
+    from sparkrack.inputs.imageref import digest_of, pin_state
     from sparkrack.serving.deployments import gateway
     from sparkrack.serving.deployments.bundle import from_inventory
-    from sparkrack.serving.profile.images import digest_of, pin_state
 
     deployments = from_inventory(inventory, check_memory=False)
+    print_warnings(deployments.warnings)
     used: list[tuple[str, str]] = [
         (f"deployment {d.name} ({d.profile.name})", d.profile.image)
         for d in deployments.deployments

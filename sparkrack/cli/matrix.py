@@ -11,7 +11,7 @@ from sparkrack.bench.client import RequestSpec
 from sparkrack.bench.report import load_results, plot_runs, render_testlog, write_outputs
 from sparkrack.bench.runner import BenchConfig, RunResult, normalize_url, run_bench
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, UsageError
 from sparkrack.matrix.runner import (
     AnsibleDeployer,
     Case,
@@ -45,11 +45,15 @@ def bench_model(bench: dict[str, Any], profile: dict[str, Any]) -> str:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    if not args.matrix.is_file():
+        raise UsageError(
+            Problem(str(args.matrix), "MATRIX", "does not exist", "give a matrix file", "cli")
+        )
     matrix = load_matrix(args.matrix)
     out = args.out or Path("matrix-results") / matrix.name
     inventory = args.inventory or matrix.inventory
     if not inventory:
-        raise SparkrackError(
+        raise UsageError(
             Problem(
                 str(args.matrix),
                 "inventory",

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, UsageError
 from sparkrack.patches import PATCHES, run_catalog
 from sparkrack.patches.engine import DRIFT
 
@@ -49,7 +49,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"    seed: {p.seed}")
         return ExitCode.OK
     if not args.site_packages:
-        raise SparkrackError(
+        raise UsageError(
             Problem(
                 "command line",
                 "--site-packages",
@@ -60,7 +60,7 @@ def _run(args: argparse.Namespace) -> int:
     roots = [Path(d) for d in args.site_packages]
     missing = [str(r) for r in roots if not r.is_dir()]
     if missing:
-        raise SparkrackError(
+        raise UsageError(
             Problem(
                 "command line",
                 "--site-packages",

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.cli.options import add_format, add_inventory
+from sparkrack.cli.options import add_format, add_inventory, print_warnings
 from sparkrack.planner.memory import (
     DEFAULT_OS_HEADROOM_GB,
     DEFAULT_RUNTIME_OVERHEAD_GB,
@@ -144,6 +144,7 @@ def run_inventory(inventory: str, hw: Hardware, fmt: str) -> int:
     from sparkrack.serving.deployments.load import format_table, memory_table
 
     deployments = from_inventory(inventory, check_memory=False)
+    print_warnings(deployments.warnings)
     rows, over = memory_table(deployments.deployments, hw)
     if fmt == "json":
         print(

@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.cli.options import add_inventory
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.cli.options import add_inventory, print_warnings
+from sparkrack.errors import Problem, SparkrackError, UsageError
 
 
 def add_arguments(command: str, r: argparse.ArgumentParser) -> None:
@@ -47,7 +47,7 @@ def _gid_overrides(values: list[str]) -> dict[str, int]:
     for item in values:
         node, sep, num = item.partition("=")
         if not sep or not num.isdigit():
-            raise SparkrackError(
+            raise UsageError(
                 Problem("--gid-index", item, "is not NODE=N", "e.g. --gid-index spark1=3", "cli")
             )
         out[node] = int(num)
@@ -104,6 +104,17 @@ def serving_plan(res: Any) -> dict[str, Any]:
 
 def print_rank(res: Any, what: str, rank: int) -> None:
     """``--what command|env`` of one rank of a resolved deployment."""
+    ranks = [r.rank for r in res.ranks]
+    if rank not in ranks:
+        raise UsageError(
+            Problem(
+                "--rank",
+                str(rank),
+                f"no such rank: {res.name} has ranks {', '.join(map(str, ranks))}",
+                f"use --rank 0..{max(ranks)}",
+                "cli",
+            )
+        )
     if what == "command":
         print(res.command(rank))
         return
@@ -139,15 +150,21 @@ def run_render_inventory(args: argparse.Namespace) -> int:
     from sparkrack.serving.deployments.plan import deployment_plan
 
     deployments = from_inventory(args.inventory, _gid_overrides(args.gid_index))
-    chosen = (
-        [deployments.deployment(args.deployment)] if args.deployment else deployments.deployments
-    )
+    print_warnings(deployments.warnings)
+    try:
+        chosen = (
+            [deployments.deployment(args.deployment)]
+            if args.deployment
+            else deployments.deployments
+        )
+    except SparkrackError as exc:
+        raise UsageError(exc.problems) from None
     if args.what == "gateway":
         sys.stdout.write(gateway.config_text(deployments.deployments, deployments.ctx))
         return ExitCode.OK
     if args.what in ("command", "env"):
         if len(chosen) != 1:
-            raise SparkrackError(
+            raise UsageError(
                 Problem(
                     "--deployment",
                     "(missing)",

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.cli.options import add_inventory
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.cli.options import DEFAULT_INVENTORY, add_inventory
+from sparkrack.errors import Problem, SparkrackError, printable
 
 
 def add_arguments(command: str, v: argparse.ArgumentParser) -> None:
@@ -50,6 +50,14 @@ def _nodes(args: argparse.Namespace) -> int | None:
 
 def run_validate(args: argparse.Namespace) -> int:
     from sparkrack.serving import list_profiles, load_profile, profile_warnings, validate_profile
+
+    if args.inventory != DEFAULT_INVENTORY:
+        print(
+            f"note: validate checks profiles and takes only the Spark count from -i; "
+            f"`sparkrack check -i {printable(args.inventory)}` checks the inventory, its "
+            "deployments and their profiles",
+            file=sys.stderr,
+        )
 
     refs = args.profiles or [str(p) for p in list_profiles()]
     nodes = _nodes(args)

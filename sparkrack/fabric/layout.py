@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, SparkrackError, shown
 from sparkrack.fabric.addressplan import (
     FabricPlan,
     NodeInput,
@@ -25,6 +25,7 @@ from sparkrack.fabric.addressplan import (
     rail_subnets,
     rdma_name,
 )
+from sparkrack.k3s.network import CLUSTER_CIDR, SERVICE_CIDR
 
 FABRIC_KEYS: dict[str, str] = {
     "subnet": "IPv4 network of the QSFP fabric, e.g. 10.77.0.0/24",
@@ -52,7 +53,32 @@ DEFAULTS: dict[str, Any] = {
 MIN_FABRIC_MTU = 9000
 """Smallest fabric MTU the plan accepts: RoCE on the ConnectX-7 fabric is planned for jumbo frames."""
 
-PORT_NAME = re.compile(r"^en[A-Za-z0-9]+?(np\d+)?$")
+RULE = "fabric"
+PORT_NAME = re.compile(r"en[A-Za-z0-9]+?(np\d+)?")
+IFNAMSIZ = 15
+"""Longest Linux interface name (``IFNAMSIZ`` 16 with its NUL): a VF's name is the PF's base and
+``v<index>``, so the VF names of every index must fit too."""
+MAX_VFS = 127
+"""VFs per PF: the ConnectX-7 firmware release notes ("VF Network Function Limitations in SR-IOV
+Legacy Mode") give 127 VFs per PF; the VF's MAC octet holds it too."""
+MAX_PORTS = 4
+"""A DGX Spark has two QSFP cages of its ConnectX-7, each two PCIe functions: four PFs."""
+MAX_BLOCK = 256
+"""A block holds every Spark's host offset; the MAC carries the spark_index in one octet."""
+
+
+def reserved_ranges() -> list[tuple[ipaddress.IPv4Network, str]]:
+    """Networks a fabric subnet must stay clear of, and why: the cluster's own pod and Service
+    networks (from the K3s config sparkrack renders) and the address blocks IPv4 reserves."""
+    return [
+        (ipaddress.IPv4Network(CLUSTER_CIDR), "K3s' pod network (cluster-cidr)"),
+        (ipaddress.IPv4Network(SERVICE_CIDR), "K3s' Service network (service-cidr)"),
+        (ipaddress.IPv4Network("0.0.0.0/8"), "'this network' (0.0.0.0/8)"),
+        (ipaddress.IPv4Network("127.0.0.0/8"), "loopback (127.0.0.0/8)"),
+        (ipaddress.IPv4Network("169.254.0.0/16"), "link-local (169.254.0.0/16)"),
+        (ipaddress.IPv4Network("224.0.0.0/4"), "multicast (224.0.0.0/4)"),
+        (ipaddress.IPv4Network("240.0.0.0/4"), "reserved (240.0.0.0/4, broadcast included)"),
+    ]
 
 
 @dataclass(frozen=True)
@@ -79,15 +105,15 @@ class Reader:
 
     def fabric(self, key: str, message: str, fix: str) -> None:
         self.problems.append(
-            Problem(self.source, f"fabric.{key}" if key else "fabric", message, fix)
+            Problem(self.source, f"fabric.{key}" if key else "fabric", message, fix, RULE)
         )
 
     def node(self, key: str, message: str, fix: str) -> None:
-        self.problems.append(Problem(self.source, key, message, fix))
+        self.problems.append(Problem(self.source, key, message, fix, RULE))
 
     def integer(self, value: Any, key: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            self.fabric(key, f"must be an integer, got {value!r}", "write a number")
+            self.fabric(key, f"must be a whole number, got {shown(value)}", "write a number")
             return 0
         return value
 
@@ -100,11 +126,19 @@ class Reader:
         subnet = self.subnet(spec.get("subnet"))
         mtu = self.mtu(spec["mtu"])
         block = self.integer(spec["block"], "block")
-        if block and block < 2:
-            self.fabric("block", "must be at least 2", "use 16")
+        if block and not 2 <= block <= MAX_BLOCK:
+            self.fabric("block", f"{block} is outside 2..{MAX_BLOCK}", "use 16")
+            block = 0
         vf_count = self.integer(spec["vf_count"], "vf_count")
         if vf_count < 1 and not any(p.key == "fabric.vf_count" for p in self.problems):
             self.fabric("vf_count", "must be at least 1", "create at least one VF")
+        if vf_count > MAX_VFS:
+            self.fabric(
+                "vf_count",
+                f"{vf_count} is more than the {MAX_VFS} VFs a ConnectX-7 PF supports",
+                "create the VFs the deployments use (4 is plenty for a few models per Spark)",
+            )
+            vf_count = 0
         ports = self.ports(spec["ports"])
         in_use = self.vfs_in_use(spec["vfs_in_use"], vf_count)
         mac_prefix = self.mac_prefix(str(spec["mac_prefix"]).lower())
@@ -116,15 +150,21 @@ class Reader:
         if raw is None:
             self.fabric("subnet", "is required", "set e.g. subnet: 10.77.0.0/24")
             return None
+        if not isinstance(raw, str):
+            self.fabric(
+                "subnet", f"is {shown(raw)}, not text", "write it as text, e.g. 10.77.0.0/24"
+            )
+            return None
         try:
-            return ipaddress.IPv4Network(str(raw), strict=True)
+            subnet = ipaddress.IPv4Network(raw, strict=True)
         except ValueError as exc:
             self.fabric(
                 "subnet",
-                f"{raw!r} is not an IPv4 network ({exc})",
+                f"{shown(raw)} is not an IPv4 network ({shown(str(exc), 60)})",
                 "use network/prefix with host bits zero, e.g. 10.77.0.0/24",
             )
             return None
+        return subnet
 
     def mtu(self, raw: Any) -> int:
         mtu = self.integer(raw, "mtu")
@@ -145,11 +185,26 @@ class Reader:
                 "ports", "must be a non-empty list of interface names", "e.g. ports: [enp1s0f0np0]"
             )
             return ["invalid"]
+        if len(ports) > MAX_PORTS:
+            self.fabric(
+                "ports",
+                f"lists {len(ports)} ports; a DGX Spark has {MAX_PORTS} (two QSFP cages, two "
+                "PCIe functions each)",
+                "list the PFs `ip link` shows on a Spark",
+            )
+            return ["invalid"]
         for port in ports:
-            if not PORT_NAME.match(port):
+            if not PORT_NAME.fullmatch(port):
                 self.fabric(
                     "ports",
-                    f"{port!r} is not an Ethernet netdev name",
+                    f"{shown(port)} is not an Ethernet netdev name",
+                    "use the name `ip link` shows, e.g. enp1s0f0np0",
+                )
+            elif len(f"{port_base(port)}v{MAX_VFS}") > IFNAMSIZ:
+                self.fabric(
+                    "ports",
+                    f"{shown(port)}: its VF names ({port_base(port)}v<index>) would be longer "
+                    f"than Linux's {IFNAMSIZ} characters",
                     "use the name `ip link` shows, e.g. enp1s0f0np0",
                 )
         if len(set(ports)) != len(ports):
@@ -157,9 +212,11 @@ class Reader:
         return ports
 
     def vfs_in_use(self, raw: Any, vf_count: int) -> list[int]:
-        if not isinstance(raw, list) or not raw:
+        if not isinstance(raw, list) or not raw or len(raw) > MAX_VFS:
             self.fabric(
-                "vfs_in_use", "must be a non-empty list of VF indices", "e.g. vfs_in_use: [0]"
+                "vfs_in_use",
+                f"must be a list of 1 to {MAX_VFS} VF indices",
+                "e.g. vfs_in_use: [0]",
             )
             return []
         in_use = [self.integer(v, "vfs_in_use") for v in raw]
@@ -177,11 +234,13 @@ class Reader:
     def mac_prefix(self, mac_prefix: str) -> str:
         octets = mac_prefix.split(":")
         if len(octets) != 3 or not all(re.fullmatch(r"[0-9a-f]{2}", o) for o in octets):
-            self.fabric("mac_prefix", f"{mac_prefix!r} is not three hex octets", "e.g. 02:53:50")
+            self.fabric(
+                "mac_prefix", f"{shown(mac_prefix)} is not three hex octets", "e.g. 02:53:50"
+            )
         elif int(octets[0], 16) & 0x03 != 0x02:
             self.fabric(
                 "mac_prefix",
-                f"{mac_prefix!r} is not locally administered unicast",
+                f"{shown(mac_prefix)} is not locally administered unicast",
                 "the first octet must have bit 1 set and bit 0 clear, e.g. 02",
             )
         return mac_prefix
@@ -215,7 +274,7 @@ class Reader:
             if rail not in ports:
                 self.fabric(
                     "rails",
-                    f"{rail!r} is not in fabric.ports ({', '.join(map(str, ports))})",
+                    f"{shown(rail)} is not in fabric.ports ({', '.join(map(str, ports))})",
                     "add it to fabric.ports too: a rail's PF needs its own planned address",
                 )
         if len(set(rails)) != len(rails):
@@ -240,7 +299,7 @@ class Reader:
             if isinstance(index, bool) or not isinstance(index, int):
                 self.node(
                     f"{node.name}.spark_index",
-                    f"must be an integer, got {index!r}",
+                    f"must be an integer, got {shown(index)}",
                     "write a number",
                 )
                 continue
@@ -267,7 +326,7 @@ class Reader:
         if spec.subnet is None:
             return []
         try:
-            return rail_subnets(spec.subnet, max(len(spec.rails), 1))
+            nets = rail_subnets(spec.subnet, max(len(spec.rails), 1))
         except ValueError:
             self.fabric(
                 "rails",
@@ -276,6 +335,17 @@ class Reader:
                 "use a lower fabric.subnet",
             )
             return []
+        for rail, rail_net in enumerate(nets):
+            for net, what in reserved_ranges():
+                if rail_net.overlaps(net):
+                    where = "" if rail == 0 else f" (rail {rail}'s network {rail_net})"
+                    self.fabric(
+                        "subnet",
+                        f"{spec.subnet}{where} overlaps {what}",
+                        "use a private network of its own for the fabric, e.g. 10.77.0.0/24",
+                    )
+                    return []
+        return nets
 
     def management(
         self, indexed: Sequence[tuple[int, NodeInput]], nets: Sequence[ipaddress.IPv4Network]
@@ -288,7 +358,7 @@ class Reader:
             except ValueError:
                 self.node(
                     f"{node.name}.node_ip",
-                    f"{node.node_ip!r} is not an IPv4 address",
+                    f"{shown(node.node_ip)} is not an IPv4 address",
                     "set ansible_host (or k3s_node_ip) to the management IPv4",
                 )
                 continue

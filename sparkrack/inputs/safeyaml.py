@@ -21,7 +21,8 @@ problem is not at a key) and the fix, in time and memory proportional to the fil
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -174,17 +175,41 @@ def _check_expansion(loader: _StrictLoader, root: Node) -> None:
             )
 
 
+YAML_TAGS = "tag:yaml.org,2002:"
+
+
+def _known_tag(tag: str, extra: frozenset[str]) -> bool:
+    """A tag of YAML's own types (not ``!!python/...``), or one of ``extra``."""
+    return tag in extra or (tag.startswith(YAML_TAGS) and "/" not in tag[len(YAML_TAGS) :])
+
+
 def _dotted(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _check_values(loader: _StrictLoader, root: Node) -> None:
-    """Keys unique and scalar, numbers finite; walks the expanded (already bounded) tree."""
-    stack: list[tuple[Node, str]] = [(root, "")]
+def _check_values(
+    loader: _StrictLoader, root: Node, found: Scan | None = None, keys: tuple[Node, ...] = ()
+) -> None:
+    """Keys unique and scalar, numbers finite; walks the expanded (already bounded) tree. With
+    ``found``: scalars tagged with one of its ``tags`` are left unconstructed and counted, and
+    every YAML 1.1 surprise is noted under each mapping key above it (``keys``)."""
+    stack: list[tuple[Node, str, tuple[Node, ...]]] = [(root, "", keys)]
     while stack:
-        node, path = stack.pop()
+        node, path, above = stack.pop()
         key = path or ROOT
+        if found is not None and not _known_tag(node.tag, found.tags):
+            raise loader.refuse(
+                key,
+                f"has the tag {node.tag}{_where(node)}, which no YAML reader of sparkrack accepts",
+                "remove the tag",
+                "yaml",
+            )
         if isinstance(node, ScalarNode):
+            if found is not None:
+                if node.tag in found.tags:
+                    found.tagged.append(Tagged(path, node.tag, _pos(node)))
+                    continue
+                found.note(node, path, above)
             try:
                 value = loader.construct_object(node)
             except (ValueError, yaml.YAMLError) as exc:
@@ -199,12 +224,12 @@ def _check_values(loader: _StrictLoader, root: Node) -> None:
                     "yaml-non-finite",
                 )
         elif isinstance(node, SequenceNode):
-            stack.extend((child, _dotted(path, i)) for i, child in enumerate(node.value))
+            stack.extend((child, _dotted(path, i), above) for i, child in enumerate(node.value))
         elif isinstance(node, MappingNode):
             seen: set[Any] = set()
             for k, v in node.value:
                 if k.tag == MERGE_TAG:
-                    stack.append((v, path))
+                    stack.append((v, path, above))
                     continue
                 if not isinstance(k, ScalarNode):
                     raise loader.refuse(
@@ -228,11 +253,16 @@ def _check_values(loader: _StrictLoader, root: Node) -> None:
                         "yaml-duplicate-key",
                     )
                 seen.add(name)
-                stack.append((v, _dotted(path, name)))
+                stack.append((v, _dotted(path, name), (*above, k)))
 
 
 def loads(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> Any:
     """Parse one YAML document from ``text``; raise :class:`SparkrackError` on any refusal."""
+    return _parse(text, source, limits, None)
+
+
+def _parse(text: str, source: str, limits: Limits, found: Scan | None) -> Any:
+    """Compose and check ``text``; build the document unless ``found`` collects a scan."""
     if len(text) > limits.max_bytes:
         raise SparkrackError(_size_problem(source, len(text), limits))
     loader: _StrictLoader | None = None
@@ -242,17 +272,12 @@ def loads(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> Any:
         if node is None:
             return None
         _check_expansion(loader, node)
-        _check_values(loader, node)
-        return loader.construct_document(node)
+        _check_values(loader, node, found)
+        return loader.construct_document(node) if found is None else None
     except _Refused as exc:
         raise SparkrackError(exc.problem) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        what = ", ".join(filter(None, [exc.context, exc.problem])) or "syntax error"
-        raise SparkrackError(
-            Problem(source, ROOT, f"is not valid YAML: {what}{where}", "fix the syntax", "yaml")
-        ) from None
+        raise SparkrackError(_syntax_problem(source, exc)) from None
     except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
         text_of = " ".join(str(exc).split())
         raise SparkrackError(
@@ -313,3 +338,92 @@ def load_file(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Any:
             )
         ) from None
     return load_bytes(data, str(path), limits)
+
+
+# --- scanning files another loader reads (Ansible's inventories) ----------------------------
+
+_INT_SURPRISE = re.compile(r"[-+]?(0[0-7_]+|0b[01_]+|[0-9][0-9_]*(:[0-5]?[0-9])+|[0-9]+_[0-9_]*)")
+_FLOAT_SURPRISE = re.compile(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\.[0-9_]*|.*[0-9]_.*")
+INT_TAG = "tag:yaml.org,2002:int"
+TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
+def _pos(node: Node) -> tuple[int, int]:
+    """(line, column) of a node, both from 1 (as ansible-core's ``Origin`` counts them)."""
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+@dataclass(frozen=True)
+class Surprise:
+    """A value YAML 1.1 converts without saying so (``010`` is 8, ``1:30`` is 90)."""
+
+    path: str
+    """Dotted path below the key it is filed under ("" for that key's own value)."""
+    text: str
+    """The value as written."""
+    line: int
+    what: str
+    """What YAML made of it, in words."""
+
+
+@dataclass(frozen=True)
+class Tagged:
+    path: str
+    tag: str
+    position: tuple[int, int]
+
+
+@dataclass
+class Scan:
+    """What :func:`scan` found in a file, filed by the position of each mapping key."""
+
+    tags: frozenset[str] = frozenset()
+    surprises: dict[tuple[int, int], list[Surprise]] = field(default_factory=dict)
+    tagged: list[Tagged] = field(default_factory=list)
+    """Scalars with one of ``tags`` (``!vault``): their dotted path and position."""
+
+    def note(self, node: ScalarNode, path: str, above: tuple[Node, ...]) -> None:
+        if node.style is not None:  # quoted or block scalars are strings as written
+            return
+        what = None
+        if node.tag == TIMESTAMP_TAG:
+            what = "a date"
+        elif (
+            node.tag == INT_TAG
+            and _INT_SURPRISE.fullmatch(node.value)
+            or node.tag == FLOAT_TAG
+            and _FLOAT_SURPRISE.fullmatch(node.value)
+        ):
+            what = "a number"
+        if what is None:
+            return
+        parts = path.split(".")
+        line = node.start_mark.line + 1
+        for depth, key in enumerate(above):
+            below = ".".join(parts[depth + 1 :])
+            self.surprises.setdefault(_pos(key), []).append(Surprise(below, node.value, line, what))
+
+    def under(self, position: tuple[int, int]) -> list[Surprise]:
+        """The surprises below the mapping key at ``position``."""
+        return list(self.surprises.get(position, []))
+
+
+def scan(
+    text: str, source: str, limits: Limits = DEFAULT_LIMITS, tags: frozenset[str] = frozenset()
+) -> Scan:
+    """Check ``text`` the way :func:`loads` does (size, depth, aliases, duplicate keys, finite
+    numbers) without building the document, for a file another loader reads: scalars tagged
+    with one of ``tags`` (Ansible's ``!vault``, ``!unsafe``) are counted, not constructed, and
+    YAML 1.1 surprises (octal, sexagesimal and underscored numbers, unquoted dates) are noted."""
+    found = Scan(tags=tags)
+    _parse(text, source, limits, found)
+    return found
+
+
+def _syntax_problem(source: str, exc: yaml.MarkedYAMLError) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+    what = ", ".join(filter(None, [exc.context, exc.problem])) or "syntax error"
+    return Problem(
+        source, ROOT, f"is not valid YAML: {what}{where}", "fix the syntax at that line", "yaml"
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -18,6 +18,7 @@ from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput
 from sparkrack.inputs import safeyaml
+from sparkrack.k3s.network import CLUSTER_CIDR, K3S_API_PORT, NODE_PORT_RANGE, SERVICE_CIDR
 from sparkrack.k8s.common import (
     LABEL_GPU_PRESENT,
     LABEL_RANK,
@@ -28,8 +29,8 @@ from sparkrack.k8s.common import (
 )
 from sparkrack.planner import memory as planner
 
-K3S_API_PORT = 6443
 TOKEN_FILE = contract.K3S_TOKEN_FILE
+RULE = "k3s-options"
 _TAINT_RE = re.compile(
     r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?(=[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
     r":(NoSchedule|PreferNoSchedule|NoExecute)$"
@@ -120,7 +121,7 @@ def _check_options(opts: K3sNodeOptions, source: str, prefix: str) -> list[Probl
                 "e.g. nvidia",
             )
         )
-    return problems
+    return [replace(p, rule=RULE) for p in problems]
 
 
 # Share of the planner's OS headroom kept as the kubelet's hard memory eviction threshold; the
@@ -191,6 +192,9 @@ def server_config(
         "advertise-address": control_plane.node_ip,
         "tls-san": [control_plane.node_ip],
         "write-kubeconfig-mode": "0600",
+        "cluster-cidr": CLUSTER_CIDR,
+        "service-cidr": SERVICE_CIDR,
+        "service-node-port-range": f"{NODE_PORT_RANGE[0]}-{NODE_PORT_RANGE[1]}",
         "disable": list(opts.disable),
         "node-label": _label_list({**opts.labels, LABEL_ROLE: ROLE_CONTROL_PLANE}),
     }
@@ -238,10 +242,27 @@ def agent_config(
     return config
 
 
+OPTION_KEYS = ("flannel_iface", "taints", "labels", "default_runtime", "disable")
+"""Each is the role variable ``k3s_server_<key>`` / ``k3s_agent_<key>`` of the inventory."""
+
+
+def option_problems(raw: Mapping[str, Any], source: str, prefix: str) -> list[Problem]:
+    """What the K3s role would refuse in these options (``prefix``: ``k3s_server_`` or
+    ``k3s_agent_``), before a node is touched."""
+    try:
+        return _check_options(options_from(raw), source, prefix)
+    except (SparkrackError, TypeError) as exc:
+        if isinstance(exc, SparkrackError):
+            return [replace(p, rule=RULE) for p in exc.problems]
+        return [
+            Problem(source, f"{prefix}*", f"cannot be read: {exc}", "see the role's defaults", RULE)
+        ]
+
+
 def options_from(raw: Mapping[str, Any] | None) -> K3sNodeOptions:
     """Options from a plain mapping (the role passes its variables); None values = defaults."""
     raw = {k: v for k, v in (raw or {}).items() if v is not None}
-    known = {"flannel_iface", "taints", "labels", "default_runtime", "disable"}
+    known = set(OPTION_KEYS)
     unknown = sorted(set(raw) - known)
     if unknown:
         raise SparkrackError(

@@ -54,7 +54,8 @@ _DOC: dict[str, str] = {
     "fabric_check_port": "TCP port of the torch.distributed rendezvous on rank 0",
     "fabric_check_max_bytes": "largest all-reduce message in bytes",
 }
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+RULE = "cluster-addons"
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(?!\n)$")
 
 
 def options_from(raw: Mapping[str, Any] | None, source: str = "cluster_addons") -> ClusterOptions:
@@ -63,7 +64,9 @@ def options_from(raw: Mapping[str, Any] | None, source: str = "cluster_addons") 
     if not raw:
         return base
     if not isinstance(raw, Mapping):
-        raise SparkrackError(Problem(source, "cluster_addons", "must be a mapping", "see defaults"))
+        raise SparkrackError(
+            Problem(source, "cluster_addons", "must be a mapping", "see defaults", RULE)
+        )
     known = {f.name: f for f in fields(ClusterOptions)}
     problems: list[Problem] = []
     values: dict[str, Any] = {}
@@ -153,5 +156,5 @@ def options_from(raw: Mapping[str, Any] | None, source: str = "cluster_addons") 
             )
         )
     if problems:
-        raise SparkrackError(problems)
+        raise SparkrackError([replace(p, rule=RULE) for p in problems])
     return opts

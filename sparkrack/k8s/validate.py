@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 
 from sparkrack.errors import Problem
+from sparkrack.k8s.names import name_problems
 
 # K3s v1.35.3+k3s1 is what the seeds' clusters run.
 KUBERNETES_VERSION = "1.35.0"
@@ -122,7 +123,10 @@ def validate_manifest(doc: dict[str, Any], source: str = "manifest") -> list[Pro
 
 
 def validate_manifests(docs: Iterable[dict[str, Any]], source: str = "manifest") -> list[Problem]:
+    """Every problem of a set of manifests: each against its schema, then the names, labels,
+    images and ports the API server checks beyond the schemas (:mod:`sparkrack.k8s.names`)."""
+    listed = list(docs)
     problems: list[Problem] = []
-    for doc in docs:
+    for doc in listed:
         problems.extend(validate_manifest(doc, source))
-    return problems
+    return problems + name_problems(listed, source)

@@ -6,13 +6,15 @@ RoCE GID indices; a deployment narrows it to its Sparks, VF and name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrack import contract
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, SparkrackError, shown
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 from sparkrack.inputs.inventory import Inventory, load_inventory
+from sparkrack.inputs.variables import BY_NAME, RULE
 
 
 @dataclass(frozen=True)
@@ -113,13 +115,19 @@ class ServingContext:
 
 
 def context_from_vars(
-    plan: FabricPlan, variables: dict[str, Any], gid_index: dict[str, int] | None = None
+    plan: FabricPlan,
+    variables: Mapping[str, Any],
+    gid_index: dict[str, int] | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> ServingContext:
-    """Build the context from inventory variables (``serving_*``), defaults where unset."""
-    v = {
-        **contract.SERVING_DEFAULTS,
-        **{k: val for k, val in variables.items() if val is not None},
-    }
+    """Build the context from inventory variables (``serving_*``), defaults where unset; each
+    is checked against its form first (:data:`sparkrack.inputs.variables.VARIABLES`), and a
+    refusal names the file ``sources`` gives for it (else the inventory)."""
+    given = {k: val for k, val in variables.items() if val is not None and val != ""}
+    problems = setting_problems(given, sources or {})
+    if problems:
+        raise SparkrackError(problems)
+    v = {**contract.SERVING_DEFAULTS, **given}
     return ServingContext(
         plan=plan,
         namespace=str(v["serving_namespace"]),
@@ -128,10 +136,7 @@ def context_from_vars(
         hf_cache=str(v["serving_hf_cache"]),
         shm_size=str(v["serving_shm_size"]),
         hf_token_secret=str(v["serving_hf_token_secret"]),
-        gateway_key_secret=str(
-            v["serving_gateway_key_secret"]
-            or contract.SERVING_DEFAULTS["serving_gateway_key_secret"]
-        ),
+        gateway_key_secret=str(v["serving_gateway_key_secret"]),
         startup_timeout=int(v["serving_startup_timeout"]),
         liveness_timeout=int(v["serving_liveness_timeout"]),
         jit_cache=str(v["serving_jit_cache"]),
@@ -147,6 +152,69 @@ def context_from_vars(
     )
 
 
+def setting_problems(given: Mapping[str, Any], sources: Mapping[str, str]) -> list[Problem]:
+    """Each ``serving_*`` setting against its form, then the settings against each other: the
+    ports of one pod apart, the two host caches apart, the three Secrets apart."""
+    problems = []
+    for name in SERVING_VARS:
+        if name not in given:
+            continue
+        value = given[name]
+        wrong = BY_NAME[name].form.problem(value)
+        if wrong:
+            problems.append(
+                Problem(sources.get(name, "inventory"), name, wrong, BY_NAME[name].form.fix, RULE)
+            )
+    if problems:
+        return problems
+    v = {**contract.SERVING_DEFAULTS, **given}
+    source = sources.get
+    if int(v["serving_api_port"]) == int(v["serving_dist_port"]):
+        problems.append(
+            Problem(
+                source("serving_dist_port", "inventory"),
+                "serving_dist_port",
+                f"is the API port too ({v['serving_api_port']}): the head's server and its "
+                "rendezvous cannot share a port",
+                "give them different ports (defaults 30000 and 20000)",
+                RULE,
+            )
+        )
+    hf, jit = str(v["serving_hf_cache"]).rstrip("/"), str(v["serving_jit_cache"]).rstrip("/")
+    if hf == jit or hf.startswith(f"{jit}/") or jit.startswith(f"{hf}/"):
+        problems.append(
+            Problem(
+                source("serving_jit_cache", "inventory"),
+                "serving_jit_cache",
+                f"{jit} and serving_hf_cache {hf} overlap: a new image must never load kernels "
+                "from the weights' directory, nor the weights' pruning touch the kernels",
+                "give each its own directory (defaults /var/lib/sparkrack/{huggingface,jit})",
+                RULE,
+            )
+        )
+    secrets = [
+        (name, str(v[name]))
+        for name in (
+            "serving_hf_token_secret",
+            "serving_gateway_key_secret",
+            "serving_fetch_secret",
+        )
+    ]
+    for i, (name, value) in enumerate(secrets):
+        for other, value_other in secrets[:i]:
+            if value == value_other:
+                problems.append(
+                    Problem(
+                        source(name, "inventory"),
+                        name,
+                        f"names the Secret {other} names ({value}): one would overwrite the other",
+                        "give every Secret its own name",
+                        RULE,
+                    )
+                )
+    return problems
+
+
 def switch_on(value: Any) -> bool:
     """An inventory switch: a YAML boolean, or its spelling as a string (``-e x=true``)."""
     if isinstance(value, str):
@@ -160,19 +228,37 @@ in ``roles/serving/tasks/main.yml``), the CLI reads them from the inventory."""
 SERVING_VARS = (*SETTINGS, "serving_spark")
 
 
-def context_from_inventory(inventory: str, gid: dict[str, int] | None = None) -> ServingContext:
+def context_from_inventory(
+    inventory: str | Inventory, gid: dict[str, int] | None = None
+) -> ServingContext:
     """The context of an inventory directory (:func:`context_of` its loaded inventory)."""
-    return context_of(load_inventory(inventory), gid)
+    return context_of(
+        inventory if isinstance(inventory, Inventory) else load_inventory(inventory), gid
+    )
 
 
 def context_of(inv: Inventory, gid: dict[str, int] | None = None) -> ServingContext:
     """The context of a loaded inventory: its address plan, ``serving_*`` variables and the
     RoCE GID indices its hosts record (``gid`` overrides them per node)."""
-    discovered = {
-        host: int(inv.hostvars[host]["roce_gid_index"])
-        for host in inv.sparks
-        if inv.hostvars.get(host, {}).get("roce_gid_index") is not None
-    }
+    discovered: dict[str, int] = {}
+    for host in inv.sparks:
+        value = inv.hostvars.get(host, {}).get("roce_gid_index")
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
+            raise SparkrackError(
+                Problem(
+                    inv.source("roce_gid_index", host),
+                    f"{host}.roce_gid_index",
+                    f"is {shown(value)}, not a GID table index",
+                    "write the index `show_gids` lists for the VF's address (0-255), or remove it",
+                    RULE,
+                )
+            )
+        discovered[host] = value
     return context_from_vars(
-        inv.plan(), {n: inv.var(n) for n in SERVING_VARS}, {**discovered, **(gid or {})}
+        inv.plan(),
+        {n: inv.var(n) for n in SERVING_VARS},
+        {**discovered, **(gid or {})},
+        {n: inv.source(n) for n in SERVING_VARS},
     )

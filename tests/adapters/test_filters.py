@@ -73,10 +73,22 @@ def test_sparkrack_fabric_plan_computes_the_lab_plan_and_refuses_a_bad_subnet() 
         FILTERS["sparkrack_fabric_plan"]({**fabric, "subnet": "10.0.0.0/33"}, LAB.sparks, HOSTVARS)
 
 
-def test_sparkrack_inventory_problems_is_empty_for_the_lab_and_names_a_missing_group() -> None:
-    assert FILTERS["sparkrack_inventory_problems"](LAB.groups, HOSTVARS) == []
-    problems = FILTERS["sparkrack_inventory_problems"]({"sparks": LAB.sparks}, HOSTVARS, "inv")
-    assert problems and all(p.startswith("inv") for p in problems)
+class RawHostvars(dict[str, dict[str, object]]):
+    """Ansible's ``hostvars`` as the filter uses it: ``raw_get`` (untemplated) per host."""
+
+    def raw_get(self, host: str) -> dict[str, object]:
+        return self.get(host) or {}
+
+
+def test_sparkrack_inventory_check_reports_the_lab_and_refuses_a_missing_group() -> None:
+    hostvars = RawHostvars({**HOSTVARS, "localhost": LAB.control_vars or {}})
+    sources = [str(ROOT / "inventories" / "lab")]
+    lines = FILTERS["sparkrack_inventory_check"](LAB.groups, hostvars, sources)
+    assert lines[-1].startswith("check: OK, 3 deployment(s)")
+    assert any(line.startswith("deployment super-trtllm: ") for line in lines)
+    with pytest.raises(AnsibleFilterError, match="inventory check refused") as exc:
+        FILTERS["sparkrack_inventory_check"]({"sparks": LAB.sparks}, hostvars, sources)
+    assert "control_plane: has 0 host(s)" in str(exc.value)
 
 
 def test_sparkrack_rdma_rounds_tests_every_spark_once() -> None:

@@ -18,47 +18,21 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from hostile_servers import (
+    KEEPALIVES,
+    MODEL,
+    MODELS_OK,
+    SSE_HEAD,
+    HostileServer,
+    Script,
+    chunk,
+    good_chunks,
+    http,
+    stream,
+)
 
+from sparkrack.bench.client import DEFAULT_CONNECT_S
 from sparkrack.cli import main
-
-Script = list[bytes | float]  # bytes are written as they are; a float sleeps that many seconds
-
-MODEL = "m"
-
-
-def http(status: str, body: bytes, ctype: str = "application/json") -> bytes:
-    head = f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-    return head.encode() + b"Connection: close\r\n\r\n" + body
-
-
-MODELS_OK = http("200 OK", json.dumps({"data": [{"id": MODEL}]}).encode())
-SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-
-
-def chunk(text: str | None = "tok ", finish: str | None = None, usage: object = None) -> bytes:
-    body: dict[str, object] = {
-        "choices": [{"index": 0, "delta": {} if text is None else {"content": text}}]
-    }
-    if finish:
-        body["choices"][0]["finish_reason"] = finish  # type: ignore[index]
-    if usage is not None:
-        body["usage"] = usage
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
-
-
-KEEPALIVES: Script = [b": ping\n\n", 0.2] * 15  # SSE comments, 3 s, no token
-
-
-def good_chunks(n: int = 5) -> list[bytes]:
-    return [chunk(f"word{i} ", usage={"completion_tokens": i + 1}) for i in range(n)]
-
-
-def stream(*parts: bytes | float, end: bool = True) -> Script:
-    """An SSE response: the given events, then (end=True) a finish chunk with usage and [DONE]."""
-    tail: list[bytes | float] = []
-    if end:
-        tail = [chunk(None, "stop", {"completion_tokens": 6}), b"data: [DONE]\n\n"]
-    return [SSE_HEAD, *parts, *tail]
 
 
 @dataclass
@@ -209,6 +183,35 @@ CHAT_CASES = [
     ),
 ]
 
+# A server that accepts and never answers, and server text that would drive a terminal.
+DEADLINE_CASES = [
+    Case(
+        "chat-accepts-never-answers",
+        [30.0],
+        message="no answer: connected and response headers not within 1 s",
+        args=("--connect-timeout", "1"),
+    ),
+    Case(
+        "chat-headers-late",
+        [3.0, *stream(*good_chunks(2))],
+        message="no answer: connected and response headers not within 1 s",
+        args=("--connect-timeout", "1"),
+    ),
+    Case(
+        "error-event-escape-sequences",
+        stream(
+            *good_chunks(1),
+            b'data: {"error": {"message": "boom \\u001b[2J\\u001b]0;owned\\u0007 \\u009b"}}\n\n',
+        ),
+        message="server error event: boom \\x1b[2J\\x1b]0;owned\\x07 \\x9b",
+    ),
+    Case(
+        "http-error-escape-sequences",
+        [http("503 Busy", b"\x1b[31mred\x1b[0m\r\x07", "text/plain")],
+        message="HTTP 503: \\x1b[31mred\\x1b[0m \\x07",
+    ),
+]
+
 PREFLIGHT_CASES = [
     Case(
         "models-not-json",
@@ -242,6 +245,13 @@ PREFLIGHT_CASES = [
     ),  # fmt: skip
     Case("models-close", models=[], exit=1, message="endpoint not reachable"),
     Case(
+        "models-accepts-never-answers",
+        models=[30.0],
+        exit=1,
+        message="endpoint not reachable",
+        args=("--connect-timeout", "1"),
+    ),  # fmt: skip
+    Case(
         "models-stall",
         models=[5.0],
         exit=1,
@@ -250,76 +260,7 @@ PREFLIGHT_CASES = [
     ),  # fmt: skip
 ]
 
-ALL_CASES = CHAT_CASES + PREFLIGHT_CASES
-
-
-class HostileServer:
-    """Writes a case's scripted bytes per path on 127.0.0.1, then closes the connection."""
-
-    def __init__(self, case: Case) -> None:
-        self.case = case
-        self.port = 0
-        self.headers: list[str] = []
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self._loop.run_forever()
-        server.close()
-        pending = asyncio.all_tasks(self._loop)
-        for task in pending:
-            task.cancel()
-        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        self._loop.run_until_complete(server.wait_closed())
-        self._loop.close()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-            self.headers.append(head)
-            lines = head.split("\r\n")
-            path = lines[0].split(" ")[1].split("?")[0]
-            length = next(
-                (
-                    int(v)
-                    for k, _, v in (ln.partition(":") for ln in lines)
-                    if k.lower() == "content-length"
-                ),
-                0,
-            )
-            if length:
-                await reader.readexactly(length)
-            routes = {"/v1/models": self.case.models, "/v1/chat/completions": self.case.chat}
-            if self.case.metrics is not None:
-                routes["/metrics"] = self.case.metrics
-            for part in routes.get(path, [http("404 Not Found", b"{}")]):
-                if isinstance(part, float):
-                    await asyncio.sleep(part)
-                else:
-                    writer.write(part)
-                    await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    def __enter__(self) -> HostileServer:
-        self._thread.start()
-        self._ready.wait(5)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+ALL_CASES = CHAT_CASES + DEADLINE_CASES + PREFLIGHT_CASES
 
 
 def _bench(url: str, out: Path, *extra: str) -> list[str]:
@@ -402,9 +343,27 @@ def test_url_credentials_are_not_printed_when_the_endpoint_is_down(
 def test_malformed_url_is_a_clear_error(
     url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_bench(url, tmp_path)) == 1
+    assert main(_bench(url, tmp_path)) == 2  # a usage error, as the README's table says
     err = capsys.readouterr().err
     assert "[bench-url]" in err and "--url" in err
+
+
+def test_the_default_connect_deadline_gives_up_on_a_silent_server_within_10_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --connect-timeout: a server that accepts and never answers fails the request after
+    the default (<= 10 s), not after the 120 s stall deadline."""
+    assert DEFAULT_CONNECT_S <= 10
+    case = Case("silent", [60.0])
+    with HostileServer(case) as srv:
+        start = time.monotonic()
+        code = main(_bench(srv.url, tmp_path, "--skip-model-check"))
+        took = time.monotonic() - start
+    assert code == 2 and took < DEFAULT_CONNECT_S + 5, (code, took)
+    (request,) = json.loads((tmp_path / "results.json").read_text())["levels"][0]["requests"]
+    assert request["error"].startswith(
+        f"no answer: connected and response headers not within {DEFAULT_CONNECT_S:g} s"
+    )
 
 
 def test_hostile_metrics_endpoint_does_not_fail_the_run(

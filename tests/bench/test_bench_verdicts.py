@@ -76,7 +76,9 @@ def test_no_usage_with_usage_present_is_a_negative_control(tmp_path: Path) -> No
 def test_tokenizer_needs_allow_no_usage_and_a_tokenizer_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_bench("http://127.0.0.1:9", tmp_path, "--tokenizer", str(tmp_path))) == 1
+    assert (
+        main(_bench("http://127.0.0.1:9", tmp_path, "--tokenizer", str(tmp_path))) == 2
+    )  # a usage error
     assert "add --allow-no-usage" in capsys.readouterr().err
     args = _bench("http://127.0.0.1:9", tmp_path, "--allow-no-usage", "--tokenizer", str(tmp_path))
     assert main(args) == 1

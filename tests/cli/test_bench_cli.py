@@ -127,7 +127,7 @@ def test_garbage_level_exits_2(
 
 
 def test_logs_from_must_exist(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "--url", url, "--model", "m", "--logs-from", "/nonexistent.log"]) == 1
+    assert main(["bench", "--url", url, "--model", "m", "--logs-from", "/nonexistent.log"]) == 2
     assert "--logs-from" in capsys.readouterr().err
 
 
@@ -158,4 +158,4 @@ def test_bench_report_combines_runs(url: str, tmp_path: Path) -> None:
     assert text.startswith("# two configs — TESTLOG")
     assert "| alpha |" in text and "| beta |" in text
     assert (out / "tok_s_vs_concurrency.png").is_file()
-    assert main(["bench-report", str(tmp_path / "nothing"), "--out", str(out)]) == 1
+    assert main(["bench-report", str(tmp_path / "nothing"), "--out", str(out)]) == 2

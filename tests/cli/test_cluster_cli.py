@@ -61,7 +61,7 @@ def test_fabric_check_gate(
 
 
 def test_fabric_check_missing_log(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["fabric-check", "--log", "/nonexistent/nccl.log"]) == 1
+    assert main(["fabric-check", "--log", "/nonexistent/nccl.log"]) == 2
     assert "--log: does not exist" in capsys.readouterr().err
 
 
@@ -69,13 +69,29 @@ def run_playbook(
     runner: Playbook, play: list[dict[str, object]], tmp_path: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
     path = ROOT / "playbooks" / f".test-{tmp_path.name}.yml"  # roles resolve relative to playbooks/
-    # Like every real playbook: preflight first (it sets the sparkrack_plan fact the roles read).
-    path.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": "preflight.yml"}, *play]))
+    # Like every real playbook: preflight first (it sets the sparkrack_plan fact the roles read),
+    # then the fact playbooks/api.yml publishes to every host and the control machine, after the
+    # preflight as on a real run: false, there is no API here.
+    no_api = {
+        "name": "No API here",
+        "hosts": "all",
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "Publish what the k3s_api role publishes without an API",
+                "ansible.builtin.set_fact": {"k3s_api_ready": False},
+                "delegate_to": "{{ item }}",
+                "delegate_facts": True,
+                "run_once": True,
+                "loop": "{{ ansible_play_hosts_all + ['localhost'] }}",
+            }
+        ],
+    }
+    preflight = {"ansible.builtin.import_playbook": "preflight.yml"}
+    path.write_text(yaml.safe_dump([preflight, no_api, *play]))
     try:
-        # No API here: the fact k3s_api publishes on a real run, set as it would be.
         return runner(
-            "-i", str(ROOT / "inventories/lab"), str(path),
-            "-e", '{"k3s_api_ready": false}', *extra, timeout=180,
+            "-i", str(ROOT / "inventories/lab"), str(path), *extra, timeout=180,
         )  # fmt: skip
     finally:
         path.unlink()

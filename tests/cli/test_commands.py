@@ -81,3 +81,125 @@ def test_handlers_return_the_exit_code_enum(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yml"
     bad.write_text("model: x\n")
     assert main(["validate", str(bad)]) is ExitCode.FAILED
+
+
+# One command line per command that the command cannot run as given: exit 2 (the README's
+# table), one line naming the option, no traceback. ``{tmp}`` is a folder that exists.
+USAGE_ERRORS: dict[str, list[str]] = {
+    "addresses": ["addresses", "-i", "{tmp}/no-such-inventory"],
+    "plan": ["plan", "-i", "{tmp}/no-such-inventory"],
+    "check": ["check", "-i", "{tmp}/no-such-inventory"],
+    "validate": ["validate", "--nodes", "four"],
+    "render": ["render", "-i", "inventories/lab", "--what", "command"],
+    "manifests": ["manifests", "cluster", "-i", "{tmp}/no-such-inventory"],
+    "images": ["images", "-i", "inventories/lab", "--vault-password-file", "{tmp}/no-such-file"],
+    "fabric-check": ["fabric-check", "--log", "{tmp}/no-such.log"],
+    "patch": ["patch", "--check"],
+    "bench": ["bench", "--url", "localhost:8000", "--model", "m"],
+    "bench-server": ["bench-server", "--no-such-option"],
+    "bench-report": ["bench-report", "{tmp}/no-such-results.json", "--out", "{tmp}/out"],
+    "diagnose": ["diagnose", "{tmp}/no-such.log"],
+    "matrix": ["matrix", "{tmp}/no-such-matrix.yml"],
+}
+
+
+def run_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    try:
+        code = int(main(argv))
+    except SystemExit as exc:  # argparse's own usage errors
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_the_usage_table_covers_every_command() -> None:
+    assert set(USAGE_ERRORS) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", sorted(USAGE_ERRORS))
+def test_a_usage_error_exits_2_for_every_command(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [word.replace("{tmp}", str(tmp_path)) for word in USAGE_ERRORS[command]]
+    code, output = run_usage(argv, capsys)
+    assert code == ExitCode.USAGE == 2, output
+    assert "Traceback" not in output and output.strip()
+
+
+def test_refused_input_is_1_not_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Negative control: a readable input that is wrong is refused (1), not a usage error."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text("model: [\n")
+    assert run_usage(["validate", str(bad)], capsys)[0] == ExitCode.FAILED
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "-i", "inventories/lab", "--no-engine-check"],
+        ["render", "-i", "inventories/lab", "--what", "plan"],
+        ["plan", "-i", "inventories/lab"],
+        ["images", "-i", "inventories/lab"],
+        ["addresses", "-i", "inventories/lab"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_every_command_that_shows_the_deployments_repeats_their_warnings(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    warnings = [
+        line for line in (captured.out + captured.err).splitlines() if line.startswith("warning: ")
+    ]
+    assert any(
+        "serving_fetch_image: localhost/sparkrack-fetch:lab is pinned by tag" in w for w in warnings
+    )
+    assert any("[image-moving-tag]" in w for w in warnings)  # the vLLM nightly, accepted
+
+
+# --- the README's exit-code table against exitcodes.py ----------------------------------------
+
+# What each code's row must say, per member of the enum (BAD_LEVEL shares 2 with USAGE).
+# Keyed by name: BAD_LEVEL is USAGE's alias (both 2), so the members themselves would collide.
+ROW_WORDS = {
+    "OK": "every check passed",
+    "FAILED": "refused input",
+    "USAGE": "usage error",
+    "BAD_LEVEL": "for `bench`, a GARBAGE or FAILED level",
+    "NO_TOKEN_COUNTS": "`bench`: a level without token counts",
+}
+
+
+def exit_table(readme: str) -> dict[int, str]:
+    """The rows of the README's ``| exit | means |`` table: code -> meaning."""
+    table = readme.split("| exit | means |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1:3] for line in table.strip().splitlines()[1:]]
+    return {int(code): means.strip() for code, means in rows}
+
+
+def table_problems(table: dict[int, str]) -> list[str]:
+    problems = []
+    if sorted(table) != sorted({int(m) for m in ExitCode}):
+        problems.append(
+            f"codes {sorted(table)} are not ExitCode's {sorted(set(map(int, ExitCode)))}"
+        )
+    for name, words in ROW_WORDS.items():
+        code = int(ExitCode[name])
+        if words not in table.get(code, ""):
+            problems.append(f"the row of {code} does not say {words!r} ({name})")
+    return problems
+
+
+def test_the_readme_exit_table_is_the_enum() -> None:
+    assert set(ROW_WORDS) == set(ExitCode.__members__)
+    assert table_problems(exit_table((ROOT / "README.md").read_text())) == []
+
+
+def test_a_wrong_exit_table_is_caught() -> None:
+    """Negative control: a table that moves bench's code 3 to 4, or drops a row, fails."""
+    table = exit_table((ROOT / "README.md").read_text())
+    moved = {**{k: v for k, v in table.items() if k != 3}, 4: table[3]}
+    assert table_problems(moved)
+    assert table_problems({k: v for k, v in table.items() if k != 1})
+    assert table_problems({**table, 2: "a usage error"})  # bench's meaning of 2 left out

@@ -133,5 +133,5 @@ def test_render_refuses_invalid_profile(capsys: pytest.CaptureFixture[str], tmp_
 
 
 def test_render_refuses_bad_rank(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["render", "glm-4.7-nvfp4", "--rank", "9", "--what", "env"]) == 1
+    assert main(["render", "glm-4.7-nvfp4", "--rank", "9", "--what", "env"]) == 2
     assert "no such rank" in capsys.readouterr().err

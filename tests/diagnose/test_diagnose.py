@@ -87,4 +87,4 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", "--json", str(LOGS / "roce-network-unreachable.log")]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data[0]["findings"][0]["id"] == "roce-network-unreachable"
-    assert main(["diagnose", "/nonexistent/log"]) == 1
+    assert main(["diagnose", "/nonexistent/log"]) == 2

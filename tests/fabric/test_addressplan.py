@@ -281,6 +281,11 @@ def test_negative_gid_index_and_small_mtu_are_refused() -> None:
     assert compute_plan({**FABRIC, "gid_index": 0, "mtu": 9000}, nodes(2)).gid_index == 0
 
 
-def test_rails_beyond_the_ipv4_space_are_refused() -> None:
+def test_rails_beyond_the_usable_ipv4_space_are_refused() -> None:
+    problems = refused({**TWO_RAILS, "subnet": "223.255.255.0/24"}, nodes(2))
+    assert (
+        "fabric.subnet",
+        "223.255.255.0/24 (rail 1's network 224.0.0.0/24) overlaps multicast (224.0.0.0/4)",
+    ) in problems
     problems = refused({**TWO_RAILS, "subnet": "255.255.255.0/24"}, nodes(2))
     assert any(k == "fabric.rails" and "beyond the IPv4 space" in m for k, m in problems)

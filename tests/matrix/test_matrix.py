@@ -390,7 +390,7 @@ def test_cli_matrix_with_the_real_deployer_path(
     ] == ["cudnn-not-available"] * 4
     assert "No case finished cleanly." in capsys.readouterr().out
     matrix_file.write_text(MATRIX.replace("inventory: inventories/lab\n", ""))
-    assert main(["matrix", str(matrix_file), "--out", str(out)]) == 1
+    assert main(["matrix", str(matrix_file), "--out", str(out)]) == 2  # no inventory: usage
 
 
 def test_default_validator_is_the_profiles_rule_engine() -> None:

@@ -258,5 +258,5 @@ def test_cli_list_and_bad_directory(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["patch", "--list"]) == 0
     out = capsys.readouterr().out
     assert all(pid in out for pid in PATCH_IDS)
-    assert main(["patch", "--site-packages", str(tmp_path / "absent"), "--check"]) == 1
+    assert main(["patch", "--site-packages", str(tmp_path / "absent"), "--check"]) == 2
     assert "--site-packages: not a directory" in capsys.readouterr().err

@@ -52,6 +52,12 @@ DEPLOYMENT_VARS = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _from_the_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Renders name profile files relative to the working directory: the checkout's root."""
+    monkeypatch.chdir(ROOT)
+
+
 def cli(*argv: str) -> str:
     """What ``sparkrack ARGV`` prints on stdout (it must succeed)."""
     out = io.StringIO()

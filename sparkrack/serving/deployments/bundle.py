@@ -8,17 +8,16 @@ removing one leaves the others byte-identical; only the gateway's route table ch
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
-from sparkrack.inputs.inventory import load_inventory
+from sparkrack.inputs.inventory import Inventory, load_inventory
 from sparkrack.k8s.validate import validate_manifests
-from sparkrack.serving.context import ServingContext, context_of
+from sparkrack.serving.context import SETTINGS, ServingContext, context_of
 from sparkrack.serving.deployments import gateway
-from sparkrack.serving.deployments.load import KEY, Deployment, load_deployments
+from sparkrack.serving.deployments.load import KEY, Deployment, SourceFiles, load_deployments
 from sparkrack.serving.deployments.plan import deployment_plan, summary
 from sparkrack.serving.objects.pod import namespace
 from sparkrack.serving.objects.ranks import deployment_objects
@@ -39,6 +38,10 @@ class DeploymentSet:
 
     deployments: list[Deployment]
     ctx: ServingContext
+    warnings: list[Problem] = field(default_factory=list)
+    """What is reported without refusing; every command that shows the deployments prints it."""
+    source: str = "inventory"
+    """The file the deployments were written in (refusals of their objects name it)."""
 
     def deployment(self, name: str) -> Deployment:
         for d in self.deployments:
@@ -56,19 +59,29 @@ class DeploymentSet:
 
 
 def from_inventory(
-    inventory: str, gid: dict[str, int] | None = None, *, check_memory: bool = True
+    inventory: str | Inventory, gid: dict[str, int] | None = None, *, check_memory: bool = True
 ) -> DeploymentSet:
-    """The deployments of an inventory directory, every check passed."""
-    source = source_of(inventory)
-    inv = load_inventory(inventory)
+    """The deployments of an inventory (a directory, or one loaded already), every check
+    passed; each refusal names the file its variable was written in."""
+    inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
     ctx = context_of(inv, gid)
     variables = {name: inv.var(name) for name in DEPLOYMENT_VARS}
-    found = load_deployments(variables, ctx, source, check_memory=check_memory)
-    return DeploymentSet(found, ctx)
+    home = inv.source(KEY if inv.var(KEY) else "serving_profile")
+    written = {n: inv.source(n) for n in (*DEPLOYMENT_VARS, *SETTINGS) if inv.where(n)}
+    warnings: list[Problem] = []
+    found = load_deployments(
+        variables, ctx, SourceFiles(home, written), check_memory=check_memory, warnings=warnings
+    )
+    return DeploymentSet(found, ctx, warnings, home)
 
 
-def from_vars(variables: Mapping[str, Any], ctx: ServingContext, source: str) -> DeploymentSet:
-    return DeploymentSet(load_deployments(variables, ctx, source), ctx)
+def from_vars(
+    variables: Mapping[str, Any], ctx: ServingContext, source: str | Mapping[str, str]
+) -> DeploymentSet:
+    warnings: list[Problem] = []
+    found = load_deployments(variables, ctx, source, warnings=warnings)
+    home = source if isinstance(source, str) else source.get(KEY, "inventory")
+    return DeploymentSet(found, ctx, warnings, home)
 
 
 def single(res: Resolution) -> DeploymentSet:
@@ -77,7 +90,7 @@ def single(res: Resolution) -> DeploymentSet:
     return DeploymentSet([Deployment(res, res.profile.model)], res.ctx)
 
 
-def render_serving(deployments: DeploymentSet, *, source: str = "serving") -> dict[str, Any]:
+def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> dict[str, Any]:
     """The one render of a set of deployments, which the serve role's filter and ``sparkrack
     render`` share: every object to apply (namespace, each deployment's, the gateway's, the
     pre-pull and fetch Jobs), all validated against the Kubernetes schemas (a refusal names
@@ -128,7 +141,10 @@ def render_serving(deployments: DeploymentSet, *, source: str = "serving") -> di
             serving_selector(),
             f"{contract.LABEL_DEPLOYMENT} notin ({','.join(listed)})",
         ],
-        "summary": summary(per, ctx, len(docs) + len(prepull) + len(fetch)),
+        # What is reported without refusing, repeated where the plan is shown.
+        "warnings": [str(w) for w in deployments.warnings],
+        "summary": summary(per, ctx, len(docs) + len(prepull) + len(fetch))
+        + [f"warning: {w}" for w in deployments.warnings],
         # A switch, in order: prepull (wait Complete) -> fetch (wait Complete) -> prune + apply
         # manifests. Jobs are immutable: delete the old ones by selector before applying.
         "prepull": prepull,
@@ -147,7 +163,7 @@ def render_serving(deployments: DeploymentSet, *, source: str = "serving") -> di
             "fetch_image": ctx.fetch_image,
         },
     }
-    problems = validate_manifests(in_apply_order(rendered), source=source)
+    problems = validate_manifests(in_apply_order(rendered), source=source or deployments.source)
     if problems:
         raise SparkrackError(problems)
     return rendered
@@ -169,9 +185,3 @@ def in_apply_order(
         if doc["metadata"]["labels"].get(contract.LABEL_DEPLOYMENT) == deployment
     ]
     return [first, *fetch, *own["manifests"]]
-
-
-def source_of(inventory: str) -> str:
-    """Where ``serving_deployments`` is written, for refusals."""
-    path = Path(inventory) / "group_vars" / "all.yml"
-    return str(path) if path.exists() else inventory

@@ -23,9 +23,10 @@ from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import NodePlan
 from sparkrack.fabric.ncclenv import rank_env
+from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import MemoryModel, Serving
 from sparkrack.serving.context import ServingContext
-from sparkrack.serving.profile.images import ImageFacts, stated_facts, without_digest
+from sparkrack.serving.profile.images import ImageFacts, stated_facts
 from sparkrack.serving.profile.knobs import Knob, RuntimeKnob, lookup
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet

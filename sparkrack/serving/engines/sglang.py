@@ -113,6 +113,32 @@ def _nodes(c: Ctx) -> Iterator[Problem]:
 # --- seed traps ----------------------------------------------------------------------------
 
 
+LONG_CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+
+
+@RULES.add(
+    "sglang-context-beyond-model",
+    "SGLang ModelConfig (a context_length beyond the config's max_position_embeddings is refused "
+    f"unless {LONG_CONTEXT_ENV} is set); seed 000 §5 lifts the cap with the override",
+    "context_length within the model's max_position_embeddings (or the cap lifted explicitly)",
+)
+def _context(c: Ctx) -> Iterator[Problem]:
+    length = _sg(c, "context_length")
+    override = (_sg(c, "json_model_override_args") or {}).get("max_position_embeddings")
+    cap = override if isinstance(override, int) else c.info("max_position_embeddings")
+    allowed = str((c.data.get("env") or {}).get(LONG_CONTEXT_ENV, "")) in ("1", "true", "True")
+    if isinstance(length, int) and isinstance(cap, int) and length > cap and not allowed:
+        source = "json_model_override_args" if isinstance(override, int) else "model_info"
+        yield c.p(
+            "sglang.context_length",
+            f"{length} is beyond the model's max_position_embeddings {cap} ({source}): SGLang "
+            "refuses it at start-up, after the weights are loaded",
+            f"use at most {cap}, or lift the cap on purpose: sglang.json_model_override_args: "
+            f"{{max_position_embeddings: {length}}} and env {LONG_CONTEXT_ENV}: '1' (seed 000 §5)",
+            "sglang-context-beyond-model",
+        )
+
+
 @RULES.add(
     "nemotronh-triton-attention",
     "seed 000 §5, seed 002",

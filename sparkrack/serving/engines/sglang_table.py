@@ -274,7 +274,8 @@ KNOBS: tuple[Knob, ...] = (
     # -- deployment: one process per Spark of the group (from the address plan)
     runtime("--nnodes", "nnodes"),
     runtime("--node-rank", "node_rank"),
-    runtime("--dist-init-addr", "dist_init_addr"),
+    # SGLang's parser: add_argument("--dist-init-addr", "--nccl-init-addr", ...).
+    runtime("--dist-init-addr", "dist_init_addr", aliases=("--nccl-init-addr",)),
     runtime("--host", "host"),
     runtime("--port", "port"),
     # -- observability: the Prometheus endpoint /metrics on the API port (always on)

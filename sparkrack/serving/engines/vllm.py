@@ -17,6 +17,7 @@ from typing import Any
 
 from sparkrack import contract
 from sparkrack.errors import Problem
+from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import RecurrentPool, Serving, per_sequence_pool
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import (
@@ -36,7 +37,7 @@ from sparkrack.serving.engines.base import (
     number,
     section,
 )
-from sparkrack.serving.profile.images import ImageFacts, without_digest
+from sparkrack.serving.profile.images import ImageFacts
 from sparkrack.serving.profile.knobs import ABS_PATH, HF_ID, IDENT, REVISION, Knob, env, k, runtime
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, RuleSet

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sparkrack.inputs.imageref import digest_of
+
 
 @dataclass(frozen=True)
 class ImageFacts:
@@ -26,36 +28,6 @@ class ImageFacts:
     source: str
     extras: tuple[str, ...] = ()
     """Upstream changes the image carries beyond its release (PR numbers as ``#NNNNN``)."""
-
-
-# A tag that names a moving target: what runs can change without the profile changing.
-MOVING_TAG = re.compile(r":(?:latest|[^:/@]*nightly[^:/@]*)$")
-
-
-def is_moving_tag(image: str) -> bool:
-    """True for ``:latest`` and ``*nightly*`` tags; a digest (``@sha256:…``) never moves."""
-    return "@" not in image and bool(MOVING_TAG.search(image))
-
-
-DIGEST = re.compile(r"@sha256:([a-f0-9]{64})$")
-
-
-def without_digest(image: str) -> str:
-    """``repo[:tag]`` of a reference (``repo:tag@sha256:…`` -> ``repo:tag``)."""
-    return image.split("@", 1)[0]
-
-
-def digest_of(image: str) -> str | None:
-    """The ``sha256:…`` digest a reference pins, or None."""
-    found = DIGEST.search(image)
-    return f"sha256:{found.group(1)}" if found else None
-
-
-def pin_state(image: str) -> str:
-    """How a reference pins what runs: ``digest``, ``moving tag`` or ``tag``."""
-    if digest_of(image):
-        return "digest"
-    return "moving tag" if is_moving_tag(image) else "tag"
 
 
 def image_slug(image: str) -> str:

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sparkrack.inputs import imageref
+
 Kind = Literal["value", "bool", "json", "env_bool"]
 Type = Literal["integer", "number", "string", "boolean", "object"]
 
@@ -186,8 +188,10 @@ def env(key: str, type_: Type, help_: str, name: str, **kw: Any) -> Knob:
     return EnvKnob(key=key, type=type_, help=help_, env=name, **kw)
 
 
-def runtime(flag: str, what: str) -> RuntimeKnob:
-    return RuntimeKnob(key=f"runtime.{what}", type="string", help=what, flag=flag, runtime=what)
+def runtime(flag: str, what: str, aliases: tuple[str, ...] = ()) -> RuntimeKnob:
+    return RuntimeKnob(
+        key=f"runtime.{what}", type="string", help=what, flag=flag, runtime=what, aliases=aliases
+    )
 
 
 def cfg(key: str, type_: Type, help_: str, properties: dict[str, Any] | None = None) -> ConfigKnob:
@@ -202,15 +206,33 @@ IDENT = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}(?!\n)$"
 """A name an engine looks up (parser, backend, served model name): no leading dash, no spaces."""
 ABS_PATH = r"^(?!.*\.\.)/[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*(?!\n)$"
 """An absolute path inside the container, without ``..``."""
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-IMAGE_REF = (
-    rf"^{_COMPONENT}(?::[0-9]{{1,5}})?(?:/{_COMPONENT})*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?(?!\n)$"
-)
-"""An OCI image reference: ``[registry[:port]/]path[:tag][@sha256:<digest>]``."""
+IMAGE_REF = imageref.PATTERN
+"""An OCI image reference (:mod:`sparkrack.inputs.imageref`; lengths are checked there)."""
 REVISION = r"^[0-9a-f]{40}(?!\n)$"
 """A commit of a Hugging Face repo: 40 lower-case hex digits (a branch or tag name moves)."""
 ARCHITECTURE = r"^[A-Za-z][A-Za-z0-9_]{0,127}(?!\n)$"
 """A transformers architecture class name (``config.json`` ``architectures[0]``)."""
-WORD = r"^[^\x00-\x1f\x7f]*$"
+WORD = r"^[^\x00-\x1f\x7f]*(?!\n)$"
 """A command-line word: no control characters (newlines included)."""
+RELEASE = r"^\d+\.\d+\.\d+[a-z0-9.]*$"
+"""An engine release: ``major.minor.patch`` and an optional suffix."""
+ENV_NAME = "^[A-Z_][A-Z0-9_]*$"
+"""An environment variable's name."""
+
+PATTERN_WORDS: dict[str, str] = {
+    HF_ID: "a Hugging Face repo id: owner/name with letters, digits and _.-, no '..', at most "
+    "96 characters each",
+    IDENT: "a name: letters, digits and _.:-, starting with a letter or digit, at most 128 "
+    "characters",
+    ABS_PATH: "an absolute path of letters, digits and _.-, without '..'",
+    IMAGE_REF: imageref.DESCRIPTION,
+    REVISION: "a commit of the model repo: 40 lower-case hex digits",
+    ARCHITECTURE: "a transformers class name: letters, digits and '_', starting with a letter",
+    WORD: "text without control characters (no newline, tab or escape)",
+    RELEASE: "a release number like 0.5.13",
+    ENV_NAME: "an environment variable name: upper-case letters, digits and '_'",
+    r"^\d{4}-\d{2}-\d{2}$": "a date written YYYY-MM-DD, quoted",
+    r"^#[0-9]{1,7}$": "a pull request number written #12345",
+    "image-reference": imageref.DESCRIPTION,
+}
+"""Each pattern of the profile schema in words: refusals say these, never the expression."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -10,8 +9,9 @@ from typing import Any
 import jsonschema
 
 from sparkrack.errors import Problem, SparkrackError
-from sparkrack.inputs import safeyaml
+from sparkrack.inputs import forms, imageref, safeyaml
 from sparkrack.serving.engines import DEFAULT_ENGINE, ENGINES, Engine
+from sparkrack.serving.profile.knobs import PATTERN_WORDS
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.schema import build_schema
 
@@ -44,12 +44,15 @@ def _validator_of(engines: tuple[tuple[str, Engine], ...]) -> jsonschema.Draft20
     base = jsonschema.Draft202012Validator
     checker = base.TYPE_CHECKER.redefine("integer", strict_integer)
     strict = jsonschema.validators.extend(base, type_checker=checker)  # type: ignore[no-untyped-call]
-    validator: jsonschema.Draft202012Validator = strict(build_schema())
+    formats = jsonschema.FormatChecker(formats=())
+    formats.checks("image-reference")(lambda value: imageref.problem(value) is None)
+    validator: jsonschema.Draft202012Validator = strict(build_schema(), format_checker=formats)
     return validator
 
 
 def schema_problems(data: Any, source: str) -> list[Problem]:
-    """Schema violations, one Problem each, keyed by the dotted path of the offending key."""
+    """Schema violations, one Problem each, keyed by the dotted path of the offending key and
+    said in words (the accepted form, "quote it" for a value YAML typed), never a regex."""
     if not isinstance(data, dict):
         return [Problem(source, "(root)", "is not a mapping", "write key: value pairs", "schema")]
     problems: list[Problem] = []
@@ -57,11 +60,9 @@ def schema_problems(data: Any, source: str) -> list[Problem]:
         path = ".".join(str(p) for p in err.absolute_path) or "(root)"
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-            known = ", ".join(sorted(err.schema.get("properties", {})))
             for key in extra:
-                where = f"{path}.{key}" if path != "(root)" else key
-                close = difflib.get_close_matches(str(key), err.schema.get("properties", {}), 1)
-                fix = f"did you mean {close[0]}?" if close else f"remove it; known keys: {known}"
+                where = f"{path}.{key}" if path != "(root)" else str(key)
+                fix = forms.unknown_key_fix(key, err.schema.get("properties", {}))
                 problems.append(Problem(source, where, "unknown key", fix, "schema"))
             continue
         if err.validator == "const" or (err.validator is False or err.schema is False):
@@ -69,12 +70,8 @@ def schema_problems(data: Any, source: str) -> list[Problem]:
                 Problem(source, path, "does not belong to this engine", "remove it", "schema")
             )
             continue
-        fix = "see model_profiles/schema.json"
-        if err.validator == "enum":
-            fix = f"use one of: {', '.join(map(str, err.validator_value))}"
-        elif err.validator == "required":
-            fix = "add it"
-        problems.append(Problem(source, path, err.message, fix, "schema"))
+        message, fix = forms.schema_problem(err, PATTERN_WORDS)
+        problems.append(Problem(source, path, message, fix, "schema"))
     return problems
 
 

@@ -17,6 +17,13 @@ class Profile:
 
     @property
     def source(self) -> str:
+        """The file as a refusal names it: relative to the working directory when it lies
+        inside it (``model_profiles/<name>.yml``, the same on every checkout), else as given."""
+        if self.path.is_absolute():
+            try:
+                return str(self.path.relative_to(Path.cwd()))
+            except ValueError:
+                pass
         return str(self.path)
 
     @property

@@ -12,11 +12,11 @@ import fnmatch
 from collections.abc import Iterator
 from typing import Any
 
-from sparkrack.errors import Problem
+from sparkrack.errors import Problem, shown
+from sparkrack.inputs.imageref import is_moving_tag
 from sparkrack.planner.memory import RULE_CONTEXT, RULE_POOL, RULE_WEIGHTS
 from sparkrack.serving.engines import ENGINES, Engine, engine_of
 from sparkrack.serving.profile.capacity import capacity_problems
-from sparkrack.serving.profile.images import is_moving_tag
 from sparkrack.serving.profile.load import schema_problems
 from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
 
@@ -155,6 +155,53 @@ def _extra(c: Ctx) -> Iterator[Problem]:
                 else "remove it",
                 "extra-args-owned",
             )
+
+
+# What a word of extra_args may not hold: the words reach the server's argv one by one, through
+# no shell and no template engine, so these would be passed literally (or, for a Jinja
+# expression, expanded by Ansible on the way).
+SHELL_OR_TEMPLATE = (
+    ("`", "a backtick (shell command substitution)"),
+    ("$(", "$( (shell command substitution)"),
+    ("${", "${ (shell variable expansion)"),
+    (";", "a ';' (a shell command separator)"),
+    ("&&", "'&&' (a shell command separator)"),
+    ("||", "'||' (a shell command separator)"),
+    ("{{", "a Jinja expression"),
+    ("{%", "a Jinja statement"),
+    ("{#", "a Jinja comment"),
+)
+RULE_WORD = "extra-args-word"
+
+
+@RULES.add(
+    RULE_WORD,
+    "sparkrack (extra_args become argv words one by one: no shell, no template engine)",
+    "extra_args words hold one option or one value, nothing a shell or a template would read",
+)
+def _words(c: Ctx) -> Iterator[Problem]:
+    for word in c.data.get("extra_args") or []:
+        text = str(word)
+        option = text.split("=", 1)[0]
+        if text.startswith("-") and any(ch.isspace() for ch in option):
+            yield c.p(
+                "extra_args",
+                f"{shown(text)} is an option and more in one word: the engine's parser reads it "
+                "as one unknown word, and no check can see which option it names",
+                "split it into two words, or write --option=value",
+                RULE_WORD,
+            )
+            continue
+        for needle, what in SHELL_OR_TEMPLATE:
+            if needle in text:
+                yield c.p(
+                    "extra_args",
+                    f"{shown(text)} holds {what}: the word reaches the server's argv as it is, "
+                    "through no shell",
+                    "remove it; pass plain option and value words",
+                    RULE_WORD,
+                )
+                break
 
 
 @RULES.add(

@@ -14,8 +14,17 @@ import sys
 from typing import Any
 
 from sparkrack.fabric.ncclenv import TRANSPORTS
+from sparkrack.inputs import imageref
 from sparkrack.serving.engines import ENGINES
-from sparkrack.serving.profile.knobs import ARCHITECTURE, HF_ID, IMAGE_REF, REVISION, WORD
+from sparkrack.serving.profile.knobs import (
+    ARCHITECTURE,
+    ENV_NAME,
+    HF_ID,
+    IMAGE_REF,
+    RELEASE,
+    REVISION,
+    WORD,
+)
 
 _INT = {"type": "integer", "minimum": 0}
 _POS = {"type": "integer", "minimum": 1}
@@ -158,7 +167,12 @@ def build_schema() -> dict[str, Any]:
             "model": _d({"type": "string", "pattern": HF_ID}, "HF model id (owner/name)"),
             "engine": {"enum": sorted(ENGINES)},
             "image": _d(
-                {"type": "string", "pattern": IMAGE_REF},
+                {
+                    "type": "string",
+                    "pattern": IMAGE_REF,
+                    "format": "image-reference",
+                    "maxLength": imageref.MAX_LENGTH,
+                },
                 "container image: repo:tag or repo@sha256:<digest>",
             ),
             "revision": _d(
@@ -176,7 +190,7 @@ def build_schema() -> dict[str, Any]:
                 {
                     **{
                         name: _d(
-                            {"type": "string", "pattern": r"^\d+\.\d+\.\d+[a-z0-9.]*$"},
+                            {"type": "string", "pattern": RELEASE},
                             f"nearest upstream {name} release the image carries",
                         )
                         for name in sorted(ENGINES)
@@ -197,7 +211,7 @@ def build_schema() -> dict[str, Any]:
             "env": _d(
                 {
                     "type": "object",
-                    "propertyNames": {"type": "string", "pattern": "^[A-Z_][A-Z0-9_]*$"},
+                    "propertyNames": {"type": "string", "pattern": ENV_NAME},
                     "additionalProperties": {"type": "string", "pattern": WORD},
                 },
                 "extra environment (escape hatch; keys sparkrack sets are refused)",

@@ -175,7 +175,7 @@ def prepull_jobs(deployments: Sequence[Resolution], ctx: ServingContext) -> list
         for node in res.nodes:
             wanted = images.setdefault(node.name, (node, []))[1]
             for image in (res.profile.image, res.ctx.fetch_image):
-                if image not in wanted:
+                if image and image not in wanted:  # no fetch image: nothing to pull for it
                     wanted.append(image)
     labels = {**contract.PART_OF, contract.LABEL_COMPONENT: contract.COMPONENT_PREPULL}
     return [

@@ -224,14 +224,15 @@ def test_dropping_a_deployment_leaves_the_others_byte_identical(ctx: ServingCont
 # --- refusals ------------------------------------------------------------------------------
 
 
+TOPOLOGY = "serving_deployments[0].topology.tp"
 REFUSALS = [
     ({"sparks": ["spark1", "spark9"]}, "serving_deployments[0].sparks", "spark9 is not a Spark"),
-    ({"sparks": ["spark1", "spark2", "spark3"]}, "topology.tp", "tp·pp = 2·1 = 2 ranks"),
+    ({"sparks": ["spark1", "spark2", "spark3"]}, TOPOLOGY, "tp·pp = 2·1 = 2 ranks"),
     ({"vf": 3}, "serving_deployments[0].vf", "VF 3 is not in fabric.vfs_in_use"),
     ({"colour": "red"}, "serving_deployments.0.colour", "unknown key"),
-    ({"name": "Gemma_4"}, "serving_deployments.0.name", "does not match"),
-    ({"name": "x" * 41}, "serving_deployments.0.name", "does not match"),
-    ({"topology": {"tp": 3}}, "topology.tp", "does not divide"),
+    ({"name": "Gemma_4"}, "serving_deployments.0.name", "does not have the accepted form"),
+    ({"name": "x" * 40}, "serving_deployments.0.name", "is 40 characters long (at most 39)"),
+    ({"topology": {"tp": 3}}, TOPOLOGY, "does not divide"),
     ({"profile": "no-such-profile"}, "serving_deployments[0].profile", "no such profile"),
 ]
 
@@ -247,6 +248,8 @@ def test_bad_deployment_is_refused_naming_file_key_and_fix(
     hits = [p for p in exc.value.problems if p.key.startswith(key) and message in p.message]
     assert hits, [str(p) for p in exc.value.problems]
     assert all(p.fix for p in exc.value.problems)
+    # The value was written in the inventory: the refusal names it, not the profile.
+    assert {p.file for p in hits} == {"inv.yml"}
 
 
 def test_duplicate_names_and_aliases_are_refused(ctx: ServingContext) -> None:
@@ -309,6 +312,7 @@ def inventory_with(tmp_path: Path, deployments: list[dict[str, Any]]) -> str:
     (inv / "group_vars").mkdir(parents=True)
     (inv / "hosts.yml").write_text((ROOT / "inventories/example/hosts.yml").read_text())
     base = yaml.safe_load((ROOT / "inventories/example/group_vars/all.yml").read_text())
+    del base["serving_profile"], base["serving_spark"]  # serving_deployments replaces them
     base["serving_deployments"] = deployments
     (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(base))
     return str(inv)

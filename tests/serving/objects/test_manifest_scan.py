@@ -89,7 +89,10 @@ def test_hostile_values_reach_the_process_unexpanded(
     if case == "json-override" and base.data["engine"] != "sglang":
         pytest.skip("json_model_override_args is an SGLang key")
     data = mutate(base.data, change)
-    assert validate_profile(data, "hostile.yml", nodes=None) == []
+    # A $( word in extra_args is refused by validation (extra-args-word); rendered anyway, it
+    # must still reach the process unexpanded: the escape does not rely on the refusal.
+    refused = {p.rule for p in validate_profile(data, "hostile.yml", nodes=None)}
+    assert refused == ({"extra-args-word"} if "extra_args" in change else set())
     docs = render_manifests(Profile(name, Path("hostile.yml"), data), ctx)
     assert scan(docs) == []
     # What the process receives is exactly what the profile wrote: $$ -> $ undoes the escape.

@@ -3,25 +3,18 @@
 Each entry runs ``sparkrack.cli.main(["validate", "--nodes", "4", FILE])`` in a forked child, so
 a hang or a memory blow-up cannot take the test session with it and each entry is measured on
 its own: exit 1, only ``<file>: <key>: <message> — fix: <fix> [<rule>]`` lines naming the
-entry's file and its expected rule, no traceback, under 2 s of CPU and under 300 MB (the child's
-peak RSS, which includes what it shares with the test process: an upper bound).
+entry's file and its expected rule, no traceback, under 2 s of CPU and under 300 MB of new memory
+(the child's peak resident set beyond its own right after the fork, tests/forked.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import os
 import re
-import resource
-import signal
 import time
-import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from forked import Outcome, run_forked
 from hostile_corpus import CORPUS, PROFILE_DIR, Entry, write
 
 from sparkrack.cli import build_parser, main
@@ -33,7 +26,8 @@ LINE = re.compile(
 MAX_SECONDS = 2.0
 MAX_RSS_MB = 300
 HANG_SECONDS = 30.0
-CHILD_ADDRESS_SPACE = 2 << 30
+CHILD_GROWTH_MB = 1024
+"""The child's address-space limit beyond the parent's: a bomb that expands fails the entry."""
 LOADER_RULES = {
     "yaml",
     "yaml-alias",
@@ -46,16 +40,6 @@ LOADER_RULES = {
 }
 
 
-@dataclass(frozen=True)
-class Outcome:
-    code: int | None
-    out: str
-    err: str
-    seconds: float
-    cpu_seconds: float
-    rss_mb: float
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _warm() -> None:
     """Import every command module and build the schema validator once, before the forks."""
@@ -64,47 +48,17 @@ def _warm() -> None:
 
 
 def run_validate(path: Path, workdir: Path) -> Outcome:
-    """``sparkrack validate --nodes 4 PATH`` in a forked child; killed after HANG_SECONDS."""
-    result = workdir / f"{path.stem}.result.json"
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through the result file
-        # A regression (an alias bomb that expands again) fails the entry, not the machine.
-        resource.setrlimit(resource.RLIMIT_AS, (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE))
-        out, err = io.StringIO(), io.StringIO()
-        start, cpu_start = time.perf_counter(), time.process_time()
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code: int | None = main(["validate", "--nodes", "4", str(path)])
-        except BaseException:
-            code = None
-            err.write(traceback.format_exc())
-        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-        result.write_text(
-            json.dumps(
-                {
-                    "code": code,
-                    "out": out.getvalue(),
-                    "err": err.getvalue(),
-                    "seconds": seconds,
-                    "cpu": cpu,
-                }
-            )
-        )
-        os._exit(0)
-    deadline = time.monotonic() + HANG_SECONDS
-    while True:
-        done, _status, usage = os.wait4(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            _, _status, usage = os.wait4(pid, 0)
-            pytest.fail(f"{path.name}: still running after {HANG_SECONDS} s (killed)")
-        time.sleep(0.005)
-    data = json.loads(result.read_text())
-    return Outcome(
-        data["code"], data["out"], data["err"], data["seconds"], data["cpu"], usage.ru_maxrss / 1024
+    """``sparkrack validate --nodes 4 PATH`` in a forked child (tests/forked.py)."""
+    got = run_forked(
+        lambda: main(["validate", "--nodes", "4", str(path)]),
+        workdir,
+        growth_mb=CHILD_GROWTH_MB,
+        cpu_seconds=MAX_SECONDS,
+        hang_seconds=HANG_SECONDS,
     )
+    if got.killed.startswith("still running"):
+        pytest.fail(f"{path.name}: still running after {HANG_SECONDS} s (killed)")
+    return got
 
 
 def _param(entry: Entry) -> object:
@@ -117,7 +71,8 @@ def test_hostile_profile_is_refused(entry: Entry, tmp_path: Path) -> None:
     path = write(entry, tmp_path)
     got = run_validate(path, tmp_path)
     print(
-        f"measure {entry.id} {got.seconds:.3f}s wall {got.cpu_seconds:.3f}s cpu {got.rss_mb:.0f}MB"
+        f"measure {entry.id} {got.seconds:.3f}s wall {got.cpu_seconds:.3f}s cpu "
+        f"+{got.growth_mb:.0f}MB"
     )
     assert "Traceback" not in got.out + got.err, got.err
     assert got.code == 1, (got.code, got.out, got.err)
@@ -135,7 +90,7 @@ def test_hostile_profile_is_refused(entry: Entry, tmp_path: Path) -> None:
     # CPU time: wall time on a shared 2-core machine measures the neighbours too.
     assert got.cpu_seconds < MAX_SECONDS
     assert got.seconds < HANG_SECONDS
-    assert got.rss_mb < MAX_RSS_MB
+    assert got.growth_mb < MAX_RSS_MB
 
 
 @pytest.mark.parametrize("path", sorted(PROFILE_DIR.glob("*.yml")), ids=lambda p: p.stem)

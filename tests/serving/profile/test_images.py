@@ -9,25 +9,11 @@ from typing import Any
 import pytest
 
 from sparkrack.errors import Problem
+from sparkrack.inputs.imageref import pin_state
 from sparkrack.serving import engine_of, load_profile, profile_warnings, validate_profile
-from sparkrack.serving.profile.images import image_slug, is_moving_tag, pin_state
+from sparkrack.serving.profile.images import image_slug
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
-
-
-@pytest.mark.parametrize(
-    ("image", "moving"),
-    [
-        ("vllm/vllm-openai:cu130-nightly", True),
-        ("vllm/vllm-openai:nightly-2026-11-01", True),
-        ("ghcr.io/x/y:latest", True),
-        ("scitrera/dgx-spark-sglang:0.5.12", False),
-        (f"vllm/vllm-openai:cu130-nightly@{DIGEST}", False),
-        (f"vllm/vllm-openai@{DIGEST}", False),
-    ],
-)
-def test_moving_tags(image: str, moving: bool) -> None:
-    assert is_moving_tag(image) is moving
 
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"

@@ -43,9 +43,13 @@ REVISION = "89abcdef0123456789abcdef0123456789abcdef"
 DIGEST = "sha256:" + "fedcba9876543210" * 4
 
 
+COPIER = f"registry.example/fetch:1.0@{DIGEST}"
+
+
 @pytest.fixture(scope="module")
 def ctx() -> ServingContext:
-    return context_from_vars(load_inventory("inventories/example").plan(), {})
+    plan = load_inventory("inventories/example").plan()
+    return context_from_vars(plan, {"serving_fetch_image": COPIER})
 
 
 def kind(docs: list[dict[str, Any]], k: str) -> list[dict[str, Any]]:

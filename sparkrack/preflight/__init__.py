@@ -1,0 +1,1 @@
+"""The one check before anything changes: ``sparkrack check`` and the preflight play run it."""

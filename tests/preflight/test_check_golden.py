@@ -1,0 +1,125 @@
+"""``sparkrack check`` on the README's examples prints what the README shows.
+
+The cases are the README's: the example inventory as shipped (one model), the 2+1+1, an
+over-commit, and a vault layout with and without its password. Each output is held in
+``tests/data/golden/check/<case>.txt`` (``--update-golden`` rewrites them) and the README's
+"Check an inventory" section must show each one verbatim. The engine-check cache is an empty
+folder, so the output says the real-parser check did not run, as on a new machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from hostile_inventory_corpus import MIXED, PASSWORD, vault_text
+
+from sparkrack.cli import main
+from sparkrack.inputs.inventory import VAULT_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "data" / "golden" / "check"
+README = ROOT / "README.md"
+MINE = "mine"
+
+
+def _vars(inv: Path, change: Callable[[dict[str, object]], None]) -> None:
+    path = inv / "group_vars" / "all.yml"
+    data = yaml.safe_load(path.read_text())
+    change(data)
+    path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+
+
+def _deployments(entries: list[dict[str, object]]) -> Callable[[Path], None]:
+    def apply(inv: Path) -> None:
+        def change(data: dict[str, object]) -> None:
+            del data["serving_profile"], data["serving_spark"]
+            data["serving_deployments"] = entries
+
+        _vars(inv, change)
+
+    return apply
+
+
+def _vault(inv: Path) -> None:
+    (inv / "group_vars" / "all").mkdir()
+    (inv / "group_vars" / "all.yml").rename(inv / "group_vars" / "all" / "main.yml")
+    secrets = "vault_hf_token: hf_example\nvault_gateway_key: gateway-example\n"
+    (inv / "group_vars" / "all" / "vault.yml").write_text(vault_text(secrets))
+
+
+CROWDED = copy.deepcopy(MIXED)
+CROWDED[1]["sparks"] = ["spark1"]  # vLLM Super on top of Gemma's head
+CASES: dict[str, tuple[str, Callable[[Path], None] | None, str | None]] = {
+    "one-model": ("inventories/example", None, None),
+    "mixed": (MINE, _deployments(MIXED), None),
+    "over-commit": (MINE, _deployments(CROWDED), None),
+    "vault": (MINE, _vault, PASSWORD),
+    "vault-no-password": (MINE, _vault, None),
+}
+
+
+def check_output(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
+    path, change, password = CASES[case]
+    monkeypatch.setenv("SPARKRACK_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv(VAULT_ENV, raising=False)
+    if change is not None:
+        monkeypatch.chdir(tmp_path)
+        shutil.copytree(ROOT / "inventories" / "example", tmp_path / path)
+        change(tmp_path / path)
+    else:
+        monkeypatch.chdir(ROOT)
+    if password is not None:
+        (tmp_path / "vault-pass").write_text(password)
+        monkeypatch.setenv(VAULT_ENV, str(tmp_path / "vault-pass"))
+    code = main(["check", "-i", path])
+    captured = capsys.readouterr()
+    text = (captured.out + captured.err).replace(f"{ROOT}/", "")
+    return code, text.replace(str(tmp_path / "vault-pass"), "vault-pass")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_check_prints_the_documented_output(
+    case: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    update_golden: bool,
+) -> None:
+    code, text = check_output(case, tmp_path, monkeypatch, capsys)
+    golden = GOLDEN / f"{case}.txt"
+    if update_golden:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert code == (1 if case in ("over-commit", "vault-no-password") else 0), text
+    assert text == golden.read_text()
+
+
+def readme_blocks() -> list[str]:
+    section = README.read_text().split("## Check an inventory", 1)[1].split("\n## ", 1)[0]
+    return [block for block in re.findall(r"```text\n(.*?)```", section, re.S)]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_readme_shows_each_output(case: str) -> None:
+    assert (GOLDEN / f"{case}.txt").read_text() in readme_blocks()
+
+
+def test_a_changed_output_is_not_the_documented_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Negative control: one changed value changes the output the README would have to show."""
+
+    def change(inv: Path) -> None:
+        _vars(inv, lambda data: data.update(serving_namespace="other"))
+
+    monkeypatch.setitem(CASES, "one-model", (MINE, change, None))
+    _, text = check_output("one-model", tmp_path, monkeypatch, capsys)
+    assert text not in readme_blocks()
