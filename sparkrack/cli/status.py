@@ -89,7 +89,8 @@ def show(rows: list[dict[str, Any]], as_json: bool) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    cluster = Cluster(api_client(args.kubeconfig), _namespace(args))
+    namespace = _namespace(args)
+    cluster = Cluster(api_client(args.kubeconfig), namespace)
     while True:
         rows = snapshot(cluster, args.evidence)
         show(rows, args.json)

@@ -12,7 +12,8 @@ from typing import Any
 
 from sparkrack.bench.runner import parse_url
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.contract import KUBECONFIG_FILE
+from sparkrack.errors import Problem, SparkrackError, UsageError
 from sparkrack.watch.actions import Actions
 from sparkrack.watch.cluster import Cluster
 from sparkrack.watch.loop import LoopConfig, run
@@ -80,9 +81,12 @@ def _positive(text: str) -> float:
 
 
 def probe_config(args: argparse.Namespace) -> ProbeConfig:
-    endpoint = parse_url(args.url)
+    try:
+        endpoint = parse_url(args.url)
+    except SparkrackError as exc:
+        raise UsageError(exc.problems) from None
     if endpoint.basic_auth is not None:
-        raise SparkrackError(
+        raise UsageError(
             Problem(
                 "--url",
                 "--url",
@@ -92,7 +96,7 @@ def probe_config(args: argparse.Namespace) -> ProbeConfig:
             )
         )
     if not 1 <= args.max_tokens <= 256:
-        raise SparkrackError(
+        raise UsageError(
             Problem("--max-tokens", "--max-tokens", "must be 1..256", "e.g. 8", "watch-args")
         )
     return ProbeConfig(
@@ -106,19 +110,32 @@ def probe_config(args: argparse.Namespace) -> ProbeConfig:
 
 
 def api_client(kubeconfig: str | None) -> Any:
+    """A client of the cluster's API: in-cluster, else ``kubeconfig`` or ``~/.kube/config``."""
     from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
 
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config()  # type: ignore[no-untyped-call]
         return client.ApiClient()
-    return config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    try:
+        return config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError) as exc:
+        raise UsageError(
+            Problem(
+                "--kubeconfig",
+                "--kubeconfig",
+                f"no usable kubeconfig ({exc})",
+                f"give --kubeconfig FILE (the one site.yml writes: ~/{KUBECONFIG_FILE})",
+                "watch-args",
+            )
+        ) from None
 
 
 def actions_from_args(args: argparse.Namespace, url: str) -> Actions | None:
     if args.namespace is None and args.deployment is None and args.evidence is None:
         return None
     if (args.namespace is None) != (args.deployment is None):
-        raise SparkrackError(
+        raise UsageError(
             Problem(
                 "--deployment",
                 "--deployment/--namespace",

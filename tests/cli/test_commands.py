@@ -100,6 +100,8 @@ USAGE_ERRORS: dict[str, list[str]] = {
     "bench-report": ["bench-report", "{tmp}/no-such-results.json", "--out", "{tmp}/out"],
     "diagnose": ["diagnose", "{tmp}/no-such.log"],
     "matrix": ["matrix", "{tmp}/no-such-matrix.yml"],
+    "watch": ["watch", "--url", "localhost:8000", "--once"],
+    "status": ["status", "--namespace", "sparkrack", "--kubeconfig", "{tmp}/no-such-kubeconfig"],
 }
 
 

@@ -162,5 +162,5 @@ def test_nothing_listening_is_down(closed_port: str) -> None:
 
 def test_bad_url_is_refused_with_a_clear_error() -> None:
     code, out, err = line("ftp://example.invalid")
-    assert code == 1 and not out
+    assert code == 2 and not out  # a usage error, like every command's
     assert "--url" in err and "Traceback" not in err
