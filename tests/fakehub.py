@@ -1,7 +1,7 @@
 """A Hugging Face Hub on loopback for the fetch step's tests: the few endpoints that
 ``snapshot_download`` and ``HfApi.list_repo_tree`` call, answering as the Hub does (commit
 header, ETag = LFS sha256 or git blob id, linked size), so the real huggingface_hub (0.36 and
-1.x) downloads through its own code. ``corrupt`` names files whose first GET returns one wrong
+1.x) downloads through its own code. ``corrupt`` names files whose first GETs return one wrong
 byte (what a flaky mirror or disk would hand over); ``gets`` counts the GETs per file.
 """
 
@@ -35,7 +35,10 @@ class FakeRepo:
     repo: str
     commit: str
     files: dict[str, bytes]
-    corrupt: set[str] = field(default_factory=set)
+    corrupt: dict[str, int] = field(default_factory=dict)
+    """Per file: how many of its first GETs return one wrong byte."""
+    claimed: dict[str, int] = field(default_factory=dict)
+    """Sizes the tree lists instead of the real ones (a model too large for this disk)."""
     xet: bool = False
     """List Xet hashes in the tree (hub 1.x then downloads those files through Xet, which this
     server does not speak: for the manifest's tests only)."""
@@ -54,7 +57,7 @@ class FakeRepo:
             item: dict[str, object] = {
                 "type": "file",
                 "path": path,
-                "size": len(data),
+                "size": self.claimed.get(path, len(data)),
                 "oid": git_blob_id(data),
             }
             if self.is_lfs(path):
@@ -113,7 +116,7 @@ def _handler(repo: FakeRepo) -> type[BaseHTTPRequestHandler]:
             data = repo.files[path]
             if not head:
                 repo.gets[path] += 1
-                if path in repo.corrupt and repo.gets[path] == 1:
+                if repo.gets[path] <= repo.corrupt.get(path, 0):
                     data = bytes([data[0] ^ 0xFF]) + data[1:]
             self.send_response(200)
             self.send_header("X-Repo-Commit", repo.commit)

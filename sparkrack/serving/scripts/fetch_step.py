@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import threading
 import time
@@ -164,7 +165,9 @@ def _download_locked(
         raise common.StepError(f"huggingface_hub is not importable in this image ({exc})") from None
     bad: dict[str, str] = {}
     for round_ in range(1, FETCH_ROUNDS + 1):
-        _snapshot_download(snapshot_download, repo, commit, cache, max(missing, 1), deadline, interval)
+        _snapshot_download(
+            snapshot_download, repo, commit, cache, max(missing, 1), deadline, interval
+        )
         if revision != commit:  # what hub writes when asked by name: an offline load by it works
             common.write_atomic(
                 cache / common.repo_folder(repo) / "refs" / revision, commit.encode()
@@ -311,14 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--need-bytes", required=True, type=_positive_int)
     bounded(p, "download")
 
-    p = sub.add_parser("receive", help="serve the cache to the pusher until its marker arrives")
+    p = sub.add_parser("receive", help="take one model from the pusher, verify it, mark it")
     p.add_argument("--cache", required=True, type=Path)
     p.add_argument("--need-bytes", required=True, type=_positive_int)
     p.add_argument("--port", type=_port, required=True)
     p.add_argument("--secrets-file", required=True, type=Path, help="lines user:password")
     p.add_argument("--address", help="bind the daemon to this address only (the fabric PF)")
-    p.add_argument("--repo", help="with --revision: wait for this marker only")
-    p.add_argument("--revision")
+    p.add_argument("--allow", required=True, help="the only address the pusher may come from")
+    p.add_argument("--repo", required=True)
+    p.add_argument("--revision", required=True)
     bounded(p, "receive")
 
     p = sub.add_parser("push", help="copy the snapshot to the peers, marker last")
@@ -363,20 +367,14 @@ def run(args: argparse.Namespace) -> None:
             args.interval,
         )
     elif step == "receive":
-        if (args.repo is None) != (args.revision is None):
-            raise common.StepError("receive: give --repo and --revision together, or neither")
-        expect = (
-            (common.check_repo(args.repo), common.check_revision(args.revision))
-            if args.repo
-            else None
-        )
         copy.receive(
             args.cache,
             args.need_bytes,
             args.port,
             args.secrets_file,
             args.address,
-            expect,
+            (common.check_repo(args.repo), common.check_revision(args.revision)),
+            args.allow,
             args.timeout,
             args.interval,
         )
@@ -414,8 +412,14 @@ def run(args: argparse.Namespace) -> None:
         common.memwait(args.need_gb, args.meminfo, args.timeout, args.interval)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # A pod's stop (SIGTERM) unwinds like ^C: the receiver's rsync daemon is stopped with it.
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         run(args)
     except common.StepError as exc:
