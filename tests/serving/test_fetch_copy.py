@@ -1,9 +1,12 @@
 """The fetch step's copy for real: two lab containers, rsync over a fabric-like Docker network.
 
-Container A plays the head Spark (cache with a 2 GB snapshot of random data), B another Spark
-(``receive`` runs a real rsync daemon). Cases: the full copy (byte-identical blobs, symlinks
-intact, marker last), the disk-space refusal on a 512 MB tmpfs, and an interrupted push that a
-rerun resumes (rsync ``--stats``: less literal data the second time).
+Container A plays the head Spark: a 2 GB snapshot of random data in huggingface_hub 1.x's layout
+(the shards moved into the cache-wide shared blob store by hub 1.x's own publishing code, the
+repo's blobs links into it), a manifest of its sha256s, marked; B another Spark (``receive`` runs
+a real rsync daemon, verifies against the manifest, writes the marker). Cases: the full copy
+(byte-identical blobs, links intact, shared store along, an offline load by hub 1.x on B), the
+disk-space refusal on a 512 MB tmpfs, and an interrupted push that a rerun resumes (rsync
+``--stats``: less literal data the second time).
 
 The containers and their network are this test's own (``sparkrack-fetchtest-*``); the Docker work
 holds ``/tmp/sparkrack-lab.lock`` like every other lab user. Skipped only without Docker.
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import hubversions
 import pytest
 
 from sparkrack.inputs.inventory import load_inventory
@@ -41,6 +45,7 @@ TOTAL = SHARD_MIB * SHARDS * 1024 * 1024
 PORT = fetchplan.DEFAULT_PORT
 SECRETS_DIR = "/run/sparkrack-rsync"
 SMALL = "/small"
+HUB1 = "/opt/hub1"
 
 
 def docker(*args: str, timeout: float = 120, check: bool = True) -> str:
@@ -72,6 +77,7 @@ class Pair:
     head: str
     peer: str
     peer_ip: str
+    head_ip: str
     password: str
 
 
@@ -95,6 +101,8 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
         )
     mtu = load_inventory(ROOT / "inventories" / "lab").plan().mtu
     boxes = [f"{NAME}-a", f"{NAME}-b"]
+    hub1 = hubversions.target(hubversions.HUB_1)
+    assert hub1 is not None
     with LOCK.open("a") as lock:
         waited = time.monotonic()
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -119,10 +127,14 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
                         str(ROOT / "sparkrack/serving/scripts" / name),
                         f"{box}:{fetchplan.SCRIPT_DIR / name}",
                     )
-            peer_ip = docker(
-                "inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}',
-                boxes[1],
-            ).strip()  # fmt: skip
+                docker("cp", f"{hub1}/.", f"{box}:{HUB1}")
+            head_ip, peer_ip = (
+                docker(
+                    "inspect", "-f",
+                    f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}', box,
+                ).strip()
+                for box in boxes
+            )  # fmt: skip
             password = secrets.token_hex(16)
             data = fetchplan.rsync_secret_data(password)
             # As a Secret volume mounts them: world-readable files the step must cope with.
@@ -136,13 +148,15 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
             made = in_container(boxes[0], make_snapshot_script(), timeout=300)
             assert made.returncode == 0, made.stderr
             print(f"2 GB random snapshot made in {time.monotonic() - made_at:.0f} s")
-            yield Pair(boxes[0], boxes[1], peer_ip, password)
+            yield Pair(boxes[0], boxes[1], peer_ip, head_ip, password)
         finally:
             _cleanup(boxes)
 
 
 def make_snapshot_script() -> str:
-    """A fake HF cache entry in A: random shards named by their sha256, linked from the snapshot."""
+    """A hub 1.x cache entry in A: random shards named by their sha256, linked from the
+    snapshot, then moved into the shared blob store by hub 1.x's ``publish_blob_to_shared_store``
+    (what it does after a Xet download); a manifest of every file's sha256; marked."""
     repo = f"/cache/models--{REPO.replace('/', '--')}"
     snap = f"{repo}/snapshots/{REVISION}"
     return f"""set -eu
@@ -157,7 +171,27 @@ done
 echo '{{"architectures": ["FakeForCausalLM"]}}' > /cache/cfg; add /cache/cfg config.json ../../
 head -c 4096 /dev/urandom > /cache/tok; add /cache/tok tokenizer/tokenizer.model ../../../
 printf {REVISION} > {repo}/refs/main
-python3 {fetchplan.SCRIPT_PATH} mark --cache /cache --repo {REPO} --revision {REVISION}
+HF_HUB_OFFLINE=1 PYTHONPATH={HUB1} python3 - <<'PY'
+import glob, hashlib, json, os
+from huggingface_hub.utils._shared_blobs import publish_blob_to_shared_store
+files = {{}}
+snap = "{snap}"
+for link in sorted(glob.glob(snap + "/**", recursive=True)):
+    if os.path.isdir(link) and not os.path.islink(link):
+        continue
+    digest = os.path.basename(os.path.realpath(link))
+    files[os.path.relpath(link, snap)] = {{"size": os.path.getsize(link), "sha256": digest}}
+    if os.path.getsize(link) > 1 << 20:  # the shards: Xet-backed on today's Hub
+        blob = os.path.realpath(link)
+        xet = hashlib.sha256(digest.encode()).hexdigest()  # stand-in Xet hash
+        assert publish_blob_to_shared_store(
+            blob_path=blob, xet_hash=xet, cache_dir="/cache", expected_size=os.path.getsize(blob)
+        )
+doc = {{"repo": "{REPO}", "revision": "{REVISION}", "commit": "{REVISION}", "files": files}}
+open("/cache/manifest.json", "w").write(json.dumps(doc, indent=1, sort_keys=True) + "\\n")
+PY
+python3 {fetchplan.SCRIPT_PATH} mark --cache /cache --repo {REPO} --revision {REVISION} \\
+  --manifest /cache/manifest.json
 """
 
 
@@ -172,23 +206,40 @@ def listing(box: str, cache: str) -> list[str]:
 
 
 def blob_sums_ok(box: str, cache: str) -> list[str]:
-    """Blobs whose sha256 differs from their name (empty when every byte arrived)."""
+    """Blobs whose sha256 differs from their name (empty when every byte arrived); the shards
+    are read through the repo's links into the shared store."""
     repo = f"{cache}/models--{REPO.replace('/', '--')}"
     out = in_container(
         box,
         f"cd {repo}/blobs && for f in *; do s=$(sha256sum $f | cut -c1-64); "
-        f'[ "$s" = "$f" ] || echo "$f $s"; done; ls | wc -l',
+        f'[ "$s" = "$f" ] || echo "$f $s"; done; ls | wc -l; '
+        f"find {cache}/blobs -mindepth 2 -type f | wc -l",
     )
     assert out.returncode == 0, out.stderr
-    *bad, count = out.stdout.split("\n")[:-1]
+    *bad, count, shared = out.stdout.split("\n")[:-1]
     assert int(count) == SHARDS + 2
+    assert int(shared) == SHARDS  # the shards, in the shared store
     return bad
+
+
+def offline_load(box: str, cache: str) -> dict[str, str]:
+    """sha256 of every file of the snapshot as hub 1.x loads it offline in ``box``."""
+    code = (
+        "import hashlib, json, os, sys; from huggingface_hub import snapshot_download; "
+        f"p = snapshot_download('{REPO}', revision='main', cache_dir='{cache}'); "
+        "print(json.dumps({os.path.relpath(os.path.join(r, f), p): hashlib.sha256("
+        "open(os.path.join(r, f), 'rb').read()).hexdigest() "
+        "for r, _, fs in os.walk(p) for f in fs}))"
+    )
+    out = in_container(box, f'HF_HUB_OFFLINE=1 PYTHONPATH={HUB1} python3 -c "{code}"')
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
 def start_receive(pair: Pair, cache: str, timeout: float = 150) -> subprocess.Popen[str]:
     argv = fetchplan.receive_argv(
-        cache, TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", PORT, address=pair.peer_ip,
-        repo=REPO, revision=REVISION, timeout_s=timeout, interval_s=2,
+        cache, TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION, pair.head_ip,
+        PORT, address=pair.peer_ip, timeout_s=timeout, interval_s=2,
     )  # fmt: skip
     proc = subprocess.Popen(
         step(pair.peer, argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -215,10 +266,10 @@ def push_argv(pair: Pair, bwlimit: int | None = None) -> list[str]:
 
 
 def stats(output: str, key: str) -> int:
-    """A number of rsync's ``--stats`` for the snapshot (not the marker's own transfer)."""
-    values = re.findall(rf"snapshot: {key}: ([\d,]+)", output)
+    """A number of rsync's ``--stats``, summed over the snapshot and the shared blobs."""
+    values = re.findall(rf"(?:snapshot|shared blobs): {key}: ([\d,]+)", output)
     assert values, f"no rsync --stats {key!r} line in:\n{output}"
-    return int(values[-1].replace(",", ""))
+    return sum(int(v.replace(",", "")) for v in values)
 
 
 def test_copy_2gb_snapshot_to_a_peer(pair: Pair) -> None:
@@ -238,27 +289,27 @@ def test_copy_2gb_snapshot_to_a_peer(pair: Pair) -> None:
     assert blob_sums_ok(pair.peer, "/cache") == []
     assert listing(pair.peer, "/cache") == listing(pair.head, "/cache")
     links = [ln for ln in listing(pair.peer, "/cache") if ln.startswith("l ")]
-    assert len(links) == SHARDS + 2 and all(" ../../" in ln for ln in links)
+    assert len(links) == 2 * SHARDS + 2 and all(" ../../" in ln for ln in links)
     marker = fetchplan.marker_path("/cache", REPO, REVISION)
     head_marker = json.loads(docker("exec", pair.head, "cat", str(marker)))
+    # The receiver wrote its own marker after verifying: it names the same manifest.
     assert json.loads(docker("exec", pair.peer, "cat", str(marker))) == head_marker
     assert head_marker["bytes"] > TOTAL and head_marker["files"] == SHARDS + 2
-    # Marker last: the daemon's transfer log has it after every file of the snapshot.
-    recv = re.findall(r"rsyncd: .*\brecv (\S+)", received)
-    model = f"models--{REPO.replace('/', '--')}"
-    files = {f"{model}/{ln.split()[-1][2:]}" for ln in listing(pair.head, "/cache") if ln[0] == "f"}
-    assert len(files) == SHARDS + 3  # blobs and refs/main (rsyncd logs no symlink)
-    assert files <= set(recv[:-1])
-    assert recv[-1] == str(marker.relative_to("/cache"))
-    assert "verified:" in received
+    assert offline_load(pair.peer, "/cache") == offline_load(pair.head, "/cache")
+    # Every file arrived before the round that asked for verification.
+    recv = re.findall(r"rsyncd: .*\brecv \S+ (\S+)", received)
+    assert recv[-1] == "round" and "verified" in received
+    shared = in_container(pair.head, "cd /cache/blobs && find . -mindepth 2 -type f").stdout
+    assert {p[2:] for p in shared.split()} <= set(recv)
     for text in (pushed.stdout, pushed.stderr, received):
         assert pair.password not in text
 
 
 def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:
     argv = fetchplan.receive_argv(
-        f"{SMALL}/cache", TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", PORT + 1, timeout_s=30
-    )
+        f"{SMALL}/cache", TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
+        pair.head_ip, PORT + 1, timeout_s=30,
+    )  # fmt: skip
     refused = subprocess.run(
         step(pair.peer, argv), capture_output=True, text=True, timeout=60, check=False
     )
@@ -271,13 +322,14 @@ def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:
     # Negative control: the same need on the disk-backed overlay passes the check (and then
     # times out after 1 s, as nobody pushes).
     ok = fetchplan.receive_argv(
-        "/roomy", TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", PORT + 1, timeout_s=1
-    )
+        "/roomy", TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
+        pair.head_ip, PORT + 1, timeout_s=1,
+    )  # fmt: skip
     fits = subprocess.run(
         step(pair.peer, ok), capture_output=True, text=True, timeout=60, check=False
     )
     assert "free space ok" in fits.stdout and fits.returncode == 3, fits.stdout + fits.stderr
-    assert "no marker pushed after 1 s" in fits.stderr
+    assert "no verified push after 1 s" in fits.stderr
     assert "free space ok" not in refused.stdout
 
 
