@@ -48,6 +48,17 @@ from sparkrack.serving.objects.pod import (
 from sparkrack.serving.resolution import Resolution
 from sparkrack.serving.switch.plan import fetch_plan, script_files
 
+RECEIVER_SECURITY: dict[str, Any] = {
+    # Root for chroot and for giving the transfer uid the model's folder (the cache is a
+    # root-owned hostPath); nothing else: every transfer then runs chrooted as that uid.
+    "runAsUser": 0,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {
+        "drop": ["ALL"],
+        "add": ["CHOWN", "DAC_OVERRIDE", "SETGID", "SETUID", "SYS_CHROOT"],
+    },
+}
+"""The receiver container's securityContext (fetch_rsync.TRANSFER_UID does the writing)."""
 FETCH_BACKOFF = 2
 """Retries of a fetch or receiver pod (an interrupted download or copy resumes)."""
 PREPULL_BACKOFF = 1
@@ -143,6 +154,7 @@ def switch_objects(res: Resolution) -> Switch:
             argv,
             ports=[{"name": "rsync", "containerPort": plan.port}],
             volumeMounts=[hf_mount, script_mount, secret_mount],
+            securityContext=RECEIVER_SECURITY,
         )
         receiver = {
             "nodeSelector": node_selector(node),

@@ -29,6 +29,7 @@ from hubcache import COMMIT, REPO, download, make_repo, offline_sums, sha_of, sh
 
 from sparkrack.serving.scripts import fetch_base, fetch_rsync, fetch_step
 from sparkrack.serving.switch import plan as fetchplan
+from sparkrack.serving.switch.objects import RECEIVER_SECURITY
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed"),
@@ -56,6 +57,16 @@ class Peer:
         return out
 
 
+def confined() -> list[str]:
+    """The receiver with exactly the capabilities its securityContext grants (setpriv, from
+    util-linux; none when missing) and no new privileges, as the pod runs it."""
+    caps = RECEIVER_SECURITY["capabilities"]["add"]
+    if shutil.which("setpriv") is None:
+        return []
+    bounding = "-all," + ",".join(f"+{c.lower()}" for c in caps)
+    return ["setpriv", f"--bounding-set={bounding}", "--no-new-privs"]
+
+
 def start_receive(tmp: Path, cache: Path, allow: str = "127.0.0.1", timeout: float = 60) -> Peer:
     secrets = tmp / "rsyncd.secrets"
     secrets.write_text(f"{fetch_base.RSYNC_USER}:{PASSWORD}\n")
@@ -65,7 +76,7 @@ def start_receive(tmp: Path, cache: Path, allow: str = "127.0.0.1", timeout: flo
         address="127.0.0.1", timeout_s=timeout, interval_s=5,
     )  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *argv[2:]],
+        [*confined(), sys.executable, str(SCRIPT), *argv[2:]],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 20
