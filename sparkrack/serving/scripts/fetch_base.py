@@ -30,8 +30,9 @@ RSYNC_MODULE = "hf"
 PARTIAL_DIR = ".rsync-partial"
 """Where rsync keeps the part of a file an interrupted push already sent (per directory)."""
 SPACE_MARGIN_BYTES = 5 * GB
-"""Free space demanded on top of the snapshot: an interrupted blob is kept as rsync's resume
-basis while its complete copy is written beside it (HF shards are at most 5 GB by default)."""
+"""The most free space demanded on top of the missing bytes (:func:`space_margin`): an
+interrupted blob is kept as the resume basis while its complete copy is written beside it (HF
+shards are at most 5 GB by default)."""
 DEFAULT_TIMEOUT_S = {
     "download": 4 * 3600,
     "receive": 6 * 3600,
@@ -419,13 +420,20 @@ def free_bytes(path: Path) -> tuple[Path, int]:
     return probe, st.f_bavail * st.f_frsize
 
 
-def check_space(cache: Path, need: int, step: str) -> None:
-    """Refuse, before anything is written, unless ``need`` + the margin fits on ``cache``."""
+def space_margin(largest: int) -> int:
+    """Free space demanded on top of the missing bytes: room for the largest file twice (an
+    interrupted file is kept as the resume basis while its complete copy is written), at most
+    :data:`SPACE_MARGIN_BYTES`."""
+    return min(SPACE_MARGIN_BYTES, max(0, largest))
+
+
+def check_space(cache: Path, need: int, step: str, margin: int = SPACE_MARGIN_BYTES) -> None:
+    """Refuse, before anything is written, unless ``need`` + ``margin`` fits on ``cache``."""
     probe, free = free_bytes(cache)
-    want = need + SPACE_MARGIN_BYTES
+    want = need + margin
     if free < want:
         raise StepError(
-            f"need {gb(want)} ({gb(need)} snapshot + {gb(SPACE_MARGIN_BYTES)} margin), "
+            f"need {gb(want)} ({gb(need)} missing + {gb(margin)} margin), "
             f"free {gb(free)} on {cache} (filesystem of {probe}): nothing was written"
         )
     say(step, f"free space ok: need {gb(want)}, free {gb(free)} on {cache}")

@@ -207,7 +207,8 @@ def receive(
     repo, revision = expect
     have = present_bytes(cache, repo) if cache.is_dir() else 0
     common.say("receive", f"{common.gb(have)} of {repo} already here")
-    common.check_space(cache, max(0, need - have), "receive")
+    missing = max(0, need - have)
+    common.check_space(cache, missing, "receive", common.space_margin(need))
     base = cache / common.repo_folder(repo)
     store = cache / common.SHARED_STORE
     for folder in (base, store):

@@ -158,7 +158,8 @@ def _download_locked(
         f"{repo}@{revision} is commit {commit}: {len(files)} files, {common.gb(total)} "
         f"({common.gb(total - missing)} already here); manifest sha256 {common.sha256_hex(manifest)}",
     )
-    common.check_space(cache, missing, "download")
+    largest = max(int(str(e["size"])) for e in files.values())
+    common.check_space(cache, missing, "download", common.space_margin(largest))
     try:
         from huggingface_hub import snapshot_download  # type: ignore[import-not-found, unused-ignore]
     except ImportError as exc:
