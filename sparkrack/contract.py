@@ -89,6 +89,8 @@ SWITCH_MOUNT: Final = "/opt/sparkrack/switch"
 FETCH_FILE: Final = "fetch_step.py"
 HF_HUB_CACHE_MOUNT: Final = f"{HF_CACHE_MOUNT}/hub"
 """huggingface_hub's cache inside every pod (``$HF_HOME/hub``): the fetch step's ``--cache``."""
+FETCH_PORT_SPAN: Final = 1000
+"""Each deployment's receivers listen on one port of [serving_fetch_port, + FETCH_PORT_SPAN)."""
 FETCH_SECRET_MOUNT: Final = "/etc/sparkrack/fetch-secret"
 """Where the rsync Secret is mounted in the fetch and receiver Jobs."""
 FETCH_PASSWORD_KEY: Final = "password"

@@ -52,17 +52,24 @@ def _fetch_port(value: Any) -> str | None:
     if wrong:
         return wrong
     port = int(value)  # a whole number: the port form said so
+    last = port + contract.FETCH_PORT_SPAN - 1
+    if last > 65535:
+        return f"is {port}: the receivers use ports {port}-{last}, past 65535"
     low, high = NODE_PORT_RANGE
-    if low <= port <= high:
-        return f"is {port}, in K3s' NodePort range {low}-{high} on the Spark's host network"
-    if port in HOST_PORTS:
-        return f"is {port}, which {HOST_PORTS[port]} listens on"
+    if port <= high and low <= last:
+        return (
+            f"is {port}: the receivers use ports {port}-{last}, which overlap K3s' NodePort "
+            f"range {low}-{high} on the Spark's host network"
+        )
+    taken = [p for p in HOST_PORTS if port <= p <= last]
+    if taken:
+        return f"is {port}: the receivers use ports {port}-{last}; {HOST_PORTS[taken[0]]} listens on {taken[0]}"
     return None
 
 
 FETCH_PORT = forms.Form(
-    "a free TCP port of the Spark's host network (1-65535, outside K3s' NodePort range and "
-    "the kubelet's and K3s' own ports)",
+    "the first of 1000 free TCP ports of the Spark's host network (at most 64536; the range "
+    "outside K3s' NodePort range and the kubelet's and K3s' own ports)",
     _fetch_port,
     example="8873",
 )

@@ -1,9 +1,12 @@
 """The fetch step's copy for real: two lab containers, rsync over a fabric-like Docker network.
 
-Container A plays the head Spark (cache with a 2 GB snapshot of random data), B another Spark
-(``receive`` runs a real rsync daemon). Cases: the full copy (byte-identical blobs, symlinks
-intact, marker last), the disk-space refusal on a 512 MB tmpfs, and an interrupted push that a
-rerun resumes (rsync ``--stats``: less literal data the second time).
+Container A plays the head Spark: a 2 GB snapshot of random data in huggingface_hub 1.x's layout
+(the shards moved into the cache-wide shared blob store by hub 1.x's own publishing code, the
+repo's blobs links into it), a manifest of its sha256s, marked; B another Spark (``receive`` runs
+a real rsync daemon, verifies against the manifest, writes the marker). Cases: the full copy
+(byte-identical blobs, links intact, shared store along, an offline load by hub 1.x on B), the
+disk-space refusal on a 512 MB tmpfs, and an interrupted push that a rerun resumes (rsync
+``--stats``: less literal data the second time).
 
 The containers and their network are this test's own (``sparkrack-fetchtest-*``); the Docker work
 holds ``/tmp/sparkrack-lab.lock`` like every other lab user. Skipped only without Docker.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import re
 import secrets
 import shutil
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import hubversions
 import pytest
 
 from sparkrack.inputs.inventory import load_inventory
@@ -35,12 +40,14 @@ NETWORK = f"{NAME}-fabric"
 LABEL = "io.sparkrack.lab=fetchtest"
 REPO = "sparkrack/fake-2g"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
-SHARD_MIB = 512
+SHARD_MIB = int(os.environ.get("SPARKRACK_FETCHTEST_SHARD_MIB", "512"))
+"""4 shards of 512 MiB: the 2 GB model; smaller on a machine short of disk (the figures scale)."""
 SHARDS = 4
 TOTAL = SHARD_MIB * SHARDS * 1024 * 1024
 PORT = fetchplan.DEFAULT_PORT
 SECRETS_DIR = "/run/sparkrack-rsync"
 SMALL = "/small"
+HUB1 = "/opt/hub1"
 
 
 def docker(*args: str, timeout: float = 120, check: bool = True) -> str:
@@ -72,6 +79,7 @@ class Pair:
     head: str
     peer: str
     peer_ip: str
+    head_ip: str
     password: str
 
 
@@ -95,6 +103,8 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
         )
     mtu = load_inventory(ROOT / "inventories" / "lab").plan().mtu
     boxes = [f"{NAME}-a", f"{NAME}-b"]
+    hub1 = hubversions.target(hubversions.HUB_1)
+    assert hub1 is not None
     with LOCK.open("a") as lock:
         waited = time.monotonic()
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -107,7 +117,7 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
                 "-o", f"com.docker.network.driver.mtu={mtu}", "--label", LABEL, NETWORK,
             )  # fmt: skip
             for box in boxes:
-                extra = ["--tmpfs", f"{SMALL}:size=512m"] if box.endswith("-b") else []
+                extra = ["--tmpfs", f"{SMALL}:size={SHARD_MIB}m"] if box.endswith("-b") else []
                 docker(
                     "run", "-d", "--name", box, "--hostname", box, "--network", NETWORK,
                     "--label", LABEL, *extra, tag, "sleep", "infinity",
@@ -119,10 +129,14 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
                         str(ROOT / "sparkrack/serving/scripts" / name),
                         f"{box}:{fetchplan.SCRIPT_DIR / name}",
                     )
-            peer_ip = docker(
-                "inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}',
-                boxes[1],
-            ).strip()  # fmt: skip
+                docker("cp", f"{hub1}/.", f"{box}:{HUB1}")
+            head_ip, peer_ip = (
+                docker(
+                    "inspect", "-f",
+                    f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}', box,
+                ).strip()
+                for box in boxes
+            )  # fmt: skip
             password = secrets.token_hex(16)
             data = fetchplan.rsync_secret_data(password)
             # As a Secret volume mounts them: world-readable files the step must cope with.
@@ -136,13 +150,15 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
             made = in_container(boxes[0], make_snapshot_script(), timeout=300)
             assert made.returncode == 0, made.stderr
             print(f"2 GB random snapshot made in {time.monotonic() - made_at:.0f} s")
-            yield Pair(boxes[0], boxes[1], peer_ip, password)
+            yield Pair(boxes[0], boxes[1], peer_ip, head_ip, password)
         finally:
             _cleanup(boxes)
 
 
 def make_snapshot_script() -> str:
-    """A fake HF cache entry in A: random shards named by their sha256, linked from the snapshot."""
+    """A hub 1.x cache entry in A: random shards named by their sha256, linked from the
+    snapshot, then moved into the shared blob store by hub 1.x's ``publish_blob_to_shared_store``
+    (what it does after a Xet download); a manifest of every file's sha256; marked."""
     repo = f"/cache/models--{REPO.replace('/', '--')}"
     snap = f"{repo}/snapshots/{REVISION}"
     return f"""set -eu
@@ -157,7 +173,27 @@ done
 echo '{{"architectures": ["FakeForCausalLM"]}}' > /cache/cfg; add /cache/cfg config.json ../../
 head -c 4096 /dev/urandom > /cache/tok; add /cache/tok tokenizer/tokenizer.model ../../../
 printf {REVISION} > {repo}/refs/main
-python3 {fetchplan.SCRIPT_PATH} mark --cache /cache --repo {REPO} --revision {REVISION}
+HF_HUB_OFFLINE=1 PYTHONPATH={HUB1} python3 - <<'PY'
+import glob, hashlib, json, os
+from huggingface_hub.utils._shared_blobs import publish_blob_to_shared_store
+files = {{}}
+snap = "{snap}"
+for link in sorted(glob.glob(snap + "/**", recursive=True)):
+    if os.path.isdir(link) and not os.path.islink(link):
+        continue
+    digest = os.path.basename(os.path.realpath(link))
+    files[os.path.relpath(link, snap)] = {{"size": os.path.getsize(link), "sha256": digest}}
+    if os.path.getsize(link) > 1 << 20:  # the shards: Xet-backed on today's Hub
+        blob = os.path.realpath(link)
+        xet = hashlib.sha256(digest.encode()).hexdigest()  # stand-in Xet hash
+        assert publish_blob_to_shared_store(
+            blob_path=blob, xet_hash=xet, cache_dir="/cache", expected_size=os.path.getsize(blob)
+        )
+doc = {{"repo": "{REPO}", "revision": "{REVISION}", "commit": "{REVISION}", "files": files}}
+open("/cache/manifest.json", "w").write(json.dumps(doc, indent=1, sort_keys=True) + "\\n")
+PY
+python3 {fetchplan.SCRIPT_PATH} mark --cache /cache --repo {REPO} --revision {REVISION} \\
+  --manifest /cache/manifest.json
 """
 
 
@@ -172,23 +208,40 @@ def listing(box: str, cache: str) -> list[str]:
 
 
 def blob_sums_ok(box: str, cache: str) -> list[str]:
-    """Blobs whose sha256 differs from their name (empty when every byte arrived)."""
+    """Blobs whose sha256 differs from their name (empty when every byte arrived); the shards
+    are read through the repo's links into the shared store."""
     repo = f"{cache}/models--{REPO.replace('/', '--')}"
     out = in_container(
         box,
         f"cd {repo}/blobs && for f in *; do s=$(sha256sum $f | cut -c1-64); "
-        f'[ "$s" = "$f" ] || echo "$f $s"; done; ls | wc -l',
+        f'[ "$s" = "$f" ] || echo "$f $s"; done; ls | wc -l; '
+        f"find {cache}/blobs -mindepth 2 -type f | wc -l",
     )
     assert out.returncode == 0, out.stderr
-    *bad, count = out.stdout.split("\n")[:-1]
+    *bad, count, shared = out.stdout.split("\n")[:-1]
     assert int(count) == SHARDS + 2
+    assert int(shared) == SHARDS  # the shards, in the shared store
     return bad
+
+
+def offline_load(box: str, cache: str) -> dict[str, str]:
+    """sha256 of every file of the snapshot as hub 1.x loads it offline in ``box``."""
+    code = (
+        "import hashlib, json, os, sys; from huggingface_hub import snapshot_download; "
+        f"p = snapshot_download('{REPO}', revision='main', cache_dir='{cache}'); "
+        "print(json.dumps({os.path.relpath(os.path.join(r, f), p): hashlib.sha256("
+        "open(os.path.join(r, f), 'rb').read()).hexdigest() "
+        "for r, _, fs in os.walk(p) for f in fs}))"
+    )
+    out = in_container(box, f'HF_HUB_OFFLINE=1 PYTHONPATH={HUB1} python3 -c "{code}"')
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
 def start_receive(pair: Pair, cache: str, timeout: float = 150) -> subprocess.Popen[str]:
     argv = fetchplan.receive_argv(
-        cache, TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", PORT, address=pair.peer_ip,
-        repo=REPO, revision=REVISION, timeout_s=timeout, interval_s=2,
+        cache, TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION, pair.head_ip,
+        PORT, address=pair.peer_ip, timeout_s=timeout, interval_s=2,
     )  # fmt: skip
     proc = subprocess.Popen(
         step(pair.peer, argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -215,10 +268,10 @@ def push_argv(pair: Pair, bwlimit: int | None = None) -> list[str]:
 
 
 def stats(output: str, key: str) -> int:
-    """A number of rsync's ``--stats`` for the snapshot (not the marker's own transfer)."""
-    values = re.findall(rf"snapshot: {key}: ([\d,]+)", output)
+    """A number of rsync's ``--stats``, summed over the snapshot and the shared blobs."""
+    values = re.findall(rf"(?:snapshot|shared blobs): {key}: ([\d,]+)", output)
     assert values, f"no rsync --stats {key!r} line in:\n{output}"
-    return int(values[-1].replace(",", ""))
+    return sum(int(v.replace(",", "")) for v in values)
 
 
 def test_copy_2gb_snapshot_to_a_peer(pair: Pair) -> None:
@@ -233,67 +286,81 @@ def test_copy_2gb_snapshot_to_a_peer(pair: Pair) -> None:
     assert pushed.returncode == 0, pushed.stderr
     assert receiver.returncode == 0, received
     assert stats(pushed.stdout, "Literal data") >= TOTAL  # all of it went over the wire
-    print(f"2 GB copy over the test fabric: {seconds:.1f} s ({TOTAL / seconds / 1e6:.0f} MB/s)")
+    print(
+        f"{TOTAL / 1e9:.2f} GB copy over the test fabric: {seconds:.1f} s "
+        f"({TOTAL / seconds / 1e6:.0f} MB/s)"
+    )
     # Byte-identical (every blob hashes to its name), same tree, symlinks still relative links.
     assert blob_sums_ok(pair.peer, "/cache") == []
     assert listing(pair.peer, "/cache") == listing(pair.head, "/cache")
     links = [ln for ln in listing(pair.peer, "/cache") if ln.startswith("l ")]
-    assert len(links) == SHARDS + 2 and all(" ../../" in ln for ln in links)
+    assert len(links) == 2 * SHARDS + 2 and all(" ../../" in ln for ln in links)
     marker = fetchplan.marker_path("/cache", REPO, REVISION)
     head_marker = json.loads(docker("exec", pair.head, "cat", str(marker)))
+    # The receiver wrote its own marker after verifying: it names the same manifest.
     assert json.loads(docker("exec", pair.peer, "cat", str(marker))) == head_marker
     assert head_marker["bytes"] > TOTAL and head_marker["files"] == SHARDS + 2
-    # Marker last: the daemon's transfer log has it after every file of the snapshot.
-    recv = re.findall(r"rsyncd: .*\brecv (\S+)", received)
-    model = f"models--{REPO.replace('/', '--')}"
-    files = {f"{model}/{ln.split()[-1][2:]}" for ln in listing(pair.head, "/cache") if ln[0] == "f"}
-    assert len(files) == SHARDS + 3  # blobs and refs/main (rsyncd logs no symlink)
-    assert files <= set(recv[:-1])
-    assert recv[-1] == str(marker.relative_to("/cache"))
-    assert "verified:" in received
+    assert offline_load(pair.peer, "/cache") == offline_load(pair.head, "/cache")
+    # Every file arrived before the round that asked for verification.
+    recv = re.findall(r"rsyncd: .*\brecv \S+ (\S+)", received)
+    assert recv[-1] == "round" and "verified" in received
+    # The shared store's blobs (hub's own .refs and .lock bookkeeping stays on the head).
+    shared = in_container(
+        pair.head, "cd /cache/blobs && find . -mindepth 2 -type f -regex '.*/[0-9a-f]*'"
+    ).stdout
+    assert len(shared.split()) == SHARDS
+    assert {p[2:] for p in shared.split()} <= set(recv)
     for text in (pushed.stdout, pushed.stderr, received):
         assert pair.password not in text
 
 
 def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:
     argv = fetchplan.receive_argv(
-        f"{SMALL}/cache", TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", PORT + 1, timeout_s=30
-    )
+        f"{SMALL}/cache", TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
+        pair.head_ip, PORT + 1, timeout_s=30,
+    )  # fmt: skip
     refused = subprocess.run(
         step(pair.peer, argv), capture_output=True, text=True, timeout=60, check=False
     )
     assert refused.returncode == 1, refused.stdout + refused.stderr
     line = refused.stderr.strip().splitlines()[-1]
-    need = (TOTAL + fetchplan.SPACE_MARGIN_BYTES) / 1e9
-    assert re.search(rf"need {need:.2f} GB \(.*\), free 0\.5[0-9] GB on {SMALL}/cache", line), line
+    need = (TOTAL + min(fetchplan.SPACE_MARGIN_BYTES, TOTAL)) / 1e9
+    small = SHARD_MIB * 2**20 / 1e9
+    assert re.search(rf"need {need:.2f} GB \(.*\), free {small:.2f} GB on {SMALL}/cache", line), (
+        line
+    )
     assert "nothing was written" in line
     assert docker("exec", pair.peer, "find", SMALL, "-mindepth", "1").strip() == ""
     # Negative control: the same need on the disk-backed overlay passes the check (and then
     # times out after 1 s, as nobody pushes).
     ok = fetchplan.receive_argv(
-        "/roomy", TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", PORT + 1, timeout_s=1
-    )
+        "/roomy", TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
+        pair.head_ip, PORT + 1, timeout_s=1,
+    )  # fmt: skip
     fits = subprocess.run(
         step(pair.peer, ok), capture_output=True, text=True, timeout=60, check=False
     )
     assert "free space ok" in fits.stdout and fits.returncode == 3, fits.stdout + fits.stderr
-    assert "no marker pushed after 1 s" in fits.stderr
+    assert "no verified push after 1 s" in fits.stderr
     assert "free space ok" not in refused.stdout
 
 
 def test_interrupted_push_resumes(pair: Pair) -> None:
     receiver = start_receive(pair, "/resume")
     slow = subprocess.Popen(
-        push_argv(pair, bwlimit=60_000), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        push_argv(pair, bwlimit=max(2_000, 60_000 * SHARD_MIB // 512)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         partial = 0
         deadline = time.monotonic() + 60
-        while partial < 700 * 1024 * 1024 and time.monotonic() < deadline:
+        while partial < TOTAL // 3 and time.monotonic() < deadline:
             time.sleep(0.5)
             du = in_container(pair.peer, "du -sb /resume | cut -f1")
             partial = int(du.stdout.strip() or 0)
-        assert partial >= 700 * 1024 * 1024, f"only {partial} bytes arrived within 60 s"
+        assert partial >= TOTAL // 3, f"only {partial} bytes arrived within 60 s"
         pids = in_container(pair.head, "pgrep -x rsync").stdout.split()
         assert pids, "no rsync client running in the head container"
         for pid in pids:  # the test's own rsync client, in the test's own container
@@ -330,6 +397,6 @@ def test_interrupted_push_resumes(pair: Pair) -> None:
         f"resume: {literal} of {total} bytes sent as literal data on the rerun "
         f"({100 * literal / total:.0f} %), matched {stats(rerun.stdout, 'Matched data')}, {seconds:.1f} s"
     )
-    assert literal < total - 600 * 1024 * 1024, "the rerun must not resend what arrived before"
+    assert literal < total - TOTAL // 4, "the rerun must not resend what arrived before"
     assert blob_sums_ok(pair.peer, "/resume") == []
     assert listing(pair.peer, "/resume") == listing(pair.head, "/cache")

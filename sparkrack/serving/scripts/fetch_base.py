@@ -3,16 +3,22 @@ and the completion marker, free space, bounded waits, and the errors and lines i
 
 Shipped verbatim beside ``fetch_step.py`` (the entry point) and ``fetch_rsync.py`` in the switch
 ConfigMap. The completion marker is ``<cache>/.sparkrack/models--<org>--<name>@<revision>.done``,
-a JSON file with repo, revision, commit, bytes and files (:func:`marker_relpath` owns the name).
+a JSON file with repo, revision, commit, bytes, files and the sha256 of the manifest beside it
+(``….manifest.json``: per file its size and the Hub's hash); :func:`marker_relpath` and
+:func:`manifest_relpath` own the names, :func:`check_marker` what a valid marker is.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +30,9 @@ RSYNC_MODULE = "hf"
 PARTIAL_DIR = ".rsync-partial"
 """Where rsync keeps the part of a file an interrupted push already sent (per directory)."""
 SPACE_MARGIN_BYTES = 5 * GB
-"""Free space demanded on top of the snapshot: an interrupted blob is kept as rsync's resume
-basis while its complete copy is written beside it (HF shards are at most 5 GB by default)."""
+"""The most free space demanded on top of the missing bytes (:func:`space_margin`): an
+interrupted blob is kept as the resume basis while its complete copy is written beside it (HF
+shards are at most 5 GB by default)."""
 DEFAULT_TIMEOUT_S = {
     "download": 4 * 3600,
     "receive": 6 * 3600,
@@ -108,10 +115,20 @@ def marker_path(cache: str | os.PathLike[str], repo: str, revision: str) -> Path
 
 # --- snapshot -------------------------------------------------------------------------------
 
+SHARED_STORE = "blobs"
+"""huggingface_hub 1.x's cache-wide store of Xet-backed files: ``<cache>/blobs/<xx>/<hash>``
+(regular files); a repo's ``blobs/<etag>`` is then a relative symlink into it."""
+SHARED_STORE_MARKER = ".huggingface-shared-blobs"
+"""The file (content ``1\n``) by which huggingface_hub recognises its shared store."""
+_STORE_HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A snapshot in an HF cache: its commit and the paths (relative to the cache) it consists of."""
+    """A snapshot in an HF cache: its commit and the paths (relative to the cache) it consists of.
+
+    ``files`` maps each file of the snapshot (relative to the snapshot folder, as the Hub names
+    it) to the cache-relative path of the regular file holding its bytes."""
 
     repo: str
     revision: str
@@ -119,10 +136,39 @@ class Snapshot:
     paths: tuple[str, ...]
     files: int
     bytes: int
+    contents: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def model_paths(self) -> tuple[str, ...]:
+        """The paths inside the model's own folder (relative to it)."""
+        prefix = repo_folder(self.repo) + "/"
+        return tuple(p[len(prefix) :] for p in self.paths if p.startswith(prefix))
+
+    @property
+    def shared_paths(self) -> tuple[str, ...]:
+        """The shared store's files this snapshot uses (relative to ``<cache>/blobs``)."""
+        prefix = SHARED_STORE + "/"
+        return tuple(p[len(prefix) :] for p in self.paths if p.startswith(prefix))
+
+
+def shared_store(cache: Path) -> Path | None:
+    """``<cache>/blobs`` when it is huggingface_hub's marked shared store, else None."""
+    store = cache / SHARED_STORE
+    marker = store / SHARED_STORE_MARKER
+    if store.is_dir() and not store.is_symlink() and marker.is_file() and not marker.is_symlink():
+        return store
+    return None
+
+
+def _in_store(rel: Path) -> bool:
+    """``rel`` (relative to the store) is ``<xx>/<64 hex>`` with ``xx`` its first two digits."""
+    parts = rel.parts
+    return len(parts) == 2 and bool(_STORE_HASH_RE.match(parts[1])) and parts[0] == parts[1][:2]
 
 
 def find_snapshot(cache: Path, repo: str, revision: str) -> Snapshot:
-    """The files of (repo, revision): the snapshot's entries, the blobs they link, the refs naming it."""
+    """The files of (repo, revision): the snapshot's entries, the blobs they link (in the model's
+    folder or in the shared store), the refs naming it."""
     base = cache / repo_folder(repo)
     commit = revision
     ref = base / "refs" / revision
@@ -133,48 +179,187 @@ def find_snapshot(cache: Path, repo: str, revision: str) -> Snapshot:
         raise StepError(f"no snapshot of {repo}@{revision} in {cache} ({snap} missing)")
     paths: list[str] = []
     blobs: dict[str, int] = {}
-    files = 0
-    root = base.resolve()
+    contents: list[tuple[str, str]] = []
+    root, croot = base.resolve(), cache.resolve()
+    store = shared_store(cache)
+    sroot = store.resolve() if store else None
     for dirpath, dirnames, filenames in os.walk(snap):
         dirnames.sort()
         for name in sorted(filenames) + [d for d in dirnames if Path(dirpath, d).is_symlink()]:
             entry = Path(dirpath, name)
             paths.append(str(entry.relative_to(cache)))
-            files += 1
             if entry.is_symlink():
                 target = entry.resolve()
-                if not target.is_file() or root not in target.parents:
+                inside = root in target.parents
+                shared = (
+                    sroot is not None
+                    and sroot in target.parents
+                    and _in_store(target.relative_to(sroot))
+                )
+                if not target.is_file() or not (inside or shared):
                     raise StepError(
                         f"snapshot entry {entry} points to {target}, which is missing or outside "
-                        f"{base}: the snapshot is incomplete (download it again)"
+                        f"{base} and the shared blob store: the snapshot is incomplete "
+                        "(download it again)"
                     )
-                blobs[str(target.relative_to(cache.resolve()))] = target.stat().st_size
+                # The repo's own blobs/<etag>, a link into the shared store in hub 1.x: it goes along.
+                hop = Path(os.path.normpath(entry.parent / os.readlink(entry)))
+                if hop != target and hop.is_symlink() and base in hop.parents:
+                    paths.append(str(hop.relative_to(cache)))
+                blob = str(target.relative_to(croot))
             else:
-                blobs[str(entry.relative_to(cache))] = entry.stat().st_size
-    if files == 0:
+                blob = str(entry.relative_to(cache))
+            blobs[blob] = Path(cache, blob).stat().st_size
+            contents.append((str(entry.relative_to(snap)), blob))
+    if not contents:
         raise StepError(f"snapshot {snap} is empty")
     extra = [b for b in blobs if b not in paths]
+    if any(b.startswith(SHARED_STORE + "/") for b in blobs):
+        extra.append(f"{SHARED_STORE}/{SHARED_STORE_MARKER}")
     # Every ref (main, a tag, refs/pr/N) that names this commit goes along, so an offline load
     # by that name resolves on the peer as it does here.
     for path in sorted((base / "refs").rglob("*")):
         if path.is_file() and path.read_text(encoding="utf-8").strip() == commit:
             extra.append(str(path.relative_to(cache)))
-    return Snapshot(repo, revision, commit, tuple(extra + paths), files, sum(blobs.values()))
+    return Snapshot(
+        repo,
+        revision,
+        commit,
+        tuple(dict.fromkeys(extra + paths)),
+        len(contents),
+        sum(blobs.values()),
+        tuple(contents),
+    )
 
 
-def write_marker(cache: Path, snap: Snapshot) -> Path:
-    path = marker_path(cache, snap.repo, snap.revision)
+# --- manifest -------------------------------------------------------------------------------
+
+MANIFEST_SUFFIX = ".manifest.json"
+HASH_CHUNK = 8 * 1024 * 1024
+
+
+def manifest_relpath(repo: str, revision: str) -> str:
+    """The manifest of (repo, revision), relative to the HF cache directory."""
+    return f"{MARKER_DIR}/{repo_folder(repo)}@{check_revision(revision)}{MANIFEST_SUFFIX}"
+
+
+def manifest_bytes(
+    repo: str, revision: str, commit: str, files: dict[str, dict[str, object]]
+) -> bytes:
+    """The manifest's canonical bytes (its sha256 is what the marker names).
+
+    ``files``: per file of the snapshot (as the Hub names it) its ``size`` and the Hub's own hash
+    of it: ``sha256`` (an LFS or Xet-backed file: the LFS object id) or ``git_sha1`` (a file kept
+    in git: its blob id); ``xet_hash`` where the Hub gives one."""
+    data = {"repo": repo, "revision": revision, "commit": commit, "files": files}
+    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+
+
+def read_manifest(data: bytes, where: str) -> dict[str, dict[str, object]]:
+    """The ``files`` of a manifest, checked for shape; refuses anything else."""
+    try:
+        doc = json.loads(data)
+        files = doc["files"]
+        ok = isinstance(files, dict) and all(
+            isinstance(k, str)
+            and isinstance(v, dict)
+            and isinstance(v.get("size"), int)
+            and (isinstance(v.get("sha256"), str) or isinstance(v.get("git_sha1"), str))
+            for k, v in files.items()
+        )
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok or not files:
+        raise StepError(f"{where} is not a manifest (per file: size and sha256 or git_sha1)")
+    for name in files:
+        if name.startswith("/") or ".." in Path(name).parts:
+            raise StepError(f"{where} names {name!r}, which is not a path inside a snapshot")
+    return dict(files)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path: Path, entry: dict[str, object]) -> tuple[str, str]:
+    """(kind, hex digest) of ``path`` in the form ``entry`` records."""
+    if isinstance(entry.get("sha256"), str):
+        h = hashlib.sha256()
+        kind = "sha256"
+    else:
+        h = hashlib.sha1()  # git's blob id: sha1 over "blob <size>\0" + the bytes
+        h.update(b"blob %d\0" % path.stat().st_size)
+        kind = "git_sha1"
+    with path.open("rb", buffering=0) as f:
+        buf = bytearray(HASH_CHUNK)
+        view = memoryview(buf)
+        while n := f.readinto(buf):
+            h.update(view[:n])
+    return kind, h.hexdigest()
+
+
+def verify(
+    cache: Path,
+    snap: Snapshot,
+    files: dict[str, dict[str, object]],
+    only: set[str] | None = None,
+    workers: int | None = None,
+) -> dict[str, str]:
+    """Every file of the manifest (or of ``only``) checked against ``snap``: size, then the Hub's
+    hash. Returns {file: what is wrong}; empty when every byte is right. Hashes in parallel
+    (hashlib releases the GIL), one thread per core."""
+    have = dict(snap.contents)
+    bad: dict[str, str] = {}
+    for name in set(have) - set(files):
+        bad[name] = "not in the manifest"
+    todo: list[tuple[str, Path, dict[str, object]]] = []
+    for name, entry in sorted(files.items()):
+        if only is not None and name not in only:
+            continue
+        if name not in have:
+            bad[name] = "missing"
+            continue
+        path = cache / have[name]
+        size = path.stat().st_size
+        if size != entry["size"]:
+            bad[name] = f"{size} bytes, the manifest says {entry['size']}"
+            continue
+        todo.append((name, path, entry))
+
+    def check(item: tuple[str, Path, dict[str, object]]) -> tuple[str, str | None]:
+        name, path, entry = item
+        kind, digest = file_digest(path, entry)
+        return name, None if digest == entry[
+            kind
+        ] else f"{kind} {digest}, the manifest says {entry[kind]}"
+
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        for name, problem in pool.map(check, todo):
+            if problem:
+                bad[name] = problem
+    return bad
+
+
+def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_marker(cache: Path, snap: Snapshot, manifest: bytes) -> Path:
+    """The manifest, then the marker naming its sha256: written last, after verification."""
+    write_atomic(cache / manifest_relpath(snap.repo, snap.revision), manifest)
+    path = marker_path(cache, snap.repo, snap.revision)
     data = {
         "repo": snap.repo,
         "revision": snap.revision,
         "commit": snap.commit,
         "bytes": snap.bytes,
         "files": snap.files,
+        "manifest_sha256": sha256_hex(manifest),
     }
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
     return path
 
 
@@ -184,6 +369,43 @@ def read_marker(path: Path) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def check_marker(cache: Path, repo: str, revision: str) -> tuple[bool, str]:
+    """(ok, why): the marker names this (repo, revision) and the sha256 of the manifest beside
+    it, and every file of that manifest is in the snapshot with its recorded size. What
+    ``wait`` and a cached ``download`` accept; a marker alone proves nothing."""
+    marker = marker_path(cache, repo, revision)
+    data = read_marker(marker)
+    if data is None:
+        return False, f"waiting for {marker}"
+    if data.get("revision") != revision or data.get("repo") != repo:
+        return False, f"{marker} names {data.get('repo')}@{data.get('revision')}"
+    manifest = cache / manifest_relpath(repo, revision)
+    try:
+        raw = manifest.read_bytes()
+    except OSError:
+        return False, f"{marker} refused: its manifest {manifest} is missing"
+    if data.get("manifest_sha256") != sha256_hex(raw):
+        return False, f"{marker} refused: it does not name the sha256 of {manifest}"
+    try:
+        files = read_manifest(raw, str(manifest))
+        snap = find_snapshot(cache, repo, revision)
+    except StepError as problem:
+        return False, f"{marker} refused: {problem}"
+    have = dict(snap.contents)
+    for name, entry in sorted(files.items()):
+        if name not in have:
+            return False, f"{marker} refused: {name} of the manifest is not in the snapshot"
+        size = (cache / have[name]).stat().st_size
+        if size != entry["size"]:
+            return False, f"{marker} refused: {name} has {size} bytes, the manifest {entry['size']}"
+    if set(have) - set(files):
+        return False, f"{marker} refused: the snapshot has files the manifest does not list"
+    return (
+        True,
+        f"{marker}: {snap.files} files, {gb(snap.bytes)}, manifest {data['manifest_sha256']}",
+    )
 
 
 # --- free space -----------------------------------------------------------------------------
@@ -198,13 +420,20 @@ def free_bytes(path: Path) -> tuple[Path, int]:
     return probe, st.f_bavail * st.f_frsize
 
 
-def check_space(cache: Path, need: int, step: str) -> None:
-    """Refuse, before anything is written, unless ``need`` + the margin fits on ``cache``."""
+def space_margin(largest: int) -> int:
+    """Free space demanded on top of the missing bytes: room for the largest file twice (an
+    interrupted file is kept as the resume basis while its complete copy is written), at most
+    :data:`SPACE_MARGIN_BYTES`."""
+    return min(SPACE_MARGIN_BYTES, max(0, largest))
+
+
+def check_space(cache: Path, need: int, step: str, margin: int = SPACE_MARGIN_BYTES) -> None:
+    """Refuse, before anything is written, unless ``need`` + ``margin`` fits on ``cache``."""
     probe, free = free_bytes(cache)
-    want = need + SPACE_MARGIN_BYTES
+    want = need + margin
     if free < want:
         raise StepError(
-            f"need {gb(want)} ({gb(need)} snapshot + {gb(SPACE_MARGIN_BYTES)} margin), "
+            f"need {gb(want)} ({gb(need)} missing + {gb(margin)} margin), "
             f"free {gb(free)} on {cache} (filesystem of {probe}): nothing was written"
         )
     say(step, f"free space ok: need {gb(want)}, free {gb(free)} on {cache}")
@@ -249,17 +478,32 @@ def poll(
 
 
 def wait(cache: Path, repo: str, revision: str, timeout: float, interval: float) -> None:
-    marker = marker_path(cache, repo, revision)
+    say("wait", poll("wait", lambda: check_marker(cache, repo, revision), timeout, interval))
 
-    def check() -> tuple[bool, str]:
-        data = read_marker(marker)
-        if data is None:
-            return False, f"waiting for {marker}"
-        if data.get("revision") != revision or data.get("repo") != repo:
-            return False, f"{marker} names {data.get('repo')}@{data.get('revision')}"
-        return True, f"{marker}: {data.get('files')} files, {gb(float(str(data.get('bytes', 0))))}"
 
-    say("wait", poll("wait", check, timeout, interval))
+@contextmanager
+def node_lock(
+    cache: Path, repo: str, revision: str, timeout: float, interval: float, step: str
+) -> Iterator[None]:
+    """An exclusive lock on (repo, revision) in this cache: co-located deployments of one model
+    (one node, one hostPath cache) download it once; the second waits, then finds the marker.
+    ``flock`` on a file beside the markers: the kernel drops it when the holder dies."""
+    path = cache / MARKER_DIR / "locks" / f"{repo_folder(repo)}@{check_revision(revision)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+
+        def take() -> tuple[bool, str]:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False, f"{path} is held (another deployment fetches {repo}@{revision})"
+            return True, f"lock {path} taken"
+
+        say(step, poll(step, take, timeout, interval, sleep=0.2))
+        yield
+    finally:
+        os.close(fd)
 
 
 def mem_available(meminfo: Path) -> int:

@@ -7,6 +7,7 @@ Shipped verbatim beside ``fetch_step.py`` (the entry point) and ``fetch_base.py`
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 if __package__:  # imported as sparkrack.serving.scripts.* (the renderer and the tests)
@@ -25,17 +26,6 @@ else:  # run in a pod: the switch ConfigMap's files sit side by side
 
 
 # --- receive --------------------------------------------------------------------------------
-
-
-def _marker_states(cache: Path) -> dict[str, tuple[int, int]]:
-    states: dict[str, tuple[int, int]] = {}
-    folder = cache / common.MARKER_DIR
-    if folder.is_dir():
-        for entry in folder.iterdir():
-            if entry.name.endswith(common.MARKER_SUFFIX):
-                st = entry.stat()
-                states[entry.name] = (st.st_ino, st.st_ctime_ns)
-    return states
 
 
 def _children(pid: int) -> list[int]:
@@ -50,33 +40,135 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def rsyncd_config(cache: Path, secrets: Path, log: Path) -> str:
-    """rsyncd.conf: one write-only module ``hf`` rooted at the cache, password-protected."""
-    return "\n".join(
-        [
-            "use chroot = no",
-            # Incoming symlinks are the snapshot's relative links into blobs/; stored as sent.
-            "munge symlinks = no",
-            "max connections = 8",
-            f"log file = {log}",
-            # One "recv <path> <length>" line per file, in the order files complete.
-            "transfer logging = yes",
-            "log format = %o %n %l",
-            "timeout = 600",
-            f"[{common.RSYNC_MODULE}]",
-            f"path = {cache}",
+TRANSFER_UID = 65532
+"""The unprivileged uid (and gid) the daemon's transfers run as, chrooted into their module.
+The HF cache is a hostPath the kubelet creates root-owned, and the engine images (and the
+download in them) run as root; the receiver, root only for ``chroot`` and ``chown``, gives this
+uid the one model's folder and the shared blob store, nothing else, before it serves."""
+MODULE_MODEL = "model"
+MODULE_SHARED = "shared"
+MODULE_META = "meta"
+MODULE_STATUS = "status"
+MUNGED = "/rsyncd-munged/"
+REFUSED = (
+    "delete", "delete-before", "delete-during", "delete-delay", "delete-after",
+    "delete-excluded", "delete-missing-args", "remove-source-files", "force",
+    "D", "devices", "specials", "copy-devices", "write-devices", "owner", "group", "perms",
+    "chown", "chmod", "executability", "acls", "xattrs", "super", "fake-super",
+    "inplace", "append", "append-verify", "link-dest", "copy-dest", "compare-dest",
+    "backup", "backup-dir", "suffix", "temp-dir",
+)  # fmt: skip
+"""Everything a pusher never needs: deleting, device nodes and specials, ownership, modes,
+writing into files in place, and any option naming a second directory on the receiver."""
+
+
+def rsyncd_config(
+    modules: dict[str, Path], status: Path, secrets: Path, log: Path, allow: str, uid: int
+) -> str:
+    """rsyncd.conf: write-only modules (the model's folder, the shared blob store, the push's
+    manifest), a read-only status module (the verdict), each chrooted, one user, one host."""
+    common_lines = [
+        "use chroot = yes",
+        # A pushed symlink is stored as /rsyncd-munged/<target>: dead until the receiver has
+        # checked that it stays inside the model's folder or the shared store (unmunge()).
+        "munge symlinks = yes",
+        "numeric ids = yes",
+        f"uid = {uid}",
+        f"gid = {uid}",
+        f"auth users = {common.RSYNC_USER}",
+        f"secrets file = {secrets}",
+        "strict modes = yes",
+        f"hosts allow = {allow}",
+        "hosts deny = *",
+        "reverse lookup = no",
+        "list = no",
+        # Setuid/setgid and world-write bits never land, whatever a client sends.
+        "incoming chmod = Du-s,Dg-s,Do-w,Fu-s,Fg-s,Fo-w,Fa-x",
+        f"refuse options = {' '.join(REFUSED)}",
+    ]
+    lines = [
+        f"log file = {log}",
+        # One "recv <path> <length>" line per file, in the order files complete.
+        "transfer logging = yes",
+        "log format = %o %m %n %l",
+        "timeout = 600",
+        "max connections = 16",
+        f"lock file = {log.with_name('rsyncd.lock')}",
+    ]
+    for name, path in modules.items():
+        lines += [
+            f"[{name}]",
+            f"path = {path}",
             "read only = no",
             "write only = yes",
-            "list = no",
-            f"uid = {os.getuid()}",
-            f"gid = {os.getgid()}",
-            f"auth users = {common.RSYNC_USER}",
-            f"secrets file = {secrets}",
-            "strict modes = yes",
-            "refuse options = delete delete-before delete-during delete-after delete-excluded",
-            "",
+            *common_lines,
         ]
-    )
+    lines += [f"[{MODULE_STATUS}]", f"path = {status}", "read only = yes", *common_lines, ""]
+    return "\n".join(lines)
+
+
+def unmunge(cache: Path, repo: str) -> list[str]:
+    """Turn the pushed (munged) symlinks of the model's folder into real ones where their target
+    stays inside the model's folder or the shared store; remove the others. Symlinks in the
+    shared store are removed (its entries are files). Returns what was removed and why."""
+    base = cache / common.repo_folder(repo)
+    store = cache / common.SHARED_STORE
+    inside = (base.resolve(), store.resolve())
+
+    def within(path: Path) -> bool:
+        return any(path == r or r in path.parents for r in inside)
+
+    removed: list[str] = []
+    kept: list[Path] = []
+    for root, stay in ((base, True), (store, False)):
+        if not root.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in filenames + dirnames:
+                link = Path(dirpath, name)
+                if not link.is_symlink():
+                    continue
+                target = os.readlink(link)
+                plain = target[len(MUNGED) :] if target.startswith(MUNGED) else target
+                lexical = Path(os.path.normpath(link.parent.resolve() / plain))
+                if stay and not os.path.isabs(plain) and within(lexical):
+                    if plain != target:
+                        tmp = link.with_name(f".{link.name}.unmunge")
+                        tmp.unlink(missing_ok=True)
+                        os.symlink(plain, tmp)
+                        os.replace(tmp, link)
+                    kept.append(link)
+                else:
+                    link.unlink()
+                    removed.append(f"{link.relative_to(cache)} -> {plain}")
+    # Then, every link made real: where it ends (through the others) must stay inside too.
+    for link in kept:
+        end = link.resolve()
+        if not within(end):
+            link.unlink()
+            removed.append(f"{link.relative_to(cache)} -> {end}")
+    return removed
+
+
+def _own(paths: list[Path], uid: int) -> None:
+    """Give the transfer uid the module directories and what is already in them."""
+    for top in paths:
+        os.chown(top, uid, uid, follow_symlinks=False)
+        for dirpath, dirnames, filenames in os.walk(top):
+            for name in dirnames + filenames:
+                os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
+
+
+def present_bytes(cache: Path, repo: str) -> int:
+    """Bytes of the model already on this node: its folder and the shared blobs it links."""
+    base = cache / common.repo_folder(repo)
+    total = common.tree_bytes(base)
+    blobs = base / "blobs"
+    if blobs.is_dir():
+        for entry in blobs.iterdir():
+            if entry.is_symlink() and entry.is_file():
+                total += entry.stat().st_size
+    return total
 
 
 def receive(
@@ -85,7 +177,8 @@ def receive(
     port: int,
     secrets_file: Path,
     address: str | None,
-    expect: tuple[str, str] | None,
+    expect: tuple[str, str],
+    allow: str,
     timeout: float,
     interval: float,
 ) -> None:
@@ -102,50 +195,55 @@ def receive(
         raise common.StepError(
             f"--secrets-file {secrets_file} has no '{common.RSYNC_USER}:<password>' line"
         )
+    if not common.HOST_RE.match(allow):
+        raise common.StepError(f"--allow {allow!r} is not an address")
     if shutil.which("rsync") is None:
         raise common.StepError("rsync is not installed in this image")
-    expected = common.marker_relpath(*expect) if expect else None
-    if expected and common.read_marker(cache / expected) is not None:
-        common.say("receive", f"{expected} already present: only the marker will be rewritten")
-    else:
-        common.check_space(cache, need, "receive")
-    cache.mkdir(parents=True, exist_ok=True)
-    before = _marker_states(cache)
+    if os.geteuid() != 0:
+        raise common.StepError(
+            "receive runs as root (chroot, then every transfer as uid "
+            f"{TRANSFER_UID}); it runs as uid {os.geteuid()}"
+        )
+    repo, revision = expect
+    have = present_bytes(cache, repo) if cache.is_dir() else 0
+    common.say("receive", f"{common.gb(have)} of {repo} already here")
+    missing = max(0, need - have)
+    common.check_space(cache, missing, "receive", common.space_margin(need))
+    base = cache / common.repo_folder(repo)
+    store = cache / common.SHARED_STORE
+    for folder in (base, store):
+        folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sparkrack-rsyncd-") as tmp:
+        meta, status = Path(tmp, "meta"), Path(tmp, "status")
+        meta.mkdir()
+        status.mkdir()
+        os.chmod(tmp, 0o755)  # the chrooted transfers must reach meta/ and status/
+        _own([base, store, meta], TRANSFER_UID)
         secrets = Path(tmp, "rsyncd.secrets")
         fd = os.open(secrets, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write("\n".join(lines) + "\n")
         log = Path(tmp, "rsyncd.log")
         conf = Path(tmp, "rsyncd.conf")
-        conf.write_text(rsyncd_config(cache, secrets, log), encoding="utf-8")
+        modules = {MODULE_MODEL: base, MODULE_SHARED: store, MODULE_META: meta}
+        conf.write_text(
+            rsyncd_config(modules, status, secrets, log, allow, TRANSFER_UID), encoding="utf-8"
+        )
         cmd = ["rsync", "--daemon", "--no-detach", f"--config={conf}", f"--port={port}"]
         if address:
             cmd.append(f"--address={address}")
         common.say(
             "receive",
-            f"rsync daemon on {address or '*'}:{port} module {common.RSYNC_MODULE} -> {cache}",
+            f"rsync daemon on {address or '*'}:{port} for {allow} only: modules "
+            f"{MODULE_MODEL} -> {base}, {MODULE_SHARED} -> {store}",
         )
         start = time.monotonic()
         daemon = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
         try:
-            arrived = _serve(cache, daemon, before, expected, log, start, timeout, interval)
+            _serve(cache, repo, revision, daemon, meta, status, log, start, timeout, interval)
         finally:
             _stop(daemon)
-    common.say(
-        "receive",
-        f"marker {arrived} arrived after {time.monotonic() - start:.0f} s; daemon stopped",
-    )
-    data = common.read_marker(cache / arrived)
-    if data is None:
-        raise common.StepError(f"{cache / arrived} is not a JSON marker")
-    snap = common.find_snapshot(cache, str(data.get("repo")), str(data.get("revision")))
-    if (snap.files, snap.bytes) != (data.get("files"), data.get("bytes")):
-        raise common.StepError(
-            f"{arrived} records {data.get('files')} files, {data.get('bytes')} bytes; the cache "
-            f"holds {snap.files} files, {snap.bytes} bytes"
-        )
-    common.say("receive", f"verified: {snap.files} files, {snap.bytes} bytes as the marker records")
+    common.say("receive", f"done after {time.monotonic() - start:.0f} s; daemon stopped")
 
 
 class _LogTail:
@@ -155,6 +253,7 @@ class _LogTail:
         self.path = path
         self.offset = 0
         self.last = ""
+        self.sent: set[str] = set()
 
     def echo(self) -> None:
         if not self.path.exists():
@@ -168,20 +267,43 @@ class _LogTail:
             if line.strip():
                 self.last = line.strip()
                 common.say("receive", f"rsyncd: {self.last}")
+                words = self.last.split()
+                if "send" in words:
+                    self.sent.add(Path(words[words.index("send") + 2]).name)
+
+
+ROUND_FILE = "round"
+MANIFEST_FILE = "manifest.json"
+VERDICT_FILE = "verdict.json"
+
+
+def _state(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_ctime_ns
 
 
 def _serve(
     cache: Path,
+    repo: str,
+    revision: str,
     daemon: subprocess.Popen[bytes],
-    before: dict[str, tuple[int, int]],
-    expected: str | None,
+    meta: Path,
+    status: Path,
     log: Path,
     start: float,
     timeout: float,
     interval: float,
-) -> str:
+) -> None:
+    """Serve until a round's files verify: per round (the pusher's ``meta/round``), check the
+    pushed files against the pushed manifest (every file the first time, the bad ones after),
+    answer in ``status/verdict.json``; when nothing is bad write manifest and marker."""
     last = start
     tail = _LogTail(log)
+    seen = _state(meta / ROUND_FILE)
+    bad: dict[str, str] = {}
     while True:
         tail.echo()
         now = time.monotonic()
@@ -191,26 +313,84 @@ def _serve(
                 f"rsync daemon exited with code {daemon.returncode} after {now - start:.0f} s"
                 + (f": {tail.last}" if tail.last else "")
             )
-        for name, state in _marker_states(cache).items():
-            if before.get(name) == state:
-                continue
-            rel = f"{common.MARKER_DIR}/{name}"
-            if expected is None or rel == expected:
-                _drain(daemon, 60.0)
-                tail.echo()
-                return rel
+        state = _state(meta / ROUND_FILE)
+        if state is not None and state != seen:
+            seen = state
+            _drain(daemon, 60.0)
+            tail.echo()
+            tail.sent.clear()  # from here on, a "send verdict.json" is this round's
+            bad, raw, snap = _check_round(cache, repo, revision, meta, bad)
+            round_ = (meta / ROUND_FILE).read_text(encoding="utf-8").strip()
+            verdict = {"round": round_, "bad": sorted(bad)}
+            common.write_atomic(status / VERDICT_FILE, json.dumps(verdict).encode())
+            if not bad and snap is not None:
+                path = common.write_marker(cache, snap, raw)
+                common.say("receive", f"round {round_}: every file verified; marker {path}")
+                _await_fetch(tail, daemon, 60.0)
+                return
+            common.say("receive", f"round {round_}: {len(bad)} files to send again")
         if now - start >= timeout:
             raise common.StepError(
-                f"no marker pushed after {timeout:.0f} s ({common.gb(common.tree_bytes(cache))} in {cache})",
+                f"no verified push after {timeout:.0f} s "
+                f"({common.gb(present_bytes(cache, repo))} of {repo} here)",
                 common.EXIT_TIMEOUT,
             )
         if now - last >= interval:
             last = now
             common.say(
                 "receive",
-                f"{common.gb(common.tree_bytes(cache))} in {cache} after {now - start:.0f} s",
+                f"{common.gb(present_bytes(cache, repo))} of {repo} here after {now - start:.0f} s",
             )
-        time.sleep(0.5)
+        time.sleep(0.2)
+
+
+def _check_round(
+    cache: Path, repo: str, revision: str, meta: Path, bad: dict[str, str]
+) -> tuple[dict[str, str], bytes, common.Snapshot | None]:
+    """(bad files, manifest bytes, snapshot) of one round: links checked, files verified."""
+    raw = (meta / MANIFEST_FILE).read_bytes() if (meta / MANIFEST_FILE).is_file() else b""
+    files = common.read_manifest(raw, "the pushed manifest")
+    doc = json.loads(raw)
+    if (doc.get("repo"), doc.get("revision")) != (repo, revision):
+        raise common.StepError(
+            f"the pushed manifest is of {doc.get('repo')}@{doc.get('revision')}, "
+            f"this receiver takes {repo}@{revision}"
+        )
+    commit = str(doc.get("commit", ""))
+    for removed in unmunge(cache, repo):
+        common.say("receive", f"removed a symlink leaving the model's folder: {removed}")
+    if commit and revision != commit:
+        common.check_revision(commit)
+        ref = cache / common.repo_folder(repo) / "refs" / revision
+        if not ref.is_file() or ref.read_text(encoding="utf-8").strip() != commit:
+            return {"refs/" + revision: "missing or not the manifest's commit"}, raw, None
+    try:
+        snap = common.find_snapshot(cache, repo, revision)
+    except common.StepError as problem:
+        return {name: str(problem) for name in files}, raw, None
+    began = time.monotonic()
+    only = set(bad) if bad else None
+    found = common.verify(cache, snap, files, only=only)
+    names = only if only is not None else set(files)
+    size = sum(int(str(files[n]["size"])) for n in names if n in files)
+    seconds = time.monotonic() - began
+    common.say(
+        "receive",
+        f"verify: {len(names)} files, {common.gb(size)} against the manifest in {seconds:.1f} s; "
+        f"{len(found)} bad" + "".join(f"; {n}: {p}" for n, p in sorted(found.items())[:5]),
+    )
+    return found, raw, snap
+
+
+def _await_fetch(tail: _LogTail, daemon: subprocess.Popen[bytes], limit: float) -> None:
+    """Keep serving until the pusher has read the final verdict (or ``limit`` s)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        tail.echo()
+        if VERDICT_FILE in tail.sent:
+            break
+        time.sleep(0.2)
+    _drain(daemon, 10.0)
 
 
 def _drain(daemon: subprocess.Popen[bytes], limit: float) -> None:
@@ -255,8 +435,9 @@ _STAT_RE = re.compile(r"^(Total file size|Literal data|Matched data|Total bytes 
 class PushResult:
     host: str
     seconds: float = 0.0
-    stats: dict[str, int] | None = None
+    stats: dict[str, int] = field(default_factory=dict)
     error: common.StepError | None = None
+    rounds: int = 0
 
 
 def _rsync(
@@ -324,11 +505,55 @@ def _rsync(
     return proc.returncode, stats, message
 
 
+PUSH_ROUNDS = 3
+"""Rounds per peer: the copy, then the files the peer found bad, sent again."""
+VERDICT_WAIT_S = 600.0
+"""Bound on one round's verification on the peer (sha256 of the whole model: minutes)."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What one round sends to a peer: paths per module (relative to the module's folder)."""
+
+    model: tuple[str, ...]
+    shared: tuple[str, ...]
+
+
+def round_listing(snap: common.Snapshot, names: set[str] | None, cache: Path) -> Listing:
+    """Every path of the snapshot (``names`` None), or only those behind the snapshot's files
+    ``names``: the snapshot entry, the repo blob (a link in hub 1.x) and the bytes."""
+    if names is None:
+        return Listing(snap.model_paths, snap.shared_paths)
+    folder = common.repo_folder(snap.repo)
+    blobs = dict(snap.contents)
+    wanted: set[str] = set()
+    snapdir = cache / folder / "snapshots" / snap.commit
+    for name in names:
+        if name.startswith("refs/"):
+            wanted.add(f"{folder}/{name}")
+            continue
+        entry = snapdir / name
+        wanted.add(str(entry.relative_to(cache)))
+        if name in blobs:
+            wanted.add(blobs[name])
+        here = entry
+        for _ in range(4):
+            if not here.is_symlink():
+                break
+            here = Path(os.path.normpath(here.parent / os.readlink(here)))
+            if here.is_symlink():
+                wanted.add(str(here.relative_to(cache)))
+    keep = [p for p in snap.paths if p in wanted]
+    part = common.Snapshot(snap.repo, snap.revision, snap.commit, tuple(keep), 0, 0)
+    return Listing(part.model_paths, part.shared_paths)
+
+
 def _push_one(
     host: str,
     cache: Path,
     port: int,
-    lists: tuple[Path, Path],
+    snap: common.Snapshot,
+    manifest: Path,
     env: dict[str, str],
     bwlimit: int | None,
     deadline: float,
@@ -336,41 +561,129 @@ def _push_one(
 ) -> PushResult:
     result = PushResult(host)
     start = time.monotonic()
-    dest = f"rsync://{common.RSYNC_USER}@{_bracket(host)}:{port}/{common.RSYNC_MODULE}/"
+    url = f"rsync://{common.RSYNC_USER}@{_bracket(host)}:{port}"
     base = ["rsync", *RSYNC_COPY_OPTIONS]
     if bwlimit:
         base.append(f"--bwlimit={bwlimit}")
-    # The snapshot first; the marker last, always rewritten (-I), so the receiver sees it arrive.
-    for what, extra, listing in (("snapshot", [], lists[0]), ("marker", ["-I"], lists[1])):
-        cmd = [*base, *extra, f"--files-from={listing}", f"{cache}/", dest]
-        attempt = 0
-        while True:
-            attempt += 1
-            left = deadline - time.monotonic()
-            if left <= 0:
-                result.error = common.StepError(
-                    f"{host}: {what} not pushed within the timeout ({attempt - 1} attempts)",
-                    common.EXIT_TIMEOUT,
+    folder = cache / common.repo_folder(snap.repo)
+    store = cache / common.SHARED_STORE
+    names: set[str] | None = None
+    with tempfile.TemporaryDirectory(prefix=f"sparkrack-push-{host}-") as tmp:
+        work = Path(tmp)
+        for round_ in range(1, PUSH_ROUNDS + 1):
+            listing = round_listing(snap, names, cache)
+            again = [] if names is None else ["-I"]  # a file found bad is sent whatever its times
+            (work / ROUND_FILE).write_text(f"{round_}\n", encoding="utf-8")
+            steps: list[tuple[str, list[str]]] = []
+            for what, src, module, paths in (
+                ("snapshot", folder, MODULE_MODEL, listing.model),
+                ("shared blobs", store, MODULE_SHARED, listing.shared),
+            ):
+                if paths:
+                    lst = work / f"{module}.list"
+                    lst.write_text("\n".join(paths) + "\n", encoding="utf-8")
+                    steps.append(
+                        (
+                            what,
+                            [*base, *again, f"--files-from={lst}", f"{src}/", f"{url}/{module}/"],
+                        )
+                    )
+            steps.append(
+                ("manifest", [*base, "-I", str(manifest), f"{url}/{MODULE_META}/{MANIFEST_FILE}"])
+            )
+            steps.append(
+                (
+                    "round",
+                    [*base, "-I", str(work / ROUND_FILE), f"{url}/{MODULE_META}/{ROUND_FILE}"],
                 )
+            )
+            for what, cmd in steps:
+                error = _run_retrying(host, what, cmd, env, deadline, interval, result)
+                if error is not None:
+                    result.error = error
+                    return result
+            verdict = _verdict(host, url, base, env, work, str(round_), deadline)
+            if isinstance(verdict, common.StepError):
+                result.error = verdict
                 return result
-            code, stats, message = _rsync(cmd, env, f"{host} {what}", interval, left)
-            if code == 0:
-                if what == "snapshot":
-                    result.stats = stats
-                break
-            if code in common.RSYNC_RETRY and deadline - time.monotonic() > common.RETRY_PAUSE_S:
-                common.say("push", f"{host}: rsync exit {code} ({message}); retrying (resumes)")
-                time.sleep(common.RETRY_PAUSE_S)
-                continue
-            if code == common.TIMED_OUT:
-                result.error = common.StepError(
-                    f"{host}: {what} push {message}", common.EXIT_TIMEOUT
-                )
+            if not verdict:
+                result.seconds = time.monotonic() - start
+                result.rounds = round_
                 return result
-            result.error = common.StepError(f"{host}: rsync of the {what} exited {code}: {message}")
-            return result
-    result.seconds = time.monotonic() - start
+            common.say(
+                "push", f"{host}: round {round_}: the peer found {len(verdict)} bad: "
+                + ", ".join(verdict[:5]) + "; sending those again",
+            )  # fmt: skip
+            names = set(verdict)
+    result.error = common.StepError(
+        f"{host}: files still bad after {PUSH_ROUNDS} rounds: {', '.join(sorted(names or []))}"
+    )
     return result
+
+
+def _run_retrying(
+    host: str,
+    what: str,
+    cmd: list[str],
+    env: dict[str, str],
+    deadline: float,
+    interval: float,
+    result: PushResult,
+) -> common.StepError | None:
+    attempt = 0
+    while True:
+        attempt += 1
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return common.StepError(
+                f"{host}: {what} not pushed within the timeout ({attempt - 1} attempts)",
+                common.EXIT_TIMEOUT,
+            )
+        code, stats, message = _rsync(cmd, env, f"{host} {what}", interval, left)
+        if code == 0:
+            for key, value in stats.items():
+                result.stats[key] = result.stats.get(key, 0) + value
+            return None
+        if code in common.RSYNC_RETRY and deadline - time.monotonic() > common.RETRY_PAUSE_S:
+            common.say("push", f"{host}: rsync exit {code} ({message}); retrying (resumes)")
+            time.sleep(common.RETRY_PAUSE_S)
+            continue
+        if code == common.TIMED_OUT:
+            return common.StepError(f"{host}: {what} push {message}", common.EXIT_TIMEOUT)
+        return common.StepError(f"{host}: rsync of the {what} exited {code}: {message}")
+
+
+def _verdict(
+    host: str,
+    url: str,
+    base: list[str],
+    env: dict[str, str],
+    work: Path,
+    round_: str,
+    deadline: float,
+) -> list[str] | common.StepError:
+    """The peer's verdict on ``round_``: the files it found bad (empty: all verified)."""
+    local = work / VERDICT_FILE
+    until = min(deadline, time.monotonic() + VERDICT_WAIT_S)
+    quiet = [a for a in base if not a.startswith("--info") and a != "--stats"]
+    while time.monotonic() < until:
+        local.unlink(missing_ok=True)
+        got = subprocess.run(
+            [*quiet, "-q", f"{url}/{MODULE_STATUS}/{VERDICT_FILE}", str(local)],
+            env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        if got.returncode == 0 and local.is_file():
+            try:
+                data = json.loads(local.read_text(encoding="utf-8"))
+            except ValueError:
+                data = {}
+            if str(data.get("round")) == round_:
+                bad = data.get("bad")
+                return [str(b) for b in bad] if isinstance(bad, list) else []
+        time.sleep(0.5)
+    return common.StepError(
+        f"{host}: no verdict on round {round_} from the peer", common.EXIT_TIMEOUT
+    )
 
 
 def _bracket(host: str) -> str:
@@ -391,11 +704,9 @@ def push(
     for host in hosts:
         if not common.HOST_RE.match(host):
             raise common.StepError(f"--to {host!r} is not a host name or address")
-    marker = common.marker_relpath(repo, revision)
-    if common.read_marker(cache / marker) is None:
-        raise common.StepError(
-            f"{cache / marker} missing: the snapshot is not complete here (download first)"
-        )
+    ok, why = common.check_marker(cache, repo, revision)
+    if not ok:
+        raise common.StepError(f"{why}: the snapshot is not complete here (download first)")
     try:
         password = password_file.read_text(encoding="utf-8").strip()
     except OSError as exc:
@@ -405,6 +716,7 @@ def push(
     if not password:
         raise common.StepError(f"--password-file {password_file} is empty")
     snap = common.find_snapshot(cache, repo, revision)
+    manifest = cache / common.manifest_relpath(repo, revision)
     if shutil.which("rsync") is None:
         raise common.StepError("rsync is not installed in this image")
     env = {**os.environ, "RSYNC_PASSWORD": password, "LC_ALL": "C"}
@@ -415,33 +727,28 @@ def push(
         f"port {port}, in parallel",
     )
     deadline = time.monotonic() + timeout
-    with tempfile.TemporaryDirectory(prefix="sparkrack-push-") as tmp:
-        files = Path(tmp, "snapshot.list")
-        files.write_text("\n".join(snap.paths) + "\n", encoding="utf-8")
-        marks = Path(tmp, "marker.list")
-        marks.write_text(marker + "\n", encoding="utf-8")
-        results: list[PushResult] = []
-        threads = []
-        for host in hosts:
+    results: list[PushResult] = []
+    threads = []
+    for host in hosts:
 
-            def work(h: str = host) -> None:
-                results.append(
-                    _push_one(h, cache, port, (files, marks), env, bwlimit, deadline, interval)
-                )
+        def work(h: str = host) -> None:
+            results.append(
+                _push_one(h, cache, port, snap, manifest, env, bwlimit, deadline, interval)
+            )
 
-            thread = threading.Thread(target=work, name=f"push-{host}")
-            thread.start()
-            threads.append(thread)
-        for thread in threads:
-            thread.join()
+        thread = threading.Thread(target=work, name=f"push-{host}")
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
     failed = [r for r in results if r.error is not None]
     for r in results:
-        if r.error is None and r.stats is not None:
+        if r.error is None:
             common.say(
                 "push",
-                f"{r.host}: done in {r.seconds:.1f} s; literal {r.stats.get('Literal data', 0)} "
-                f"bytes, matched {r.stats.get('Matched data', 0)} bytes of "
-                f"{r.stats.get('Total file size', 0)} bytes",
+                f"{r.host}: verified by the peer in {r.seconds:.1f} s, {r.rounds} round(s); "
+                f"literal {r.stats.get('Literal data', 0)} bytes, matched "
+                f"{r.stats.get('Matched data', 0)} bytes",
             )
     if failed:
         code = (

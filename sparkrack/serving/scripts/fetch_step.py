@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 if __package__:  # imported as sparkrack.serving.scripts.* (the renderer and the tests)
     from . import fetch_base as common
@@ -44,82 +46,223 @@ else:  # run in a pod: the switch ConfigMap's files sit side by side
 
 # --- download -------------------------------------------------------------------------------
 
+FETCH_ROUNDS = 3
+"""Downloads of (repo, revision) per run: the first, then again for the files that failed."""
+
+
+def hub_manifest(repo: str, revision: str) -> tuple[str, dict[str, dict[str, object]]]:
+    """(commit, files) from the Hub's own metadata: per file its size and the Hub's hash of it
+    (the LFS sha256 of an LFS or Xet-backed file, the git blob id of the others, the Xet hash
+    where the library reports one)."""
+    try:
+        from huggingface_hub import HfApi  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:
+        raise common.StepError(f"huggingface_hub is not importable in this image ({exc})") from None
+    try:
+        api = HfApi()
+        commit = api.model_info(repo, revision=revision).sha
+        files: dict[str, dict[str, object]] = {}
+        for listed in api.list_repo_tree(repo, revision=commit, recursive=True):
+            item: Any = listed
+            if not hasattr(item, "blob_id"):  # a folder
+                continue
+            entry: dict[str, object] = {"size": int(item.size)}
+            if item.lfs is not None:
+                entry["sha256"] = str(item.lfs.sha256)
+            else:
+                entry["git_sha1"] = str(item.blob_id)
+            xet = getattr(item, "xet_hash", None)
+            if xet:
+                entry["xet_hash"] = str(xet)
+            files[str(item.path)] = entry
+    except Exception as exc:  # the library's errors vary by version; reported in one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise common.StepError(
+            f"cannot read the Hub's file list of {repo}@{revision}: {type(exc).__name__}: {first}"
+        ) from None
+    if not commit or not files:
+        raise common.StepError(f"the Hub lists no files for {repo}@{revision}")
+    return str(commit), files
+
+
+def missing_bytes(
+    cache: Path, repo: str, revision: str, files: dict[str, dict[str, object]]
+) -> int:
+    """Bytes of the manifest's files not yet in the cache with their size (what must still fit)."""
+    try:
+        have = dict(common.find_snapshot(cache, repo, revision).contents)
+    except common.StepError:
+        have = {}
+    missing = 0
+    for name, entry in files.items():
+        size = int(str(entry["size"]))
+        path = cache / have[name] if name in have else None
+        if path is None or not path.is_file() or path.stat().st_size != size:
+            missing += size
+    return missing
+
+
+def forget(cache: Path, snap: common.Snapshot, names: set[str]) -> None:
+    """Remove the bad files of ``names`` (snapshot entry, repo blob, shared blob), so that the
+    next ``snapshot_download`` fetches exactly those again."""
+    base = cache / common.repo_folder(snap.repo) / "snapshots" / snap.commit
+    blobs = dict(snap.contents)
+    for name in names:
+        entry = base / name
+        if name in blobs:
+            for path in (cache / blobs[name], *_hops(entry)):
+                path.unlink(missing_ok=True)
+        entry.unlink(missing_ok=True)
+
+
+def _hops(entry: Path) -> list[Path]:
+    """The links between a snapshot entry and its bytes (the repo's blobs/<etag> in hub 1.x)."""
+    hops: list[Path] = []
+    here = entry
+    while here.is_symlink() and len(hops) < 4:
+        here = Path(os.path.normpath(here.parent / os.readlink(here)))
+        if here.is_symlink():
+            hops.append(here)
+    return hops
+
 
 def download(
     repo: str, revision: str, cache: Path, need: int, timeout: float, interval: float
 ) -> None:
-    marker = common.marker_path(cache, repo, revision)
-    done = common.read_marker(marker)
-    if done is not None:
-        try:
-            cached = common.find_snapshot(cache, repo, revision)
-        except common.StepError as problem:
-            common.say("download", f"{marker} exists but {problem}: downloading again")
-        else:
-            if cached.bytes == done.get("bytes"):
-                common.say(
-                    "download",
-                    f"cached: {marker} records {cached.files} files, {common.gb(cached.bytes)}"
-                    " - no download",
-                )
-                return
-            common.say(
-                "download", f"{marker} records {done.get('bytes')} bytes, cache has {cached.bytes}"
-            )
-    common.check_space(cache, need, "download")
+    ok, why = common.check_marker(cache, repo, revision)
+    if ok:
+        common.say("download", f"cached: {why} - no download")
+        return
+    if common.read_marker(common.marker_path(cache, repo, revision)) is not None:
+        common.say("download", f"{why}: checking and completing the download")
+    cache.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with common.node_lock(cache, repo, revision, timeout, interval, "download"):
+        ok, why = common.check_marker(cache, repo, revision)
+        if ok:  # a co-located deployment downloaded it while this one waited
+            common.say("download", f"cached: {why} - downloaded by another deployment meanwhile")
+            return
+        _download_locked(repo, revision, cache, need, start + timeout, interval)
+
+
+def _download_locked(
+    repo: str, revision: str, cache: Path, need: int, deadline: float, interval: float
+) -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    commit, files = hub_manifest(repo, revision)
+    manifest = common.manifest_bytes(repo, revision, commit, files)
+    total = sum(int(str(e["size"])) for e in files.values())
+    missing = missing_bytes(cache, repo, commit, files)
+    common.say(
+        "download",
+        f"{repo}@{revision} is commit {commit}: {len(files)} files, {common.gb(total)} "
+        f"({common.gb(total - missing)} already here); manifest sha256 {common.sha256_hex(manifest)}",
+    )
+    largest = max(int(str(e["size"])) for e in files.values())
+    common.check_space(cache, missing, "download", common.space_margin(largest))
     try:
         from huggingface_hub import snapshot_download  # type: ignore[import-not-found, unused-ignore]
     except ImportError as exc:
         raise common.StepError(f"huggingface_hub is not importable in this image ({exc})") from None
-    cache.mkdir(parents=True, exist_ok=True)
+    bad: dict[str, str] = {}
+    for round_ in range(1, FETCH_ROUNDS + 1):
+        _snapshot_download(
+            snapshot_download, repo, commit, cache, max(missing, 1), deadline, interval
+        )
+        if revision != commit:  # what hub writes when asked by name: an offline load by it works
+            common.write_atomic(
+                cache / common.repo_folder(repo) / "refs" / revision, commit.encode()
+            )
+        snap = common.find_snapshot(cache, repo, commit)
+        only = set(bad) or None
+        began = time.monotonic()
+        bad = common.verify(cache, snap, files, only=only)
+        seconds = time.monotonic() - began
+        names = only if only is not None else set(files)
+        checked = sum(int(str(files[n]["size"])) for n in names if n in files)
+        common.say(
+            "download",
+            f"verify (round {round_}): {len(names)} files, {common.gb(checked)} checked against "
+            f"the manifest in {seconds:.1f} s; {len(bad)} bad",
+        )
+        if not bad:
+            break
+        for name, problem in sorted(bad.items()):
+            common.say("download", f"bad: {name}: {problem}; fetching it again")
+        forget(cache, snap, set(bad))
+        missing = sum(int(str(files[n]["size"])) for n in bad if n in files)
+    if bad:
+        raise common.StepError(
+            f"{len(bad)} files still wrong after {FETCH_ROUNDS} downloads: "
+            + "; ".join(f"{n}: {p}" for n, p in sorted(bad.items())[:3])
+        )
+    snap = common.find_snapshot(cache, repo, revision)
+    path = common.write_marker(cache, snap, manifest)
+    common.say(
+        "download",
+        f"done: {snap.files} files, {common.gb(snap.bytes)} (commit {snap.commit}) verified; "
+        f"marker {path}",
+    )
+
+
+def _snapshot_download(
+    fetch_fn: Callable[..., object],
+    repo: str,
+    commit: str,
+    cache: Path,
+    need: int,
+    deadline: float,
+    interval: float,
+) -> None:
     outcome: dict[str, object] = {}
 
     def fetch() -> None:
         try:
-            outcome["path"] = snapshot_download(repo, revision=revision, cache_dir=str(cache))
+            outcome["path"] = fetch_fn(repo, revision=commit, cache_dir=str(cache))
         except BaseException as exc:  # reported by the main thread
             outcome["error"] = exc
 
-    common.say("download", f"downloading {repo}@{revision} into {cache} (expect {common.gb(need)})")
+    common.say("download", f"downloading {repo}@{commit} into {cache} ({common.gb(need)} to fetch)")
     start = time.monotonic()
     worker = threading.Thread(target=fetch, name="snapshot_download", daemon=True)
     worker.start()
     repo_dir = cache / common.repo_folder(repo)
     while worker.is_alive():
-        worker.join(min(interval, max(0.0, start + timeout - time.monotonic())))
+        worker.join(min(interval, max(0.0, deadline - time.monotonic())))
         elapsed = time.monotonic() - start
-        if worker.is_alive() and elapsed >= timeout:
+        if worker.is_alive() and time.monotonic() >= deadline:
             raise common.StepError(
-                f"download of {repo}@{revision} not done after {timeout:.0f} s "
-                f"({common.gb(common.tree_bytes(repo_dir))} of {common.gb(need)} on disk)",
+                f"download of {repo}@{commit} not done after {elapsed:.0f} s "
+                f"({common.gb(common.tree_bytes(repo_dir))} on disk)",
                 common.EXIT_TIMEOUT,
             )
         if worker.is_alive():
-            have = common.tree_bytes(repo_dir)
-            pct = 100 * have / need if need else 0.0
             common.say(
                 "download",
-                f"{common.gb(have)} of {common.gb(need)} ({pct:.0f} %) after {elapsed:.0f} s",
+                f"{common.gb(common.tree_bytes(repo_dir))} in {repo_dir} after {elapsed:.0f} s",
             )
     if "error" in outcome:
         error = outcome["error"]
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise common.StepError(f"snapshot_download failed: {type(error).__name__}: {first}")
-    snap = common.find_snapshot(cache, repo, revision)
-    path = common.write_marker(cache, snap)
-    common.say(
-        "download",
-        f"done in {time.monotonic() - start:.0f} s: {snap.files} files, {common.gb(snap.bytes)} "
-        f"(commit {snap.commit}); marker {path}",
-    )
 
 
-def mark(repo: str, revision: str, cache: Path) -> None:
+def mark(repo: str, revision: str, cache: Path, manifest_file: Path) -> None:
+    """Record a snapshot already in the cache as complete, after verifying it against
+    ``manifest_file`` (a manifest as ``download`` writes it)."""
+    raw = manifest_file.read_bytes()
+    files = common.read_manifest(raw, str(manifest_file))
     snap = common.find_snapshot(cache, repo, revision)
-    path = common.write_marker(cache, snap)
+    bad = common.verify(cache, snap, files)
+    if bad:
+        raise common.StepError(
+            f"{len(bad)} files differ from {manifest_file}: "
+            + "; ".join(f"{n}: {p}" for n, p in sorted(bad.items())[:3])
+        )
+    path = common.write_marker(cache, snap, raw)
     common.say(
-        "mark", f"{repo}@{revision}: {snap.files} files, {common.gb(snap.bytes)}; marker {path}"
+        "mark",
+        f"{repo}@{revision}: {snap.files} files, {common.gb(snap.bytes)} verified; marker {path}",
     )
 
 
@@ -172,14 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--need-bytes", required=True, type=_positive_int)
     bounded(p, "download")
 
-    p = sub.add_parser("receive", help="serve the cache to the pusher until its marker arrives")
+    p = sub.add_parser("receive", help="take one model from the pusher, verify it, mark it")
     p.add_argument("--cache", required=True, type=Path)
     p.add_argument("--need-bytes", required=True, type=_positive_int)
     p.add_argument("--port", type=_port, required=True)
     p.add_argument("--secrets-file", required=True, type=Path, help="lines user:password")
     p.add_argument("--address", help="bind the daemon to this address only (the fabric PF)")
-    p.add_argument("--repo", help="with --revision: wait for this marker only")
-    p.add_argument("--revision")
+    p.add_argument("--allow", required=True, help="the only address the pusher may come from")
+    p.add_argument("--repo", required=True)
+    p.add_argument("--revision", required=True)
     bounded(p, "receive")
 
     p = sub.add_parser("push", help="copy the snapshot to the peers, marker last")
@@ -196,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", required=True, type=Path)
     p.add_argument("--repo", required=True)
     p.add_argument("--revision", required=True)
+    p.add_argument("--manifest", required=True, type=Path, help="the manifest to verify against")
     bounded(p, "mark")
 
     p = sub.add_parser("wait", help="wait for the completion marker")
@@ -223,20 +368,14 @@ def run(args: argparse.Namespace) -> None:
             args.interval,
         )
     elif step == "receive":
-        if (args.repo is None) != (args.revision is None):
-            raise common.StepError("receive: give --repo and --revision together, or neither")
-        expect = (
-            (common.check_repo(args.repo), common.check_revision(args.revision))
-            if args.repo
-            else None
-        )
         copy.receive(
             args.cache,
             args.need_bytes,
             args.port,
             args.secrets_file,
             args.address,
-            expect,
+            (common.check_repo(args.repo), common.check_revision(args.revision)),
+            args.allow,
             args.timeout,
             args.interval,
         )
@@ -256,7 +395,12 @@ def run(args: argparse.Namespace) -> None:
             args.interval,
         )
     elif step == "mark":
-        mark(common.check_repo(args.repo), common.check_revision(args.revision), args.cache)
+        mark(
+            common.check_repo(args.repo),
+            common.check_revision(args.revision),
+            args.cache,
+            args.manifest,
+        )
     elif step == "wait":
         common.wait(
             args.cache,
@@ -269,8 +413,14 @@ def run(args: argparse.Namespace) -> None:
         common.memwait(args.need_gb, args.meminfo, args.timeout, args.interval)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # A pod's stop (SIGTERM) unwinds like ^C: the receiver's rsync daemon is stopped with it.
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         run(args)
     except common.StepError as exc:

@@ -10,8 +10,10 @@ Per deployment (:func:`switch_objects`, validated offline like every other manif
   snapshot to every other Spark of the deployment over the fabric PF addresses (rsync, the
   marker last). A one-Spark deployment only downloads;
 * one receiver Job per other Spark: an rsync daemon on the host network (so it listens on the
-  fabric PF address), which exits when the marker arrives. The rsync password comes from a Secret
-  the serve play creates; only the reference is rendered here.
+  fabric PF address) on the deployment's own port, taking connections from the head's PF address
+  only, which verifies what arrived against the pushed manifest and writes the marker itself. The
+  rsync password comes from the deployment's own Secret, which the serve play writes with a
+  fresh password before the Jobs start; only the reference is rendered here.
 
 Optional (``serving_prepull: true``, :func:`prepull_jobs`): one Job per Spark that pulls every
 image the Spark is about to run, before anything is removed, so the old model keeps serving while
@@ -46,6 +48,17 @@ from sparkrack.serving.objects.pod import (
 from sparkrack.serving.resolution import Resolution
 from sparkrack.serving.switch.plan import fetch_plan, script_files
 
+RECEIVER_SECURITY: dict[str, Any] = {
+    # Root for chroot and for giving the transfer uid the model's folder (the cache is a
+    # root-owned hostPath); nothing else: every transfer then runs chrooted as that uid.
+    "runAsUser": 0,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {
+        "drop": ["ALL"],
+        "add": ["CHOWN", "DAC_OVERRIDE", "SETGID", "SETUID", "SYS_CHROOT"],
+    },
+}
+"""The receiver container's securityContext (fetch_rsync.TRANSFER_UID does the writing)."""
 FETCH_BACKOFF = 2
 """Retries of a fetch or receiver pod (an interrupted download or copy resumes)."""
 PREPULL_BACKOFF = 1
@@ -62,6 +75,12 @@ class Switch:
     """The switch ConfigMap, the fetch Job and the receiver Jobs."""
     facts: dict[str, Any] = field(default_factory=dict)
     """What the serve play and an owner need to know about the fetch."""
+
+
+def secret_name(res: Resolution) -> str:
+    """The deployment's own rsync Secret (``serving_fetch_secret`` + the deployment's name): the
+    serve play writes it with a fresh random password before the deployment's fetch Jobs start."""
+    return f"{res.ctx.fetch_secret}-{res.name}"
 
 
 def fetch_selector() -> str:
@@ -95,10 +114,11 @@ def switch_objects(res: Resolution) -> Switch:
         for name, argv in (("wait-weights", plan.wait), ("wait-memory", plan.memwait))
     ]
     volumes = [hf_cache_volume(ctx), switch_volume(names.switch)]
+    secret = secret_name(res)
     secret_volume = {
         "name": SECRET_VOLUME,
         # rsync refuses a secrets or password file that others can read.
-        "secret": {"secretName": ctx.fetch_secret, "defaultMode": 0o400},
+        "secret": {"secretName": secret, "defaultMode": 0o400},
     }
     # The engine image downloads: it carries huggingface_hub, which the engine loads models with.
     download = container(
@@ -108,8 +128,10 @@ def switch_objects(res: Resolution) -> Switch:
         env=[{"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT}, token],
         volumeMounts=[hf_mount, script_mount],
     )
-    pod: dict[str, Any] = {"nodeSelector": node_selector(res.nodes[0]), "hostNetwork": True}
+    pod: dict[str, Any] = {"nodeSelector": node_selector(res.nodes[0])}
     if plan.push is not None:
+        # Only a Job that pushes over the fabric joins the host's network (the PF addresses).
+        pod["hostNetwork"] = True
         push = container(
             "push",
             ctx.fetch_image,
@@ -130,8 +152,9 @@ def switch_objects(res: Resolution) -> Switch:
             "receive",
             ctx.fetch_image,
             argv,
-            ports=[{"name": "rsync", "containerPort": ctx.fetch_port}],
+            ports=[{"name": "rsync", "containerPort": plan.port}],
             volumeMounts=[hf_mount, script_mount, secret_mount],
+            securityContext=RECEIVER_SECURITY,
         )
         receiver = {
             "nodeSelector": node_selector(node),
@@ -149,6 +172,8 @@ def switch_objects(res: Resolution) -> Switch:
         "marker_on_host": plan.marker_on_host,
         "need_bytes": res.need_bytes,
         "copy_to": plan.copy_to,
+        "fetch_port": plan.port,
+        "fetch_secret": secret,
     }
     return Switch(init, docs, facts)
 

@@ -9,6 +9,7 @@ argv built here with the script's own parser.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Final
@@ -98,14 +99,15 @@ def receive_argv(
     cache_dir: str,
     need_bytes: int,
     secrets_file: str,
+    repo: str,
+    revision: str,
+    allow: str,
     port: int = DEFAULT_PORT,
     address: str | None = None,
-    repo: str | None = None,
-    revision: str | None = None,
     timeout_s: float | None = None,
     interval_s: float | None = None,
 ) -> list[str]:
-    """``receive``; with ``repo``/``revision`` it stops only on that marker, with ``address`` the
+    """``receive`` of (repo, revision) from the pusher at ``allow`` only; with ``address`` the
     daemon listens on that address only (the Spark's fabric PF)."""
     argv = [
         *_base("receive"),
@@ -113,14 +115,24 @@ def receive_argv(
         "--need-bytes", str(need_bytes),
         "--port", str(port),
         "--secrets-file", secrets_file,
+        "--allow", allow,
+        "--repo", repo,
+        "--revision", revision,
     ]  # fmt: skip
     if address is not None:
         argv += ["--address", address]
-    if (repo is None) != (revision is None):
-        raise ValueError("receive_argv: give repo and revision together, or neither")
-    if repo is not None and revision is not None:
-        argv += ["--repo", repo, "--revision", revision]
     return argv + _timing(timeout_s, interval_s)
+
+
+PORT_SPAN: Final = contract.FETCH_PORT_SPAN
+
+
+def deployment_port(base: int, deployment: str) -> int:
+    """The receivers' port of one deployment: the inventory's base port plus a number derived
+    from the deployment's name, so two deployments sharing a Spark listen on different ports
+    (the same name always gets the same port)."""
+    offset = int.from_bytes(hashlib.sha256(deployment.encode()).digest()[:4], "big") % PORT_SPAN
+    return base + offset
 
 
 def push_argv(
@@ -205,6 +217,8 @@ class FetchPlan:
     """Then: MemAvailable covers the rank's planned footprint."""
     copy_to: list[str]
     """The PF addresses the snapshot is copied to."""
+    port: int
+    """The receivers' port (:func:`deployment_port`)."""
     marker: str
     marker_on_host: str
 
@@ -216,6 +230,8 @@ def fetch_plan(res: Resolution) -> FetchPlan:
     cache = contract.HF_HUB_CACHE_MOUNT
     others = res.nodes[1:]
     copy_to = [pf_address(ctx.plan, n) for n in others]
+    head_address = pf_address(ctx.plan, res.nodes[0])
+    port = deployment_port(ctx.fetch_port, res.name)
     timeout = ctx.fetch_timeout
     secrets = f"{contract.FETCH_SECRET_MOUNT}/{SECRETS_KEY}"
     return FetchPlan(
@@ -227,7 +243,7 @@ def fetch_plan(res: Resolution) -> FetchPlan:
             revision,
             copy_to,
             f"{contract.FETCH_SECRET_MOUNT}/{PASSWORD_KEY}",
-            port=ctx.fetch_port,
+            port=port,
             timeout_s=timeout,
         )
         if others
@@ -239,10 +255,11 @@ def fetch_plan(res: Resolution) -> FetchPlan:
                     cache,
                     res.need_bytes,
                     secrets,
-                    port=ctx.fetch_port,
+                    profile.model,
+                    revision,
+                    head_address,
+                    port=port,
                     address=address,
-                    repo=profile.model,
-                    revision=revision,
                     timeout_s=timeout,
                 ),
             )
@@ -251,6 +268,7 @@ def fetch_plan(res: Resolution) -> FetchPlan:
         wait=wait_argv(cache, profile.model, revision, timeout_s=timeout),
         memwait=memwait_argv(res.memwait_gb, timeout_s=ctx.memwait_timeout),
         copy_to=copy_to,
+        port=port,
         marker=str(marker_path(cache, profile.model, profile.revision)),
         marker_on_host=str(marker_path(f"{ctx.hf_cache}/hub", profile.model, profile.revision)),
     )

@@ -7,14 +7,17 @@ between two machines is tests/serving/test_fetch_copy.py.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path, PurePosixPath
 
+import fakehub
 import pytest
 
 from sparkrack.serving.scripts import fetch_base, fetch_step
@@ -50,7 +53,19 @@ def fake_snapshot(cache: Path, sizes: tuple[int, ...] = (1000, 2000)) -> int:
     (base / "blobs" / "other-revision").write_bytes(b"x" * 10)
     (base / "refs" / "main").write_text(REV)
     (base / "refs" / "old").write_text("b" * 40)
+    files = {
+        ("sub/tok" if i == 0 else f"model-{i}.safetensors"): {
+            "size": size,
+            "sha256": hashlib.sha256(bytes([i + 1]) * size).hexdigest(),
+        }
+        for i, size in enumerate(sizes)
+    }
+    (cache / "manifest.json").write_bytes(fetch_base.manifest_bytes(REPO, REV, REV, files))
     return sum(sizes)
+
+
+def mark(cache: Path) -> None:
+    fetch_step.mark(REPO, REV, cache, cache / "manifest.json")
 
 
 def last_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -86,10 +101,25 @@ def test_snapshot_walk_takes_its_blobs_and_refs_only(tmp_path: Path) -> None:
 
 def test_mark_then_wait_reads_the_marker(tmp_path: Path) -> None:
     total = fake_snapshot(tmp_path)
-    marked = run_step("mark", "--cache", str(tmp_path), "--repo", REPO, "--revision", REV)
+    manifest = str(tmp_path / "manifest.json")
+    argv = ("mark", "--cache", str(tmp_path), "--repo", REPO, "--revision", REV)
+    marked = run_step(*argv, "--manifest", manifest)
     assert marked.returncode == 0, marked.stderr
     data = json.loads(fetch_base.marker_path(tmp_path, REPO, REV).read_text())
-    assert data == {"repo": REPO, "revision": REV, "commit": REV, "bytes": total, "files": 2}
+    sha = hashlib.sha256((tmp_path / "manifest.json").read_bytes()).hexdigest()
+    assert data == {
+        "repo": REPO, "revision": REV, "commit": REV, "bytes": total, "files": 2,
+        "manifest_sha256": sha,
+    }  # fmt: skip
+    # Negative control: a snapshot that differs from the manifest is not marked.
+    fetch_base.marker_path(tmp_path, REPO, REV).unlink()
+    blob = tmp_path / "models--org--model/blobs/h1"
+    blob.write_bytes(b"\0" + blob.read_bytes()[1:])
+    refused = run_step(*argv, "--manifest", manifest)
+    assert refused.returncode == 1 and "model-1.safetensors: sha256" in last_line(refused)
+    assert not fetch_base.marker_path(tmp_path, REPO, REV).exists()
+    blob.write_bytes(bytes([2]) * 2000)
+    assert run_step(*argv, "--manifest", manifest).returncode == 0
     waited = run_step(*fetchplan.wait_argv(str(tmp_path), REPO, REV, timeout_s=5)[2:])
     assert waited.returncode == 0 and f"2 files, {total / 1e9:.2f} GB" in waited.stdout
 
@@ -103,7 +133,7 @@ def test_wait_times_out_with_the_numbers_and_sees_a_late_marker(tmp_path: Path) 
     assert "FAILED: waiting for" in last_line(late) and "after 2 s" in last_line(late)
     assert late.stdout.count("waiting for") >= 2  # progress lines while it waits
     fake_snapshot(tmp_path)
-    fetch_step.mark(REPO, REV, tmp_path)
+    mark(tmp_path)
     marker = fetch_base.marker_path(tmp_path, REPO, REV)
     moved = marker.with_name("elsewhere")
     marker.rename(moved)
@@ -147,27 +177,37 @@ def test_memwait_passes_fails_and_follows_the_file(tmp_path: Path) -> None:
 def test_download_refuses_short_disk_before_writing(tmp_path: Path) -> None:
     cache = tmp_path / "hf"
     need = 10**18  # more than any disk here: the real statvfs of tmp_path refuses
-    refused = run_step(*fetchplan.download_argv(REPO, REV, str(cache), need)[2:])
-    assert refused.returncode == 1
+    repo = fakehub.FakeRepo(
+        REPO, REV, {"model.safetensors": b"x" * 2048}, claimed={"model.safetensors": need}
+    )
+    with fakehub.serve(repo) as url:
+        refused = run_step(
+            *fetchplan.download_argv(REPO, REV, str(cache), need)[2:], env={"HF_ENDPOINT": url}
+        )
+    assert refused.returncode == 1, refused.stdout + refused.stderr
     free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
     line = last_line(refused)
     assert f"need {(need + fetch_base.SPACE_MARGIN_BYTES) / 1e9:.2f} GB" in line
-    assert f"free {free / 1e9:.2f} GB on {cache}" in line
-    assert not cache.exists()
+    # The figure statvfs gave the step (other writers on this disk move it a little meanwhile).
+    said = re.search(rf"free ([\d.]+) GB on {re.escape(str(cache))}", line)
+    assert said and abs(float(said.group(1)) - free / 1e9) < 1.0, line
+    assert repo.gets == {}  # nothing downloaded
+    assert not (cache / "models--org--model").exists()
 
 
 def test_download_skips_a_cached_revision_and_redoes_a_broken_one(tmp_path: Path) -> None:
     fake_snapshot(tmp_path)
-    fetch_step.mark(REPO, REV, tmp_path)
+    mark(tmp_path)
     cached = run_step(*fetchplan.download_argv(REPO, REV, str(tmp_path), 3000)[2:])
     assert cached.returncode == 0 and "no download" in cached.stdout
     (tmp_path / "models--org--model/blobs/h0").unlink()
-    redo = run_step(*fetchplan.download_argv(REPO, REV, str(tmp_path), 3000)[2:])
-    # The Hub cannot be reached from here: the real huggingface_hub finds only the broken cache,
-    # and the step refuses to mark it.
-    assert "downloading again" in redo.stdout
-    assert redo.returncode == 1 and last_line(redo).startswith("[fetch download] FAILED")
-    assert "the snapshot is incomplete" in last_line(redo)
+    redo = run_step(
+        *fetchplan.download_argv(REPO, REV, str(tmp_path), 3000)[2:],
+        env={"HF_ENDPOINT": "http://127.0.0.1:9"},
+    )
+    # The marker no longer holds: the step goes to the Hub (unreachable here) for its manifest.
+    assert "checking and completing the download" in redo.stdout
+    assert redo.returncode == 1 and "cannot read the Hub's file list" in last_line(redo)
 
 
 def test_push_and_receive_refuse_bad_inputs(tmp_path: Path) -> None:
@@ -180,13 +220,13 @@ def test_push_and_receive_refuse_bad_inputs(tmp_path: Path) -> None:
     assert bad_host.returncode == 1 and "'a b'" in last_line(bad_host)
     secrets = tmp_path / "secrets"
     secrets.write_text("someone:else\n")
-    wrong = run_step(*fetchplan.receive_argv(str(tmp_path / "c"), 10, str(secrets))[2:])
+    receive = fetchplan.receive_argv(str(tmp_path / "c"), 10, str(secrets), REPO, REV, "10.0.0.1")
+    wrong = run_step(*receive[2:])
     assert wrong.returncode == 1 and "no 'sparkrack:<password>' line" in last_line(wrong)
-    half = run_step(
-        "receive", "--cache", "c", "--need-bytes", "1", "--port", "8873", "--secrets-file", "s",
-        "--repo", REPO,
-    )  # fmt: skip
-    assert half.returncode == 1 and "together" in last_line(half)
+    secrets.write_text("sparkrack:pw\n")
+    bad_allow = fetchplan.receive_argv(str(tmp_path / "c"), 10, str(secrets), REPO, REV, "a b")
+    refused = run_step(*bad_allow[2:])
+    assert refused.returncode == 1 and "--allow 'a b'" in last_line(refused)
     for text in (unmarked.stdout, unmarked.stderr, bad_host.stdout, bad_host.stderr):
         assert "s3cret-pass" not in text
 
@@ -202,7 +242,9 @@ def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
     parser = fetch_step.build_parser()
     built = {
         "download": fetchplan.download_argv(REPO, REV, "/c", 5, 60, 2),
-        "receive": fetchplan.receive_argv("/c", 5, "/s", 9000, "10.0.0.3", REPO, REV, 60, 2),
+        "receive": fetchplan.receive_argv(
+            "/c", 5, "/s", REPO, REV, "10.0.0.1", 9000, "10.0.0.3", 60, 2
+        ),
         "push": fetchplan.push_argv("/c", REPO, REV, ["10.0.0.3", "10.0.0.4"], "/p", 9000, 100),
         "wait": fetchplan.wait_argv("/c", REPO, REV, 60, 2),
         "memwait": fetchplan.memwait_argv(61.5, 60, 2, "/proc/meminfo"),
@@ -215,10 +257,9 @@ def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
     assert parser.parse_args(built["memwait"][2:]).need_gb == 61.5
     receive = parser.parse_args(built["receive"][2:])
     assert (receive.address, receive.repo, receive.port) == ("10.0.0.3", REPO, 9000)
+    assert receive.allow == "10.0.0.1"
     with pytest.raises(SystemExit):
         parser.parse_args(["receive", "--cache", "/c", "--need-bytes", "0", "--secrets-file", "s"])
-    with pytest.raises(ValueError, match="together"):
-        fetchplan.receive_argv("/c", 5, "/s", repo=REPO)
 
 
 def test_shipped_scripts_import_the_standard_library_and_each_other_only() -> None:
@@ -243,18 +284,3 @@ def test_shipped_scripts_import_the_standard_library_and_each_other_only() -> No
     assert outside == {"huggingface_hub"}
     secret = fetchplan.rsync_secret_data("pw")
     assert secret == {"password": "pw", "rsyncd.secrets": "sparkrack:pw\n"}
-
-
-def test_download_writes_the_marker_through_the_real_library(tmp_path: Path) -> None:
-    """huggingface_hub's own snapshot_download, offline, over a cache that holds the revision."""
-    pytest.importorskip("huggingface_hub", reason="huggingface_hub is not a dev dependency here")
-    total = fake_snapshot(tmp_path)
-    env = {"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_never_printed"}
-    done = run_step(*fetchplan.download_argv(REPO, REV, str(tmp_path), total)[2:], env=env)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(fetch_base.marker_path(tmp_path, REPO, REV).read_text())["bytes"] == total
-    missing = run_step(*fetchplan.download_argv(REPO, "b" * 40, str(tmp_path), total)[2:], env=env)
-    assert missing.returncode == 1 and "snapshot_download failed" in last_line(missing)
-    assert not fetch_base.marker_path(tmp_path, REPO, "b" * 40).exists()
-    for text in (done.stdout, done.stderr, missing.stdout, missing.stderr):
-        assert "hf_never_printed" not in text

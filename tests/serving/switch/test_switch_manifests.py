@@ -33,7 +33,7 @@ from sparkrack.serving.profile.images import image_slug
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.resolution import DISK_MARGIN
 from sparkrack.serving.switch import plan as fetchplan
-from sparkrack.serving.switch.objects import fetch_objects, prepull_jobs
+from sparkrack.serving.switch.objects import fetch_objects, prepull_jobs, switch_objects
 from sparkrack.serving.switch.plan import SCRIPT_PATH, pf_address
 
 SGLANG = "nemotron-3-super-120b-a12b-nvfp4"
@@ -96,8 +96,12 @@ def test_fetch_job_downloads_on_the_head_and_pushes_to_the_other_pf_addresses(
     assert "HF_TOKEN" not in str(push) and "hf_" not in str(argv)
     assert push["command"][:3] == ["python3", str(SCRIPT_PATH), "push"]
     assert option(push["command"], "--to").split(",") == [pf_address(ctx.plan, n) for n in others]
-    assert option(push["command"], "--port") == str(ctx.fetch_port)
-    # One receiver per other Spark, on the host network (the PF address), bounded alike.
+    res = resolve(profile, ctx)
+    port = fetchplan.deployment_port(ctx.fetch_port, res.name)
+    assert ctx.fetch_port <= port < ctx.fetch_port + fetchplan.PORT_SPAN
+    assert option(push["command"], "--port") == str(port)
+    # One receiver per other Spark, on the host network (the PF address), bounded alike, taking
+    # connections from the head's PF address only, with the deployment's own Secret.
     assert [
         r["spec"]["template"]["spec"]["nodeSelector"][contract.HOSTNAME_LABEL] for r in receivers
     ] == [n.name for n in others]
@@ -106,9 +110,11 @@ def test_fetch_job_downloads_on_the_head_and_pushes_to_the_other_pf_addresses(
         [receive] = rpod["containers"]
         assert rpod["hostNetwork"] is True
         assert receive["command"][:3] == ["python3", str(SCRIPT_PATH), "receive"]
-        assert option(receive["command"], "--port") == str(ctx.fetch_port)
+        assert option(receive["command"], "--port") == str(port)
+        assert receive["ports"] == [{"name": "rsync", "containerPort": port}]
+        assert option(receive["command"], "--allow") == pf_address(ctx.plan, head)
         secret = next(v for v in rpod["volumes"] if "secret" in v)["secret"]
-        assert secret == {"secretName": ctx.fetch_secret, "defaultMode": 0o400}
+        assert secret == {"secretName": f"{ctx.fetch_secret}-{res.name}", "defaultMode": 0o400}
         assert job["spec"]["activeDeadlineSeconds"] == spec["activeDeadlineSeconds"]
     # The script is shipped verbatim in a ConfigMap, removed with its deployment (serving label).
     [cm] = kind(docs, "ConfigMap")
@@ -124,9 +130,28 @@ def test_the_pf_addresses_are_the_plans_first_rail(ctx: ServingContext) -> None:
         assert port.address not in {vf.address for vf in node.vfs}
 
 
+def test_two_deployments_of_one_model_get_their_own_port_and_secret(ctx: ServingContext) -> None:
+    """Two deployments of one model sharing Sparks: receivers on different ports, own Secrets."""
+    profile = pinned(SGLANG, revision=REVISION)
+    a = resolve(profile, dataclasses.replace(ctx, deployment="chat-a"))
+    b = resolve(profile, dataclasses.replace(ctx, deployment="chat-b"))
+    ports = {fetchplan.fetch_plan(r).port for r in (a, b)}
+    assert len(ports) == 2
+    facts = [switch_objects(r).facts for r in (a, b)]
+    assert {f["fetch_port"] for f in facts} == ports
+    assert [f["fetch_secret"] for f in facts] == [
+        f"{ctx.fetch_secret}-chat-a",
+        f"{ctx.fetch_secret}-chat-b",
+    ]
+    # The same name always gets the same port (a rerun renders the same Jobs).
+    assert fetchplan.deployment_port(8873, "chat-a") == fetchplan.deployment_port(8873, "chat-a")
+
+
 def test_a_single_spark_engine_downloads_without_push_or_receivers(ctx: ServingContext) -> None:
     docs = fetch_objects(resolve(load_profile(VLLM), ctx))
     [fetch] = kind(docs, "Job")
+    # Nothing pushed over the fabric: the download Job stays off the host's network.
+    assert "hostNetwork" not in fetch["spec"]["template"]["spec"]
     pod = fetch["spec"]["template"]["spec"]
     assert [c["command"][2] for c in pod["containers"]] == ["download"]
     assert "initContainers" not in pod

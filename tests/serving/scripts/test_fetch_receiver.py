@@ -1,0 +1,343 @@
+"""The receiver for real on loopback: ``receive`` runs the real ``rsync --daemon`` with the
+config it renders, ``push`` the real rsync client. A hub 1.x shared-blob snapshot is pushed,
+verified by the peer against the manifest and loads offline there; a byte corrupted on the peer
+is found and only that file is sent again; and the attacks a holder of the password could try
+(setuid files, device nodes, writing outside the module, symlink escapes, deletes, another
+host) are each refused, with the old permissive config as the negative control.
+
+Needs root (the daemon chroots) and the rsync binary (Debian's rsync; .ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import fakehub
+import hubversions
+import pytest
+from hubcache import COMMIT, REPO, download, make_repo, offline_sums, sha_of, share_blobs
+
+from sparkrack.serving.scripts import fetch_base, fetch_rsync, fetch_step
+from sparkrack.serving.switch import plan as fetchplan
+from sparkrack.serving.switch.objects import RECEIVER_SECURITY
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the receiver chroots: root only"),
+]
+SCRIPT = Path(fetch_step.__file__)
+PASSWORD = "pw-" + os.urandom(8).hex()
+FOLDER = "models--org--model"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Peer:
+    cache: Path
+    port: int
+    proc: subprocess.Popen[str]
+
+    def output(self, timeout: float = 60) -> str:
+        out, _ = self.proc.communicate(timeout=timeout)
+        return out
+
+
+def confined() -> list[str]:
+    """The receiver with exactly the capabilities its securityContext grants (setpriv, from
+    util-linux; none when missing) and no new privileges, as the pod runs it."""
+    caps = RECEIVER_SECURITY["capabilities"]["add"]
+    if shutil.which("setpriv") is None:
+        return []
+    bounding = "-all," + ",".join(f"+{c.lower()}" for c in caps)
+    return ["setpriv", f"--bounding-set={bounding}", "--no-new-privs"]
+
+
+def start_receive(tmp: Path, cache: Path, allow: str = "127.0.0.1", timeout: float = 60) -> Peer:
+    secrets = tmp / "rsyncd.secrets"
+    secrets.write_text(f"{fetch_base.RSYNC_USER}:{PASSWORD}\n")
+    port = free_port()
+    argv = fetchplan.receive_argv(
+        str(cache), 1_000_000, str(secrets), REPO, "main", allow, port=port,
+        address="127.0.0.1", timeout_s=timeout, interval_s=5,
+    )  # fmt: skip
+    proc = subprocess.Popen(
+        [*confined(), sys.executable, str(SCRIPT), *argv[2:]],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return Peer(cache, port, proc)
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"receive did not listen: {proc.communicate()[0]}")
+
+
+def push(head: Path, port: int, tmp: Path) -> subprocess.CompletedProcess[str]:
+    pw = tmp / "password"
+    pw.write_text(PASSWORD + "\n")
+    argv = fetchplan.push_argv(
+        str(head), REPO, "main", ["127.0.0.1"], str(pw), port=port, timeout_s=60, interval_s=5
+    )
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *argv[2:]],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, fakehub.FakeRepo]]:
+    """A hub 1.x cache with the shared blob store, downloaded, verified and marked."""
+    cache = tmp_path_factory.mktemp("head")
+    repo = make_repo()
+    with fakehub.serve(repo) as url:
+        done = download(cache, hubversions.HUB_1, url)
+    assert done.returncode == 0, done.stderr
+    share_blobs(cache, repo)
+    assert fetch_base.check_marker(cache, REPO, "main")[0]
+    yield cache, repo
+
+
+def test_shared_blob_snapshot_copied_verified_and_loadable(
+    head: tuple[Path, fakehub.FakeRepo], tmp_path: Path
+) -> None:
+    cache, repo = head
+    peer = start_receive(tmp_path, tmp_path / "peer")
+    pushed = push(cache, peer.port, tmp_path)
+    received = peer.output()
+    print(pushed.stdout, pushed.stderr, received, sep="\n")
+    assert pushed.returncode == 0, pushed.stderr
+    assert peer.proc.returncode == 0, received
+    assert "round 1: every file verified" in received
+    assert "verified by the peer" in pushed.stdout and "1 round(s)" in pushed.stdout
+    # The shared store went along (marker, <xx>/<hash>), the repo's blobs are links into it.
+    store = peer.cache / "blobs"
+    assert (store / ".huggingface-shared-blobs").read_text() == "1\n"
+    for path in (p for p in repo.files if repo.is_lfs(p)):
+        xet = fakehub.xet_hash(repo.files[path])
+        assert (store / xet[:2] / xet).is_file()
+        assert os.readlink(peer.cache / FOLDER / "blobs" / repo.etag(path)) == (
+            f"../../blobs/{xet[:2]}/{xet}"
+        )
+    # The receiver wrote manifest and marker itself: identical to the head's.
+    for rel in (fetch_base.manifest_relpath(REPO, "main"),):
+        assert (peer.cache / rel).read_bytes() == (cache / rel).read_bytes()
+    assert fetch_base.check_marker(peer.cache, REPO, "main")[0]
+    loaded = offline_sums(peer.cache, hubversions.HUB_1)
+    assert loaded["sums"] == sha_of(repo)
+    # Transfers ran as the unprivileged uid: what arrived belongs to it.
+    shard = peer.cache / FOLDER / "blobs" / repo.etag("config.json")
+    assert shard.stat().st_uid == fetch_rsync.TRANSFER_UID
+    assert PASSWORD not in pushed.stdout + pushed.stderr + received
+
+    # A corrupted byte in one shared blob on the peer: size and mtime unchanged, so rsync's
+    # quick check alone would skip it. The peer's verification finds it; only it is sent again.
+    victim = "model-00001-of-00002.safetensors"
+    xet = fakehub.xet_hash(repo.files[victim])
+    blob = store / xet[:2] / xet
+    st = blob.stat()
+    data = bytearray(blob.read_bytes())
+    data[12345] ^= 0x01
+    blob.write_bytes(bytes(data))
+    os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns))
+    peer = start_receive(tmp_path, peer.cache)
+    again = push(cache, peer.port, tmp_path)
+    received = peer.output()
+    print(again.stdout, again.stderr, received, sep="\n")
+    assert again.returncode == 0, again.stderr
+    assert f"round 1: the peer found 1 bad: {victim}; sending those again" in again.stdout
+    assert f"{victim}: sha256" in received and "round 2: every file verified" in received
+    assert "2 round(s)" in again.stdout
+    # rsyncd logs one line per file received: round 2 received the one blob, nothing else.
+    recv = [ln.split()[-2:] for ln in received.splitlines() if " recv " in ln]
+    sent_files = {name for name, _size in recv if not name.endswith(("manifest.json", "round"))}
+    assert sent_files == {f"{xet[:2]}/{xet}"}, recv
+    assert offline_sums(peer.cache, hubversions.HUB_1)["sums"] == sha_of(repo)
+
+
+# --- attacks ---------------------------------------------------------------------------------
+
+
+def rsync(*args: str, password: str = PASSWORD) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["rsync", *args], capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "RSYNC_PASSWORD": password},
+    )  # fmt: skip
+
+
+def url(port: int, path: str = "") -> str:
+    return f"rsync://{fetch_base.RSYNC_USER}@127.0.0.1:{port}/{path}"
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A peer cache with another model already there (what an attacker would overwrite)."""
+    cache = tmp_path / "peer"
+    other = cache / "models--other--model/snapshots" / COMMIT
+    other.mkdir(parents=True)
+    (other / "modeling.py").write_text("SAFE = True\n")
+    return cache
+
+
+def attack_source(tmp: Path) -> Path:
+    src = tmp / "src"
+    src.mkdir()
+    suid = src / "suid"
+    suid.write_bytes(b"#!/bin/sh\nid\n")
+    suid.chmod(0o4755)
+    os.mkfifo(src / "fifo")
+    with contextlib.suppress(OSError):  # without CAP_MKNOD the fifo stands for the specials
+        os.mknod(src / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    (src / "modeling.py").write_text("SAFE = False\n")
+    (src / "escape").symlink_to("../models--other--model/snapshots/" + COMMIT)
+    return src
+
+
+def attacks(port: int, src: Path) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Each attack a holder of the password could try against one receiver."""
+    return {
+        "setuid with --perms": rsync("-p", str(src / "suid"), url(port, "model/")),
+        "setuid without": rsync(str(src / "suid"), url(port, "model/")),
+        "devices and specials": rsync("-D", "-r", str(src) + "/", url(port, "model/dev/")),
+        "owner": rsync("-o", "-g", str(src / "suid"), url(port, "model/own")),
+        "delete": rsync("-r", "--delete", str(src) + "/", url(port, "model/")),
+        "dotdot": rsync(
+            str(src / "modeling.py"),
+            url(port, f"model/../models--other--model/snapshots/{COMMIT}/modeling.py"),
+        ),
+        "symlink": rsync("-l", str(src / "escape"), url(port, "model/escape")),
+        "through the symlink": rsync(
+            str(src / "modeling.py"), url(port, "model/escape/modeling.py")
+        ),
+        "forged marker": rsync(
+            str(src / "modeling.py"),
+            url(port, "model/../.sparkrack/models--other--model@main.done"),
+        ),
+        "wrong password": rsync(str(src / "modeling.py"), url(port, "model/"), password="guess"),
+    }
+
+
+def peer_state(cache: Path) -> dict[str, object]:
+    """What the attacks could have changed on the peer."""
+    modes = {}
+    for dirpath, dirnames, filenames in os.walk(cache):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            modes[str(path.relative_to(cache))] = os.lstat(path).st_mode
+    return {
+        "other": (cache / "models--other--model/snapshots" / COMMIT / "modeling.py").read_text(),
+        "setuid": sorted(p for p, m in modes.items() if m & (stat.S_ISUID | stat.S_ISGID)),
+        "devices": sorted(
+            p for p, m in modes.items() if stat.S_ISCHR(m) or stat.S_ISBLK(m) or stat.S_ISFIFO(m)
+        ),
+        "markers": sorted(p for p in modes if p.startswith(".sparkrack/") and p.endswith(".done")),
+        "links": {p: os.readlink(cache / p) for p, m in modes.items() if stat.S_ISLNK(m)},
+    }
+
+
+def test_receiver_refuses_the_attacks(victim: Path, tmp_path: Path) -> None:
+    src = attack_source(tmp_path)
+    peer = start_receive(tmp_path, victim, timeout=30)
+    try:
+        results = attacks(peer.port, src)
+        # Another host: a receiver that allows 127.0.0.2 only refuses 127.0.0.1.
+        other = start_receive(tmp_path, victim, allow="127.0.0.2", timeout=30)
+        try:
+            results["another host"] = rsync(str(src / "modeling.py"), url(other.port, "model/"))
+        finally:
+            other.proc.terminate()
+            other.output()
+        state = peer_state(victim)
+    finally:
+        peer.proc.terminate()
+        log = peer.output()
+    print(log)
+    for name, r in results.items():
+        print(f"{name}: rc {r.returncode}: {r.stderr.strip()[-300:]}")
+    assert state["other"] == "SAFE = True\n"  # nothing outside the module was written
+    assert state["setuid"] == [] and state["devices"] == [] and state["markers"] == []
+    # The one symlink that arrived is munged: dead until the receiver checks it.
+    assert all(t.startswith("/rsyncd-munged/") for t in state["links"].values()), state["links"]
+    for name in ("setuid with --perms", "devices and specials", "owner", "delete"):
+        assert results[name].returncode != 0 and "refuse" in results[name].stderr, name
+    assert "auth failed" in results["wrong password"].stderr
+    # The module does not exist for another host (rsyncd names it unknown, transfers nothing).
+    assert results["another host"].returncode != 0
+    assert "@ERROR: Unknown module 'model'" in results["another host"].stderr
+    assert results["through the symlink"].returncode != 0
+    # What the receiver does with a munged link at the end of a round: one that leaves the
+    # model's folder is removed, never made real.
+    removed = fetch_rsync.unmunge(victim, REPO)
+    assert removed == [f"{FOLDER}/escape -> ../models--other--model/snapshots/{COMMIT}"]
+    assert not (victim / FOLDER / "escape").is_symlink()
+
+
+PERMISSIVE = """use chroot = no
+munge symlinks = no
+[hf]
+path = {cache}
+read only = no
+write only = yes
+list = no
+uid = 0
+gid = 0
+auth users = sparkrack
+secrets file = {secrets}
+refuse options = delete
+"""
+
+
+def test_negative_control_the_old_config_lets_the_attacks_through(
+    victim: Path, tmp_path: Path
+) -> None:
+    """The same attacks against the receiver's former config succeed: the test can fail."""
+    src = attack_source(tmp_path)
+    secrets = tmp_path / "secrets"
+    secrets.write_text(f"sparkrack:{PASSWORD}\n")
+    secrets.chmod(0o600)
+    conf = tmp_path / "rsyncd.conf"
+    conf.write_text(PERMISSIVE.format(cache=victim, secrets=secrets))
+    port = free_port()
+    daemon = subprocess.Popen(
+        [
+            "rsync",
+            "--daemon",
+            "--no-detach",
+            f"--config={conf}",
+            f"--port={port}",
+            "--address=127.0.0.1",
+        ]
+    )
+    try:
+        time.sleep(1)
+        rsync("-p", str(src / "suid"), url(port, "hf/suid"))
+        rsync("-l", str(src / "escape"), url(port, "hf/escape"))
+        through = rsync(
+            str(src / "modeling.py"),
+            url(port, f"hf/models--other--model/snapshots/{COMMIT}/modeling.py"),
+        )
+        state = peer_state(victim)
+    finally:
+        daemon.terminate()
+        daemon.wait(10)
+    assert through.returncode == 0
+    assert state["other"] == "SAFE = False\n"  # another model's code overwritten
+    assert state["setuid"] == ["suid"]
+    assert not str(state["links"]["escape"]).startswith("/rsyncd-munged/")
