@@ -105,6 +105,10 @@ def render_serving(deployments: DeploymentSet, *, source: str = "serving") -> di
                 "nccl_check": res.engine.uses_fabric,
                 "selector": res.selector,
                 "api_service": res.names.api,
+                # The key Secret the serve play creates once, and the head's variable holding
+                # the key its smoke client sends (empty: the engine checks none).
+                "key_secret": res.names.keys,
+                "api_key_env": res.engine.client_key_env or "",
                 "head_pod": pods[0],
                 "pods": pods,
                 "plan": deployment_plan(d),
