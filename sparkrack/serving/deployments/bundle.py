@@ -29,6 +29,7 @@ from sparkrack.serving.switch.objects import (
     prepull_selector,
     switch_objects,
 )
+from sparkrack.serving.trust import trust_problems
 
 DEPLOYMENT_VARS = (KEY, "serving_profile", "serving_profile_file", "serving_spark")
 
@@ -84,6 +85,13 @@ def render_serving(deployments: DeploymentSet, *, source: str = "serving") -> di
     ``source``), and per deployment the facts the serve play needs (pods, selector, NCCL gate,
     plan)."""
     ctx = deployments.ctx
+    untrusted = [
+        p
+        for d in deployments.deployments
+        for p in trust_problems(d.profile, d.res.engine, ctx.trust)
+    ]
+    if untrusted:
+        raise SparkrackError(untrusted)
     per: list[dict[str, Any]] = []
     docs: list[dict[str, Any]] = [namespace(ctx)]
     fetch: list[dict[str, Any]] = []

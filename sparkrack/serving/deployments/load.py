@@ -32,6 +32,7 @@ from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.rules import validate
 from sparkrack.serving.resolution import Resolution, resolve
 from sparkrack.serving.switch.plan import FETCH_IMAGE_NEEDS
+from sparkrack.serving.trust import trust_problems
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
 """DNS-1123 label of at most 40 characters: object names are ``sparkrack-<name>-r<rank>``."""
@@ -207,7 +208,10 @@ def load_deployments(
                 )
             )
             continue
-        for p in validate(profile.data, profile.source, len(sparks), eng):
+        for p in [
+            *trust_problems(profile, eng, base.trust),
+            *validate(profile.data, profile.source, len(sparks), eng),
+        ]:
             problems.append(replace(p, key=f"{p.key} (deployment {where})"))
         if not eng.uses_fabric and len(sparks) != 1:
             problems.append(
