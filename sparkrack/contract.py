@@ -55,6 +55,9 @@ NAMESPACE_LABELS: Final = {
 }
 """Labels of the serving namespace, rendered by the add-ons and by the serve play alike."""
 
+MONITORING_NAMESPACE: Final = "monitoring"
+"""Namespace of the monitoring stack (Prometheus scrapes the serving pods from there)."""
+
 # --- serving objects and paths inside serving pods ----------------------------------------------
 API_SERVICE: Final = "sparkrack-openai"
 """The OpenAI-API Service clients call: the gateway in front of every deployment."""

@@ -73,6 +73,7 @@ OTHER: dict[str, Any] = {
     "serving_fetch_secret": "other-fetch",
     "serving_fetch_image": "registry.example/fetch:2",
     "serving_prepull": False,
+    "serving_gateway_clients": ["192.0.2.0/24"],
 }
 
 

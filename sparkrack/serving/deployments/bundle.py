@@ -20,6 +20,7 @@ from sparkrack.serving.context import ServingContext, context_of
 from sparkrack.serving.deployments import gateway
 from sparkrack.serving.deployments.load import KEY, Deployment, load_deployments
 from sparkrack.serving.deployments.plan import deployment_plan, summary
+from sparkrack.serving.objects.network import default_deny
 from sparkrack.serving.objects.pod import namespace
 from sparkrack.serving.objects.ranks import deployment_objects
 from sparkrack.serving.resolution import Resolution, serving_selector
@@ -93,7 +94,7 @@ def render_serving(deployments: DeploymentSet, *, source: str = "serving") -> di
     if untrusted:
         raise SparkrackError(untrusted)
     per: list[dict[str, Any]] = []
-    docs: list[dict[str, Any]] = [namespace(ctx)]
+    docs: list[dict[str, Any]] = [namespace(ctx), default_deny(ctx)]
     fetch: list[dict[str, Any]] = []
     for d in deployments.deployments:
         res = d.res

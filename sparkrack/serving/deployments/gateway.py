@@ -19,6 +19,7 @@ import yaml
 from sparkrack import contract
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.deployments.load import Deployment
+from sparkrack.serving.objects.network import gateway_policy
 from sparkrack.serving.objects.pod import meta, secret_env
 
 LITELLM_VERSION = "1.102.4"
@@ -87,7 +88,8 @@ def config_text(deployments: Sequence[Deployment], ctx: ServingContext) -> str:
 
 
 def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[dict[str, Any]]:
-    """ConfigMap (the config), Deployment (the proxy) and the Service clients call."""
+    """ConfigMap (the config), Deployment (the proxy), the Service clients call and the
+    NetworkPolicy of who may call it."""
     labels = {**contract.PART_OF, contract.LABEL_COMPONENT: contract.COMPONENT_GATEWAY}
     ns = ctx.namespace
     pod = {
@@ -143,4 +145,5 @@ def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[di
                 "ports": [{"name": "http", "port": ctx.api_port, "targetPort": "http"}],
             },
         },
+        gateway_policy(ctx, PORT),
     ]

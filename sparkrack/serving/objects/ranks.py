@@ -20,6 +20,7 @@ from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines import FileSet, Rank
 from sparkrack.serving.engines.base import hf_token_env
 from sparkrack.serving.names import ObjectNames
+from sparkrack.serving.objects.network import deployment_policy
 from sparkrack.serving.objects.pod import (
     hf_cache_mount,
     hf_cache_volume,
@@ -254,4 +255,5 @@ def deployment_objects(
         *configmaps(res, eng.files(res.profile)),
         *services(res.names, ctx.namespace, res.labels, head, ctx.api_port, eng.headless_port(ctx)),
         *[_statefulset(res, rank, init_containers) for rank in res.ranks],
+        deployment_policy(res),
     ]

@@ -128,7 +128,13 @@ def test_manifests_are_valid_and_single_spark(ctx: ServingContext) -> None:
     profile = load_profile(NAME)
     docs = render_manifests(profile, ctx)
     assert validate_manifests(docs, source=NAME) == []
-    assert sorted(d["kind"] for d in docs) == ["Namespace", "Service", "Service", "StatefulSet"]
+    assert sorted(d["kind"] for d in docs) == [
+        "Namespace",
+        "NetworkPolicy",
+        "Service",
+        "Service",
+        "StatefulSet",
+    ]
     pod = _sts(docs)["spec"]["template"]
     head = ctx.plan.nodes[0]
     # Pinned like every rank: the K3s node name and the spark-index label from the same plan.

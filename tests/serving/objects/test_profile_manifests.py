@@ -39,7 +39,8 @@ def test_manifests_validate_against_kubernetes_schemas(name: str, ctx: ServingCo
     docs = render_manifests(load_profile(name), ctx)
     assert validate_manifests(docs, source=name) == []
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == sorted(["Namespace", "ConfigMap", "Service", "Service"] + ["StatefulSet"] * 4)
+    kept = ["Namespace", "ConfigMap", "Service", "Service", "NetworkPolicy"]
+    assert kinds == sorted(kept + ["StatefulSet"] * 4)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
