@@ -65,6 +65,9 @@ NAMESPACE_LABELS: Final = {
 }
 """Labels of the serving namespace, rendered by the add-ons and by the serve play alike."""
 
+MONITORING_NAMESPACE: Final = "monitoring"
+"""Namespace of the monitoring stack (Prometheus scrapes the serving pods from there)."""
+
 # --- serving objects and paths inside serving pods ----------------------------------------------
 API_SERVICE: Final = "sparkrack-openai"
 """The OpenAI-API Service clients call: the gateway in front of every deployment."""
@@ -102,6 +105,18 @@ JIT_CACHE_MOUNT: Final = "/var/cache/sparkrack/jit"
 
 GATEWAY_KEY_KEY: Final = "key"
 """Key of the gateway's master key in its Secret (``serving_gateway_key_secret``)."""
+ENGINE_KEY_KEY: Final = "engine"
+"""Key of a deployment's engine key (what the gateway and clients send) in its key Secret."""
+ADMIN_KEY_KEY: Final = "admin"
+"""Key of a deployment's admin key (the engine's admin routes) in its key Secret."""
+ENGINE_KEY_ENV: Final = "SPARKRACK_ENGINE_KEY"
+"""Variable of a serving container holding its deployment's engine key (from the key Secret);
+the smoke client and the group guard read it there."""
+ADMIN_KEY_ENV: Final = "SPARKRACK_ADMIN_KEY"
+"""Variable of a serving container holding its deployment's admin key (from the key Secret)."""
+POD_IP_ENV: Final = "POD_IP"
+"""Variable of a serving container holding the pod's cluster address (downward API): the only
+address its engine serves HTTP on."""
 
 # --- K3s: files sparkrack writes on the nodes and the control machine --------------------------
 KUBECONFIG_FILE: Final = ".kube/sparkrack.yaml"
@@ -190,6 +205,10 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "fetch_password_key": FETCH_PASSWORD_KEY,
         "fetch_secrets_key": FETCH_SECRETS_KEY,
         "gateway_key_key": GATEWAY_KEY_KEY,
+        "engine_key_key": ENGINE_KEY_KEY,
+        "admin_key_key": ADMIN_KEY_KEY,
+        "engine_key_env": ENGINE_KEY_ENV,
+        "pod_ip_env": POD_IP_ENV,
         "field_manager": FIELD_MANAGER,
         "kubeconfig_file": KUBECONFIG_FILE,
         **({"kubeconfig": f"{home.rstrip('/')}/{KUBECONFIG_FILE}"} if home else {}),

@@ -513,14 +513,33 @@ RULES: list[Entry] = [
         "ficutlass-moe-fi-attention",
         ("sglang.moe_runner_backend", "flashinfer_cutlass"),
     ),
-    S("unknown-image", GLM, "image-facts", ("image", "registry.example/own/sglang:dev")),
+    # A tag of a repository the inventory trusts that sparkrack knows nothing about.
+    S("unknown-image", GLM, "image-facts", ("image", "scitrera/dgx-spark-sglang:dev")),
     S(
         "old-image",
         GLM,
         "flag-unavailable",
-        ("image", "registry.example/own/sglang:0.5.9"),
+        ("image", "scitrera/dgx-spark-sglang:0.5.9"),
         ("image_info", {"sglang": "0.5.9", "cudnn": False}),
     ),
+    # Trust (the example inventory's serving_trusted_images / serving_remote_code_repos): the
+    # profile may not choose the code that runs.
+    S(
+        "foreign-image-with-image-info",
+        GLM,
+        "untrusted-image",
+        ("image", "registry.example/own/sglang:0.5.13"),
+        ("image_info", {"sglang": "0.5.13", "cudnn": True}),
+    ),
+    S(
+        "foreign-image-lookalike-prefix",
+        GLM,
+        "untrusted-image",
+        ("image", "scitrera/dgx-spark-sglang-evil:0.5.10"),
+        ("image_info", {"sglang": "0.5.10", "cudnn": True}),
+    ),
+    S("remote-code-flip", GEMMA, "untrusted-remote-code", ("sglang.trust_remote_code", True)),
+    S("foreign-model", GLM, "untrusted-remote-code", ("model", "attacker/GLM-4.7-NVFP4")),
     S(
         "patch-unknown",
         GLM,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.cli.options import DEFAULT_INVENTORY, add_inventory
@@ -48,6 +49,20 @@ def _nodes(args: argparse.Namespace) -> int | None:
     return len(load_inventory(args.inventory).sparks)
 
 
+def trust_of_inventory(inventory: str, profile: Any) -> list[Problem]:
+    """The inventory's trust refusals of ``profile`` (none without an inventory: a profile
+    alone is checked for its own rules; the inventory decides which code may run)."""
+    if not Path(inventory).exists():
+        return []
+    from sparkrack.inputs.inventory import load_inventory
+    from sparkrack.serving.engines import engine_of
+    from sparkrack.serving.trust import TRUST_VARS, trust_of, trust_problems
+
+    inv = load_inventory(inventory)
+    trust = trust_of({name: inv.var(name) for name in TRUST_VARS})
+    return trust_problems(profile, engine_of(profile.data), trust)
+
+
 def run_validate(args: argparse.Namespace) -> int:
     from sparkrack.serving import list_profiles, load_profile, profile_warnings, validate_profile
 
@@ -69,7 +84,8 @@ def run_validate(args: argparse.Namespace) -> int:
         except SparkrackError as exc:
             problems += exc.problems
             continue
-        found = validate_profile(profile.data, profile.source, nodes)
+        found = [*trust_of_inventory(args.inventory, profile)]
+        found += validate_profile(profile.data, profile.source, nodes)
         problems += found
         if not found:
             loaded.append(profile)

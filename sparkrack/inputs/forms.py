@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -276,6 +277,53 @@ def _switch(value: Any) -> str | None:
 SWITCH_WORDS = {"true": True, "false": False, "yes": True, "no": False}
 """A switch given as a string (``-e serving_prepull=true``), as Ansible's ``bool`` reads it."""
 SWITCH = Form("true or false", _switch, example="false")
+
+
+def list_of(item: Callable[[Any], str | None], max_items: int = 64) -> Callable[[Any], str | None]:
+    """A YAML list of at most ``max_items`` values, each of the item's form (empty: none)."""
+
+    def check(value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            return f"is {type_name(value)}, not a list"
+        if len(value) > max_items:
+            return f"has {len(value)} entries (at most {max_items})"
+        for i, entry in enumerate(value):
+            wrong = item(entry)
+            if wrong:
+                return f"entry {i + 1} {wrong}"
+        return None
+
+    return check
+
+
+def _cidr(value: Any) -> str | None:
+    wrong = _text(value)
+    if wrong:
+        return wrong
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        return f"{shown(value)} is not a network address with its prefix length"
+    return None if "/" in value else f"{shown(value)} has no prefix length"
+
+
+CIDRS = Form(
+    "a list of networks (CIDR blocks: address/prefix length, host bits zero)",
+    list_of(_cidr),
+    example="[10.0.0.0/8]",
+)
+IMAGE_PREFIXES = Form(
+    "a list of image repository prefixes (registry/path, no tag, no spaces)",
+    list_of(matching(r"[a-z0-9][a-z0-9._:/-]*", 255)),
+    example="[docker.io/scitrera/]",
+)
+HF_REPOS = Form(
+    "a list of Hugging Face repo ids (org/name)",
+    list_of(matching(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*", 255)),
+    example="[nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4]",
+)
 
 
 def _image(value: Any) -> str | None:

@@ -169,6 +169,26 @@ VARIABLES: tuple[Variable, ...] = (
         forms.seconds(1, WEEK_S),
         "seconds a rank waits for its memory to be free",
     ),
+    Variable(
+        "serving_trusted_images",
+        forms.IMAGE_PREFIXES,
+        "image repository prefixes a profile may name (README: What sparkrack trusts)",
+    ),
+    Variable(
+        "serving_allow_undigested_privileged",
+        forms.SWITCH,
+        "let a privileged image (SGLang ranks) be named by tag instead of digest",
+    ),
+    Variable(
+        "serving_remote_code_repos",
+        forms.HF_REPOS,
+        "the model repos whose own code an engine may run (trust_remote_code)",
+    ),
+    Variable(
+        "serving_gateway_clients",
+        forms.CIDRS,
+        "who may call the gateway (empty: every pod of the cluster)",
+    ),
     Variable("serving_prepull", forms.SWITCH, "pre-pull every image before a switch"),
     Variable(
         "serving_prepull_timeout", forms.seconds(1, WEEK_S), "seconds the pre-pull Jobs may take"

@@ -17,7 +17,7 @@ from sparkrack.observe.scrape import scrape_config
 CHART: Final = "kube-prometheus-stack"
 CHART_REPO: Final = "https://prometheus-community.github.io/helm-charts"
 CHART_VERSION: Final = "65.1.1"
-NAMESPACE: Final = "monitoring"
+NAMESPACE: Final = contract.MONITORING_NAMESPACE
 RELEASE: Final = "sparkrack-monitoring"
 DASHBOARD_LABEL: Final = {"grafana_dashboard": "1"}
 """The label the chart's Grafana sidecar loads dashboards from (its default)."""

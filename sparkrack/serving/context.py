@@ -15,6 +15,7 @@ from sparkrack.errors import Problem, SparkrackError, shown
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 from sparkrack.inputs.inventory import Inventory, load_inventory
 from sparkrack.inputs.variables import BY_NAME, RULE
+from sparkrack.serving.trust import TRUST_VARS, Trust, trust_of
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,11 @@ class ServingContext:
     """The VF index the deployment's pods use on every rail (None: the plan's serving VF)."""
     deployment: str = ""
     """The deployment's name (empty: derived from the profile's name)."""
+    gateway_clients: tuple[str, ...] = ()
+    """CIDR blocks that may call the gateway (``serving_gateway_clients``; empty: every pod of
+    the cluster)."""
+    trust: Trust = field(default_factory=Trust)
+    """The images and model repos whose code the inventory lets run (nothing by default)."""
 
     @property
     def nodes(self) -> int:
@@ -149,6 +155,8 @@ def context_from_vars(
         fetch_image=str(v.get("serving_fetch_image") or ""),
         gid_index=dict(gid_index or {}),
         spark=None if v.get("serving_spark") is None else str(v["serving_spark"]),
+        gateway_clients=tuple(str(c) for c in variables.get("serving_gateway_clients") or ()),
+        trust=trust_of(variables),
     )
 
 
@@ -222,7 +230,12 @@ def switch_on(value: Any) -> bool:
     return value is True
 
 
-SETTINGS = (*contract.SERVING_DEFAULTS, "serving_fetch_image")
+SETTINGS = (
+    *contract.SERVING_DEFAULTS,
+    "serving_fetch_image",
+    "serving_gateway_clients",
+    *TRUST_VARS,
+)
 """The inventory settings a render reads: the serve role passes each one (``serving_settings``
 in ``roles/serving/tasks/main.yml``), the CLI reads them from the inventory."""
 SERVING_VARS = (*SETTINGS, "serving_spark")

@@ -17,44 +17,13 @@ from sparkrack.fabric.addressplan import NodePlan
 from sparkrack.planner.memory import GB
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines import Engine, Rank, engine_of
+from sparkrack.serving.names import ObjectNames, deployment_name
 from sparkrack.serving.profile.capacity import plan_profile
 from sparkrack.serving.profile.model import Profile
 
 DISK_MARGIN = 0.05
 """Free disk the fetch step asks beyond the checkpoint: tokenizer, configs, partial files of a
 resumed copy."""
-
-
-@dataclass(frozen=True)
-class ObjectNames:
-    """The names of one deployment's objects: every one starts with the deployment's name."""
-
-    deployment: str
-    """The deployment's name (its label value): the inventory's, else the profile's as a DNS label."""
-    headless: str
-    api: str
-    switch: str
-    fetch: str
-
-    @classmethod
-    def of(cls, deployment: str) -> ObjectNames:
-        s = f"{contract.OBJECT_PREFIX}-{deployment}"
-        return cls(deployment, s, f"{s}-api", f"{s}-switch", f"{s}-fetch")
-
-    def statefulset(self, rank: int) -> str:
-        return f"{self.headless}-r{rank}"
-
-    def pod(self, rank: int) -> str:
-        """The one pod of a rank's StatefulSet."""
-        return f"{self.statefulset(rank)}-0"
-
-    def configmap(self, volume: str) -> str:
-        """The ConfigMap of one of the engine's file sets (named by its volume)."""
-        return f"{self.headless}-{volume}"
-
-    def receiver(self, node: NodePlan) -> str:
-        """The receiver Job of one non-head Spark."""
-        return f"{self.headless}-recv-{node.spark_index}"
 
 
 @dataclass(frozen=True)
@@ -115,7 +84,7 @@ def resolve(profile: Profile, ctx: ServingContext, engine: Engine | None = None)
     eng = engine or engine_of(profile.data)
     ranks = tuple(eng.ranks(ctx))
     nodes = tuple({r.node.name: r.node for r in ranks}.values())
-    name = ctx.deployment or contract.slug(profile.name)
+    name = deployment_name(ctx, profile)
     labels = {
         **contract.PART_OF,
         contract.LABEL_COMPONENT: contract.COMPONENT_SERVING,

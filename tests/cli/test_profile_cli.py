@@ -97,7 +97,8 @@ def test_render_manifests_multi_document(capsys: pytest.CaptureFixture[str]) -> 
     )
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     # Namespace; the switch ConfigMap, the fetch Job and 3 receiver Jobs (4 Sparks); the
-    # launcher ConfigMap, 2 Services and 4 StatefulSets: in the order the serve play applies them.
+    # launcher ConfigMap, 2 Services, 4 StatefulSets and the deployment's NetworkPolicy: in the
+    # order the serve play applies them.
     assert [d["kind"] for d in docs] == [
         "Namespace",
         "ConfigMap",
@@ -105,6 +106,7 @@ def test_render_manifests_multi_document(capsys: pytest.CaptureFixture[str]) -> 
         "ConfigMap",
         *["Service"] * 2,
         *["StatefulSet"] * 4,
+        "NetworkPolicy",
     ]
     assert validate_manifests(docs) == []
 

@@ -88,7 +88,7 @@ def limits(namespace: str) -> Entry:
         setv("serving_namespace", namespace),
         setv("serving_api_port", 65535),
         setv("serving_dist_port", 1),
-        setv("serving_fetch_port", 65534),
+        setv("serving_fetch_port", 64536),
         setv("serving_shm_size", "119Gi"),
         setv("serving_hf_token_secret", "s" * 253),
         setv("serving_gateway_key_secret", "k." + "k" * 251),

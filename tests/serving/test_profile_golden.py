@@ -168,7 +168,16 @@ SEEDS: dict[str, Flags] = {
     "glm-4.7-nvfp4": SEED_003_GLM,
 }
 
-DEPLOYMENT = {"--node-rank", "--dist-init-addr", "--host", "--port", "--enable-metrics"}
+DEPLOYMENT = {
+    "--node-rank",
+    "--dist-init-addr",
+    "--host",
+    "--port",
+    "--enable-metrics",
+    "--api-key",
+    "--admin-api-key",
+}
+"""Flags sparkrack renders from the deployment: the address plan, the pod's address, the keys."""
 
 
 def parse_flags(argv: list[str]) -> Flags:

@@ -35,6 +35,8 @@ from sparkrack.adapters.ansible import FILTERS
 from sparkrack.cli import main
 from sparkrack.contract import SERVING_DEFAULTS
 from sparkrack.inputs.inventory import load_inventory
+from sparkrack.serving.context import SETTINGS
+from sparkrack.serving.trust import TRUST_VARS
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "golden"
@@ -42,8 +44,7 @@ SUMS = "SHA256SUMS"
 LONG = 2000
 PROFILES = sorted(p.stem for p in (ROOT / "model_profiles").glob("*.yml"))
 INVENTORIES = ["example", "lab"]
-# What roles/serving/tasks/main.yml passes as ``serving_vars``; its settings are every key of the
-# contract's defaults plus the fetch image.
+# What roles/serving/tasks/main.yml passes as ``serving_vars``; its settings are SETTINGS.
 DEPLOYMENT_VARS = (
     "serving_deployments",
     "serving_profile",
@@ -114,9 +115,9 @@ def serving_settings(inventory: str, **override: Any) -> dict[str, Any]:
     """The ``serving_settings`` the serve role passes: the inventory's values, else the
     contract's defaults (the role's defaults read them)."""
     inv = load_inventory(inventory)
-    keys = [*SERVING_DEFAULTS, "serving_fetch_image"]
-    values = {k: inv.var(k) for k in keys}
-    settings = {k: SERVING_DEFAULTS.get(k, "") if values[k] is None else values[k] for k in keys}
+    defaults = {**SERVING_DEFAULTS, **TRUST_VARS}
+    values = {k: inv.var(k) for k in SETTINGS}
+    settings = {k: defaults.get(k, "") if values[k] is None else values[k] for k in SETTINGS}
     return {**settings, **override}
 
 

@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible.errors import AnsibleTemplatePluginError
 
 from sparkrack.adapters.ansible import FILTERS
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.serving.context import SETTINGS
+from sparkrack.serving.trust import TRUST_VARS
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE_TASKS = ROOT / "roles" / "serving" / "tasks" / "main.yml"
@@ -53,8 +55,15 @@ def test_a_dropped_setting_is_found() -> None:
     ]
 
 
-BASE: dict[str, Any] = {"serving_fetch_image": "registry.example/fetch:1", "serving_prepull": True}
+LAB_TRUST = {k: load_inventory("inventories/lab").var(k) for k in TRUST_VARS}
+BASE: dict[str, Any] = {
+    "serving_fetch_image": "registry.example/fetch:1",
+    "serving_prepull": True,
+    **LAB_TRUST,
+}
 OTHER: dict[str, Any] = {
+    # Nothing trusted: the lab's profiles are refused.
+    **TRUST_VARS,
     "serving_namespace": "elsewhere",
     "serving_hf_cache": "/srv/hf",
     "serving_shm_size": "16Gi",
@@ -64,6 +73,7 @@ OTHER: dict[str, Any] = {
     "serving_fetch_secret": "other-fetch",
     "serving_fetch_image": "registry.example/fetch:2",
     "serving_prepull": False,
+    "serving_gateway_clients": ["192.0.2.0/24"],
 }
 
 
@@ -89,4 +99,8 @@ def test_every_setting_changes_the_render(key: str, base: str) -> None:
 
     value = OTHER.get(key, SERVING_DEFAULTS.get(key, 0))
     changed = value + 100 if isinstance(value, int) and not isinstance(value, bool) else value
-    assert render({**BASE, key: changed}) != base, f"{key} does not reach the render"
+    try:
+        assert render({**BASE, key: changed}) != base, f"{key} does not reach the render"
+    except AnsibleTemplatePluginError as exc:
+        # A trust setting reaches the render by refusing it.
+        assert key in TRUST_VARS and "serving refused" in str(exc), exc

@@ -19,6 +19,7 @@ from sparkrack.serving.context import SETTINGS, ServingContext, context_of
 from sparkrack.serving.deployments import gateway
 from sparkrack.serving.deployments.load import KEY, Deployment, SourceFiles, load_deployments
 from sparkrack.serving.deployments.plan import deployment_plan, summary
+from sparkrack.serving.objects.network import default_deny
 from sparkrack.serving.objects.pod import namespace
 from sparkrack.serving.objects.ranks import deployment_objects
 from sparkrack.serving.resolution import Resolution, serving_selector
@@ -28,6 +29,7 @@ from sparkrack.serving.switch.objects import (
     prepull_selector,
     switch_objects,
 )
+from sparkrack.serving.trust import trust_problems
 
 DEPLOYMENT_VARS = (KEY, "serving_profile", "serving_profile_file", "serving_spark")
 
@@ -97,8 +99,15 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
     ``source``), and per deployment the facts the serve play needs (pods, selector, NCCL gate,
     plan)."""
     ctx = deployments.ctx
+    untrusted = [
+        p
+        for d in deployments.deployments
+        for p in trust_problems(d.profile, d.res.engine, ctx.trust)
+    ]
+    if untrusted:
+        raise SparkrackError(untrusted)
     per: list[dict[str, Any]] = []
-    docs: list[dict[str, Any]] = [namespace(ctx)]
+    docs: list[dict[str, Any]] = [namespace(ctx), default_deny(ctx)]
     fetch: list[dict[str, Any]] = []
     for d in deployments.deployments:
         res = d.res
@@ -118,6 +127,10 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
                 "nccl_check": res.engine.uses_fabric,
                 "selector": res.selector,
                 "api_service": res.names.api,
+                # The key Secret the serve play creates once, and the head's variable holding
+                # the key its smoke client sends (empty: the engine checks none).
+                "key_secret": res.names.keys,
+                "api_key_env": res.engine.client_key_env or "",
                 "head_pod": pods[0],
                 "pods": pods,
                 "plan": deployment_plan(d),

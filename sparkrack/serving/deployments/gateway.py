@@ -2,13 +2,15 @@
 
 Its config is rendered from the deployments (alias -> the deployment's API Service) into a
 ConfigMap; its master key comes from a Secret the serve play creates from a vaulted variable, the
-same way as the HF token, and is only referenced here. The Service ``sparkrack-openai`` is what
+same way as the HF token, and is only referenced here; so is each deployment's engine key, which
+the gateway sends to that deployment (from the deployment's key Secret). The Service ``sparkrack-openai`` is what
 clients call. The gateway runs on the control plane, not on a Spark: it needs no GPU and no
 unified memory the planner counts.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +19,8 @@ import yaml
 from sparkrack import contract
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.deployments.load import Deployment
-from sparkrack.serving.objects.pod import meta
+from sparkrack.serving.objects.network import gateway_policy
+from sparkrack.serving.objects.pod import meta, secret_env
 
 LITELLM_VERSION = "1.102.4"
 """The LiteLLM release: the PyPI wheel the routing test runs, and the image tag below."""
@@ -41,11 +44,28 @@ Service loses its endpoints (the watchdog), so its route fails fast and cools do
 watchdog puts it back."""
 
 
+def key_env(dep: Deployment) -> str | None:
+    """The gateway's variable holding a deployment's engine key (None: its engine checks none)."""
+    if dep.res.engine.client_key_env is None:
+        return None
+    return "SPARKRACK_KEY_" + re.sub(r"[^A-Z0-9]", "_", dep.name.upper())
+
+
 def backend_key(dep: Deployment) -> str:
-    """The key the gateway sends to a deployment. Servers reached inside the cluster check none,
-    but LiteLLM's OpenAI client needs one; naming the deployment lets a test prove each route
-    reaches its own backend."""
-    return f"{contract.OBJECT_PREFIX}-{dep.name}"
+    """What the gateway sends a deployment as its key: the engine key, read from the gateway's
+    environment (``os.environ/``: LiteLLM resolves it when it loads the config). An engine that
+    checks no key gets a placeholder naming the deployment (LiteLLM's OpenAI client needs one)."""
+    env = key_env(dep)
+    return f"os.environ/{env}" if env else f"{contract.OBJECT_PREFIX}-{dep.name}"
+
+
+def key_envs(deployments: Sequence[Deployment]) -> list[dict[str, Any]]:
+    """The gateway's variables of the deployments' engine keys, each from its key Secret."""
+    return [
+        secret_env(env, d.res.names.keys, contract.ENGINE_KEY_KEY)
+        for d in deployments
+        if (env := key_env(d)) is not None
+    ]
 
 
 def backend_url(dep: Deployment, ctx: ServingContext) -> str:
@@ -81,7 +101,8 @@ def config_text(deployments: Sequence[Deployment], ctx: ServingContext) -> str:
 
 
 def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[dict[str, Any]]:
-    """ConfigMap (the config), Deployment (the proxy) and the Service clients call."""
+    """ConfigMap (the config), Deployment (the proxy), the Service clients call and the
+    NetworkPolicy of who may call it."""
     labels = {**contract.PART_OF, contract.LABEL_COMPONENT: contract.COMPONENT_GATEWAY}
     ns = ctx.namespace
     pod = {
@@ -93,12 +114,8 @@ def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[di
                 "imagePullPolicy": "IfNotPresent",
                 "args": ["--config", f"{CONFIG_MOUNT}/{CONFIG_FILE}", "--port", str(PORT)],
                 "env": [
-                    {
-                        "name": MASTER_KEY_ENV,
-                        "valueFrom": {
-                            "secretKeyRef": {"name": ctx.gateway_key_secret, "key": SECRET_KEY}
-                        },
-                    }
+                    secret_env(MASTER_KEY_ENV, ctx.gateway_key_secret, SECRET_KEY),
+                    *key_envs(deployments),
                 ],
                 "ports": [{"name": "http", "containerPort": PORT}],
                 "readinessProbe": {
@@ -141,4 +158,5 @@ def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[di
                 "ports": [{"name": "http", "port": ctx.api_port, "targetPort": "http"}],
             },
         },
+        gateway_policy(ctx, PORT),
     ]

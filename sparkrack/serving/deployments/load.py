@@ -36,6 +36,7 @@ from sparkrack.serving.profile.rules import validate
 from sparkrack.serving.profile.rules import warnings as profile_warnings
 from sparkrack.serving.resolution import Resolution, resolve
 from sparkrack.serving.switch.plan import FETCH_IMAGE_NEEDS
+from sparkrack.serving.trust import trust_problems
 
 NAME_MAX = contract.DEPLOYMENT_NAME_MAX
 NAME_PATTERN = rf"^[a-z0-9]([a-z0-9-]{{0,{NAME_MAX - 2}}}[a-z0-9])?(?!\n)$"
@@ -288,7 +289,10 @@ def load_deployments(
         if spark_problem is not None:
             problems.append(spark_problem)
             continue
-        for p in validate(profile.data, profile.source, len(sparks), eng):
+        for p in [
+            *trust_problems(profile, eng, base.trust),
+            *validate(profile.data, profile.source, len(sparks), eng),
+        ]:
             problems.append(_attributed(p, where, home, override))
         for w in profile_warnings(profile.data, profile.source):
             found.append(replace(w, key=f"{w.key} (deployment {where})"))

@@ -10,6 +10,7 @@ from sparkrack import contract
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.deployments import gateway
 from sparkrack.serving.deployments.load import Deployment
+from sparkrack.serving.trust import trust_facts
 
 
 def deployment_plan(d: Deployment) -> dict[str, Any]:
@@ -27,6 +28,8 @@ def deployment_plan(d: Deployment) -> dict[str, Any]:
             row["rdma_device"] = ",".join(vf.rdma_device for vf in vfs)
         ranks.append(row)
     return {
+        # The code that will run comes first: image, model revision, the repo's own code.
+        "runs": trust_facts(d.profile, res.engine),
         "deployment": d.name,
         "profile": d.profile.name,
         "model": d.profile.model,
@@ -48,6 +51,11 @@ def summary(per: Sequence[Mapping[str, Any]], ctx: ServingContext, objects: int)
     lines = []
     for d in per:
         plan = d["plan"]
+        runs = plan["runs"]
+        lines.append(
+            f"deployment {d['name']} runs image {runs['image']}, model {runs['model']}, "
+            f"remote code: {runs['remote_code']}"
+        )
         lines.append(
             f"deployment {d['name']}: {d['profile']} ({d['model']}, alias {d['alias']}) on "
             f"{len(plan['ranks'])} Spark(s), {plan['engine']} image {plan['image']}, NCCL "

@@ -27,7 +27,7 @@ from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import MemoryModel, Serving
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.profile.images import ImageFacts, stated_facts
-from sparkrack.serving.profile.knobs import Knob, RuntimeKnob, lookup
+from sparkrack.serving.profile.knobs import Knob, PodVariable, RuntimeKnob, lookup
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
 
@@ -271,6 +271,16 @@ class Engine:
     them."""
     recorded: Mapping[Quantity, str | AcceptRatio] = MappingProxyType({})
     """Quantity -> the metric of :attr:`metrics` that measures it here."""
+    key_env: Mapping[str, str] = MappingProxyType({})
+    """Variable of the container -> the key of the deployment's key Secret it is read from
+    (``contract.ENGINE_KEY_KEY``, ``contract.ADMIN_KEY_KEY``): how the engine receives its keys.
+    Empty: the engine's release takes no key, and only the NetworkPolicy fences its port."""
+    client_key_env: str | None = None
+    """The variable of :attr:`key_env` holding the key a client sends (``Authorization: Bearer``);
+    None: the engine checks none."""
+    reserved_flags: Mapping[str, str] = MappingProxyType({})
+    """Options past the table that set what sparkrack owns (a key) -> who owns it; refused in
+    ``extra_args`` like the table's own flags."""
 
     def scrape_annotations(self, ctx: ServingContext, rank: Rank) -> dict[str, str]:
         """``prometheus.io/*`` annotations of a rank's pod when it serves the engine's metrics
@@ -298,7 +308,7 @@ class Engine:
     def owned_flags(self) -> dict[str, str]:
         """Every flag the table renders, and its aliases -> the profile key that sets it (or who
         sets it)."""
-        out: dict[str, str] = {}
+        out: dict[str, str] = dict(self.reserved_flags)
         for k in self.knobs:
             owner = k.key if k.from_profile else "sparkrack (inventory and address plan)"
             for flag in (k.flag, *k.aliases) if k.flag else ():
@@ -371,7 +381,12 @@ class Engine:
     def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
         """The value of a deployment flag of the table for one rank."""
         if knob.runtime == "host":
-            return "0.0.0.0"
+            # The pod's cluster address only: never 0.0.0.0, never the fabric VF.
+            return PodVariable.of(contract.POD_IP_ENV)
+        if knob.runtime == "api_key":
+            return PodVariable.of(contract.ENGINE_KEY_ENV)
+        if knob.runtime == "admin_api_key":
+            return PodVariable.of(contract.ADMIN_KEY_ENV)
         if knob.runtime == "port":
             return str(ctx.api_port)
         raise ValueError(f"{self.name}: no value for the deployment flag {knob.flag}")

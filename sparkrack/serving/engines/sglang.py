@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from sparkrack import contract
@@ -50,6 +51,7 @@ from sparkrack.serving.engines.base import (
     section,
 )
 from sparkrack.serving.engines.sglang_table import IMAGES, KNOBS, METRICS, NAME, RECORDED
+from sparkrack.serving.names import ObjectNames, deployment_name
 from sparkrack.serving.profile.images import version_tuple
 from sparkrack.serving.profile.knobs import RuntimeKnob
 from sparkrack.serving.profile.model import Profile
@@ -566,6 +568,16 @@ class SGLang(Engine):
     images = IMAGES
     metrics = METRICS
     recorded = RECORDED
+    # --api-key guards every route but /health* and /metrics* (sglang/srt/utils/auth.py,
+    # decide_request_auth, 0.5.10-0.5.13); --admin-api-key alone opens the admin routes
+    # (update_weights_from_*, flush_cache, ...: ADMIN_OPTIONAL), which then refuse the engine key.
+    key_env = MappingProxyType(
+        {
+            contract.ENGINE_KEY_ENV: contract.ENGINE_KEY_KEY,
+            contract.ADMIN_KEY_ENV: contract.ADMIN_KEY_KEY,
+        }
+    )
+    client_key_env = contract.ENGINE_KEY_ENV
 
     def log_accept_length(self, line: str) -> float | None:
         """The ``accept len`` of one decode-batch log line (None for idle or other lines)."""
@@ -608,17 +620,20 @@ class SGLang(Engine):
         when the head restarted, so the whole group restarts together."""
         if rank.rank == 0:
             return http_probes(ctx, self.liveness_path)
-        head = f"http://{ctx.head_address}:{ctx.api_port}"
+        # The head serves HTTP on its cluster address only: reach it by its pod's DNS name.
+        names = ObjectNames.of(deployment_name(ctx, profile))
+        head = f"http://{names.pod_host(0, ctx.namespace)}:{ctx.api_port}"
         guard = ["python3", f"{contract.LAUNCHER_MOUNT}/{contract.GUARD_FILE}"]
+        target = ["--head", head, "--api-key-env", contract.ENGINE_KEY_ENV]
         return {
             "startupProbe": {
-                "exec": {"command": [*guard, "startup", "--head", head]},
+                "exec": {"command": [*guard, "startup", *target]},
                 "periodSeconds": PROBE_PERIOD,
                 "timeoutSeconds": 15,
                 "failureThreshold": max(1, ctx.startup_timeout // PROBE_PERIOD),
             },
             "livenessProbe": {
-                "exec": {"command": [*guard, "live", "--head", head]},
+                "exec": {"command": [*guard, "live", *target]},
                 "periodSeconds": LIVENESS_PERIOD,
                 "timeoutSeconds": 15,
                 "failureThreshold": max(2, ctx.liveness_timeout // LIVENESS_PERIOD),

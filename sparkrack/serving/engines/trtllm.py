@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 from sparkrack.errors import Problem
@@ -299,6 +300,11 @@ class TRTLLM(SingleSparkEngine):
     rules = RULES
     memory = TRTLLMMemory()
     config_file = CONFIG_FILE
+    # trtllm-serve 1.3.0rc9 takes no API key: none of its serve options
+    # (sparkrack/data/enginecheck/trtllm-1.3.0rc9.json) names one. Its port is fenced by the
+    # serving namespace's NetworkPolicy alone (the gateway, monitoring and its own pod).
+    key_env = MappingProxyType({})
+    client_key_env = None
     # trtllm-serve's /metrics answers iteration statistics as JSON, not the Prometheus text
     # format; a Prometheus collector exists in later TensorRT-LLM sources but is not verified
     # against 1.3.0rc9, so nothing is scraped from this engine.

@@ -13,6 +13,7 @@ import posixpath
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from sparkrack import contract
@@ -346,6 +347,15 @@ class VLLM(SingleSparkEngine):
     rules = RULES
     memory = VLLMMemory()
     upstream = NAME
+    # VLLM_API_KEY (vllm/envs.py) turns on the API server's AuthenticationMiddleware, which checks
+    # the bearer token of every path under /v1 and leaves /health and /metrics open. vLLM has no
+    # separate admin key: its development routes (/sleep, /collective_rpc, ...) exist only with
+    # VLLM_SERVER_DEV_MODE, which a profile may not set.
+    key_env = MappingProxyType({"VLLM_API_KEY": contract.ENGINE_KEY_KEY})
+    client_key_env = "VLLM_API_KEY"
+    reserved_flags = MappingProxyType(
+        {"--api-key": "sparkrack (the deployment's key Secret, as VLLM_API_KEY)"}
+    )
     images = IMAGES
     metrics = METRICS
     recorded = RECORDED

@@ -3,7 +3,9 @@ with their words escaped, and the volumes of the node's HF cache and of the swit
 
 Kubernetes expands ``$(VAR)`` in a container's command, args and env values; every ``$`` of a
 rendered word is written as ``$$`` so a profile value can never pull the HF token (or any other
-variable of the pod) into the server's argv.
+variable of the pod) into the server's argv. The one exception is a
+:class:`~sparkrack.serving.profile.knobs.PodVariable`, a reference only the renderer writes (the
+engine's keys, the pod's address).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from sparkrack import contract
 from sparkrack.fabric.addressplan import NodePlan
 from sparkrack.k8s.common import namespace_manifest
 from sparkrack.serving.context import ServingContext
+from sparkrack.serving.profile.knobs import PodVariable
 
 HF_VOLUME = "hf-cache"
 SWITCH_VOLUME = "switch"
@@ -26,8 +29,24 @@ FINISHED_TTL_SECONDS = 86400
 
 
 def no_expansion(word: str) -> str:
-    """``word`` as Kubernetes must see it so that it reaches the process unchanged."""
+    """``word`` as Kubernetes must see it so that it reaches the process unchanged (a
+    :class:`PodVariable` is left for Kubernetes to expand)."""
+    if isinstance(word, PodVariable):
+        return str(word)
     return word.replace("$", "$$")
+
+
+def pod_ip_env() -> dict[str, Any]:
+    """The pod's cluster address, from the downward API."""
+    return {
+        "name": contract.POD_IP_ENV,
+        "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+    }
+
+
+def secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
+    """A variable read from a Secret: its value never appears in a manifest."""
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
 def meta(name: str, ns: str, labels: dict[str, str]) -> dict[str, Any]:

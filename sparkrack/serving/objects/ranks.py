@@ -19,16 +19,20 @@ from sparkrack.k8s.nads import pod_network_annotation
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines import FileSet, Rank
 from sparkrack.serving.engines.base import hf_token_env
+from sparkrack.serving.names import ObjectNames
+from sparkrack.serving.objects.network import deployment_policy
 from sparkrack.serving.objects.pod import (
     hf_cache_mount,
     hf_cache_volume,
     meta,
     no_expansion,
     node_selector,
+    pod_ip_env,
+    secret_env,
     switch_volume,
 )
 from sparkrack.serving.profile.images import image_slug
-from sparkrack.serving.resolution import ObjectNames, Resolution
+from sparkrack.serving.resolution import Resolution
 
 TERMINATION_GRACE_SECONDS = 30
 JIT_VOLUME = "jit-cache"
@@ -85,6 +89,12 @@ def pod_monitor(res: Resolution) -> dict[str, Any] | None:
     }
 
 
+def key_env(res: Resolution) -> list[dict[str, Any]]:
+    """The engine's keys, each read from the deployment's key Secret (no value in a manifest).
+    Not optional: a pod whose keys are missing does not start, rather than serve without them."""
+    return [secret_env(name, res.names.keys, key) for name, key in res.engine.key_env.items()]
+
+
 def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
     eng, ctx, profile = res.engine, res.ctx, res.profile
     command, args = eng.container_command(profile, res.argv(rank))
@@ -92,6 +102,8 @@ def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
         {"name": k, "value": no_expansion(v)} for k, v in res.env(rank).items()
     ]
     env.append(hf_token_env(ctx))
+    env += key_env(res)
+    env.append(pod_ip_env())
     ports: list[dict[str, Any]] = []
     if rank.rank == 0:
         ports.append({"name": "http", "containerPort": ctx.api_port})
@@ -243,4 +255,5 @@ def deployment_objects(
         *configmaps(res, eng.files(res.profile)),
         *services(res.names, ctx.namespace, res.labels, head, ctx.api_port, eng.headless_port(ctx)),
         *[_statefulset(res, rank, init_containers) for rank in res.ranks],
+        deployment_policy(res),
     ]

@@ -117,6 +117,19 @@ class EnvKnob(Knob):
         return f"{self.help} (env {self.env})"
 
 
+class PodVariable(str):
+    """A word that is a reference ``$(NAME)`` to a variable of the pod, which Kubernetes expands
+    when it starts the container (a key from a Secret, the pod's address). Only the renderer
+    makes these; every other word of a command is escaped so that it reaches the process
+    unchanged (:func:`sparkrack.serving.objects.pod.no_expansion`)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, name: str) -> PodVariable:
+        return cls(f"$({name})")
+
+
 @dataclass(frozen=True)
 class RuntimeKnob(Knob):
     """A deployment flag the renderer fills in; never a profile key."""

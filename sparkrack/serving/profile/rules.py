@@ -12,6 +12,7 @@ import fnmatch
 from collections.abc import Iterator
 from typing import Any
 
+from sparkrack import contract
 from sparkrack.errors import Problem, shown
 from sparkrack.inputs.imageref import is_moving_tag
 from sparkrack.planner.memory import RULE_CONTEXT, RULE_POOL, RULE_WEIGHTS
@@ -33,6 +34,9 @@ OWNED_ENV = (
     "HF_HOME",
     "HF_HUB_OFFLINE",
     "POD_FABRIC_IFNAME",
+    contract.POD_IP_ENV,
+    contract.ENGINE_KEY_ENV,
+    contract.ADMIN_KEY_ENV,
 )
 
 # Variables a shared profile may not set, with the reason: they would send the HF token to another
@@ -41,6 +45,8 @@ DENIED_ENV: tuple[tuple[str, str], ...] = (
     ("HF_ENDPOINT", "points the Hugging Face client, and with it the HF token, at another host"),
     ("HF_TOKEN", "a secret: it comes from the Kubernetes Secret"),
     ("HUGGING_FACE_HUB_TOKEN", "a secret: the HF token comes from the Kubernetes Secret"),
+    ("VLLM_API_KEY", "a secret: the engine key comes from the deployment's key Secret"),
+    ("VLLM_SERVER_DEV_MODE", "opens vLLM's development routes, which no key guards"),
     ("HTTP_PROXY", "routes the server's downloads (and the HF token) through another host"),
     ("HTTPS_PROXY", "routes the server's downloads (and the HF token) through another host"),
     ("ALL_PROXY", "routes the server's downloads (and the HF token) through another host"),
@@ -224,7 +230,8 @@ def _env(c: Ctx) -> Iterator[Problem]:
         elif key in OWNED_ENV:
             yield c.p(
                 f"env.{key}",
-                "is rendered by sparkrack (address plan, transport, HF token Secret)",
+                "is rendered by sparkrack (address plan, transport, the HF token and key "
+                "Secrets, the pod's address)",
                 "remove it; set fabric/transport in the inventory or profile",
                 "env-owned",
             )

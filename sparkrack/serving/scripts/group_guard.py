@@ -22,6 +22,7 @@ The probes' periods × failure thresholds bound how long a half-alive group can 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import urllib.error
@@ -31,9 +32,13 @@ from pathlib import Path
 STATE = Path("/tmp/sparkrack-head-seen")
 
 
-def head_healthy(url: str, timeout: float) -> bool:
+def head_healthy(url: str, timeout: float, key: str = "") -> bool:
+    """The head answers ``/health`` (with the engine key when one is set: the engine may not
+    need it there, but a key it does not ask for does no harm)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    request = urllib.request.Request(url.rstrip("/") + "/health", headers=headers)
     try:
-        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as resp:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
             return 200 <= int(resp.status) < 300
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -45,8 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head", required=True, help="http://<head address>:<port>")
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--state", type=Path, default=STATE)
+    parser.add_argument(
+        "--api-key-env", default="", help="variable holding the engine key (its name, never a key)"
+    )
     args = parser.parse_args(argv)
-    healthy = head_healthy(args.head, args.timeout)
+    key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
+    healthy = head_healthy(args.head, args.timeout, key)
     if healthy:
         args.state.write_text(f"{time.time():.0f}\n")
         return 0

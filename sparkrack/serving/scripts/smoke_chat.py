@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -17,7 +18,7 @@ import urllib.request
 
 
 def stream_chat(
-    url: str, model: str, prompt: str, max_tokens: int, timeout: float
+    url: str, model: str, prompt: str, max_tokens: int, timeout: float, key: str = ""
 ) -> dict[str, object]:
     body = json.dumps(
         {
@@ -30,7 +31,10 @@ def stream_chat(
     request = urllib.request.Request(
         url.rstrip("/") + "/v1/chat/completions",
         data=body,
-        headers={"Content-Type": "application/json"},
+        headers={
+            "Content-Type": "application/json",
+            **({"Authorization": f"Bearer {key}"} if key else {}),
+        },
         method="POST",
     )
     start = time.monotonic()
@@ -67,14 +71,30 @@ def stream_chat(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="streaming chat smoke test")
-    parser.add_argument("--url", default="http://127.0.0.1:30000")
+    parser.add_argument("--url", default="", help="default: http://$<--host-env>:<--port>")
+    parser.add_argument(
+        "--host-env", default="POD_IP", help="variable holding the address the engine serves on"
+    )
+    parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument(
+        "--api-key-env",
+        default="",
+        help="variable holding the engine key (its name, never a key); empty: send none",
+    )
     parser.add_argument("--model", required=True)
     parser.add_argument("--prompt", default="Reply with the single word: ready")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
+    url = args.url or f"http://{os.environ.get(args.host_env, '127.0.0.1')}:{args.port}"
+    key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
+    if args.api_key_env and not key:
+        print(
+            f"smoke: {args.api_key_env} is not set in this container (the deployment's key Secret)"
+        )
+        return 1
     try:
-        result = stream_chat(args.url, args.model, args.prompt, args.max_tokens, args.timeout)
+        result = stream_chat(url, args.model, args.prompt, args.max_tokens, args.timeout, key)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         print(f"smoke: request failed: {exc}")
         return 1

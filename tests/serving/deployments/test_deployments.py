@@ -18,6 +18,7 @@ from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving.context import ServingContext, context_from_inventory, context_from_vars
 from sparkrack.serving.deployments.bundle import DeploymentSet, from_vars, render_serving
+from sparkrack.serving.trust import TRUST_VARS
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
@@ -55,7 +56,10 @@ def two_vfs() -> ServingContext:
     fabric = {**inv.var("fabric"), "vfs_in_use": [0, 1]}
     return context_from_vars(
         compute_plan(fabric, nodes_from_hostvars(inv.sparks, inv.hostvars)),
-        {"serving_fetch_image": inv.var("serving_fetch_image")},
+        {
+            "serving_fetch_image": inv.var("serving_fetch_image"),
+            **{name: inv.var(name) for name in TRUST_VARS},
+        },
     )
 
 
@@ -390,6 +394,7 @@ def test_the_cli_renders_the_gateway_with_the_inventorys_key_secret(
         {
             "serving_fetch_image": loaded.var("serving_fetch_image"),
             "serving_gateway_key_secret": "my-gateway-key",
+            **{name: loaded.var(name) for name in TRUST_VARS},
         },
     )
     assert key_secret(filtered["manifests"]) == "my-gateway-key"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -54,13 +56,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def proxy(exe: Path, config: dict[str, object], tmp: Path) -> Iterator[str]:
+def proxy(
+    exe: Path, config: dict[str, object], tmp: Path, keys: dict[str, str] | None = None
+) -> Iterator[str]:
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     port = free_port()
     env = {
         **os.environ,
         gateway.MASTER_KEY_ENV: MASTER_KEY,
+        **(keys or {}),
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no download of the price table
         "LITELLM_TELEMETRY": "False",
         "NO_PROXY": "127.0.0.1,localhost",
@@ -118,7 +123,7 @@ def stream(url: str, model: str) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def deployments(tmp_path_factory: pytest.TempPathFactory) -> tuple[ServingContext, list[object]]:
+def deployments(tmp_path_factory: pytest.TempPathFactory) -> tuple[ServingContext, list[Any]]:
     tmp = tmp_path_factory.mktemp("profiles")
     data = yaml.safe_load((ROOT / "model_profiles" / "gemma-4-31b-it.yml").read_text())
     data["sglang"].update(served_model_name="sparkrack-test", mem_fraction_static=0.45)
@@ -145,22 +150,27 @@ def deployments(tmp_path_factory: pytest.TempPathFactory) -> tuple[ServingContex
 
 
 def test_each_alias_streams_from_its_own_backend(
-    litellm: Path, deployments: tuple[ServingContext, list[object]], tmp_path: Path
+    litellm: Path, deployments: tuple[ServingContext, list[Any]], tmp_path: Path
 ) -> None:
+    """Each backend accepts only its deployment's engine key, which the gateway reads from the
+    variable its pod gets from that deployment's key Secret."""
     ctx, deps = deployments
+    keys = {d.name: f"sk-{d.name}-{secrets.token_hex(8)}" for d in deps}
+    env = {str(gateway.key_env(d)): keys[d.name] for d in deps}
     with (
-        spawn(["--api-key", "sparkrack-alpha", "--rate", "400"]) as alpha,
-        spawn(["--api-key", "sparkrack-beta", "--rate", "400"]) as beta,
+        spawn(["--api-key", keys["alpha"], "--rate", "400"]) as alpha,
+        spawn(["--api-key", keys["beta"], "--rate", "400"]) as beta,
     ):
         urls = {"alpha": f"{alpha}/v1", "beta": f"{beta}/v1"}
-        config = gateway.config(deps, ctx, urls)  # type: ignore[arg-type]
-        with proxy(litellm, config, tmp_path) as url:
+        config = gateway.config(deps, ctx, urls)
+        assert keys["alpha"] not in yaml.safe_dump(config)
+        with proxy(litellm, config, tmp_path, env) as url:
             for alias in ("model-alpha", "model-beta"):
                 status, text = stream(url, alias)
                 assert status == 200, text
                 assert len(text.split()) >= 3, text
             # Negative control: routes swapped, each backend refuses the other's key.
-            swapped = gateway.config(deps, ctx, {"alpha": urls["beta"], "beta": urls["alpha"]})  # type: ignore[arg-type]
-        with proxy(litellm, swapped, tmp_path) as url:
+            swapped = gateway.config(deps, ctx, {"alpha": urls["beta"], "beta": urls["alpha"]})
+        with proxy(litellm, swapped, tmp_path, env) as url:
             status, text = stream(url, "model-alpha")
             assert status != 200 or not text, "a misrouted request must not succeed"

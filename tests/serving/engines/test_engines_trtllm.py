@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sparkrack import contract
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving import (
@@ -86,9 +87,13 @@ def test_command_is_the_seed_command(ctx: ServingContext) -> None:
     argv = render_argv(load_profile(NAME), ctx, 0)
     seed = shlex.split(SEED_COMMAND)
     config_at = seed.index("--extra_llm_api_options") + 1
-    # The one deliberate difference: the config file is a ConfigMap mount, so its path is absolute.
+    # The deliberate differences: the config file is a ConfigMap mount, so its path is absolute;
+    # the server listens on the pod's address only, not on every address (0.0.0.0).
     assert posixpath.basename(argv[config_at]) == seed[config_at]
     assert posixpath.isabs(argv[config_at])
+    host_at = seed.index("--host") + 1
+    assert seed[host_at] == "0.0.0.0" and argv[host_at] == f"$({contract.POD_IP_ENV})"
+    argv[host_at] = seed[host_at]
     assert argv[:config_at] + argv[config_at + 1 :] == seed[:config_at] + seed[config_at + 1 :]
 
 

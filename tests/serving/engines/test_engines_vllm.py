@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from sparkrack import contract
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving import (
@@ -89,6 +90,10 @@ def test_command_is_the_seed_command(ctx: ServingContext) -> None:
     seed = shlex.split(SEED_ARGS)
     rendered = argv[2:]
     assert len(rendered) == len(seed), (rendered, seed)
+    # The one deliberate difference: the server listens on the pod's address only.
+    host_at = seed.index("--host") + 1
+    assert seed[host_at] == "0.0.0.0" and rendered[host_at] == f"$({contract.POD_IP_ENV})"
+    rendered[host_at] = seed[host_at]
     for got, want in zip(rendered, seed, strict=True):
         assert same_word(got, want), f"{got!r} != seed {want!r}"
 
@@ -123,7 +128,13 @@ def test_manifests_are_valid_and_single_spark(ctx: ServingContext) -> None:
     profile = load_profile(NAME)
     docs = render_manifests(profile, ctx)
     assert validate_manifests(docs, source=NAME) == []
-    assert sorted(d["kind"] for d in docs) == ["Namespace", "Service", "Service", "StatefulSet"]
+    assert sorted(d["kind"] for d in docs) == [
+        "Namespace",
+        "NetworkPolicy",
+        "Service",
+        "Service",
+        "StatefulSet",
+    ]
     pod = _sts(docs)["spec"]["template"]
     head = ctx.plan.nodes[0]
     # Pinned like every rank: the K3s node name and the spark-index label from the same plan.

@@ -8,6 +8,7 @@ validates through the same render function the CLI and the serve role call.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from sparkrack.serving import ENGINES, load_profile, resolve, validate_profile
 from sparkrack.serving.context import ServingContext, context_from_inventory
 from sparkrack.serving.deployments.bundle import in_apply_order, render_serving, single
 from sparkrack.serving.engines import Engine
+from sparkrack.serving.trust import repository
 
 PROFILE: dict[str, Any] = {
     "model": "example-org/fake-model-8b",
@@ -52,7 +54,10 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Engine:
 
 @pytest.fixture(scope="module")
 def ctx() -> ServingContext:
-    return context_from_inventory("inventories/example")
+    """The example inventory, trusting the fake engine's image repository too."""
+    base = context_from_inventory("inventories/example")
+    images = (*base.trust.images, repository(fake_engine.IMAGE))
+    return replace(base, trust=replace(base.trust, images=images))
 
 
 def write(tmp_path: Path, **changes: Any) -> Path:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sparkrack import contract
 from sparkrack.contract import label_value
 from sparkrack.serving import (
     Profile,
@@ -33,15 +34,34 @@ def expandable(word: str) -> bool:
     return "$(" in word.replace("$$", "")
 
 
+RENDERED_REFERENCES = {
+    "--host": f"$({contract.POD_IP_ENV})",
+    "--api-key": f"$({contract.ENGINE_KEY_ENV})",
+    "--admin-api-key": f"$({contract.ADMIN_KEY_ENV})",
+}
+"""The references sparkrack itself renders, each only as the value of its own option: the pod's
+address and the engine's keys, which Kubernetes expands from the container's env."""
+
+
+def rendered_reference(words: list[str], i: int) -> bool:
+    return i > 0 and RENDERED_REFERENCES.get(words[i - 1]) == words[i]
+
+
 def scan(docs: list[dict[str, Any]]) -> list[str]:
-    """Every expandable word in command/args/env values and every literal secret-like env."""
+    """Every expandable word in command/args/env values (but the references sparkrack renders)
+    and every literal secret-like env."""
     found = []
     for doc in docs:
         spec = doc.get("spec", {}).get("template", {}).get("spec", {})
         for container in [*spec.get("containers", []), *spec.get("initContainers", [])]:
             where = f"{doc['metadata']['name']}/{container['name']}"
             for key in ("command", "args"):
-                found += [f"{where} {key}: {w}" for w in container.get(key, []) if expandable(w)]
+                words = container.get(key, [])
+                found += [
+                    f"{where} {key}: {w}"
+                    for i, w in enumerate(words)
+                    if expandable(w) and not rendered_reference(words, i)
+                ]
             for env in container.get("env", []):
                 if "value" in env and expandable(env["value"]):
                     found.append(f"{where} env {env['name']}: {env['value']}")
@@ -51,11 +71,14 @@ def scan(docs: list[dict[str, Any]]) -> list[str]:
 
 
 HOSTILE: list[tuple[str, dict[str, Any]]] = [
-    ("extra_args", {"extra_args": ["--api-key", "$(HF_TOKEN)"]}),
-    ("extra_args-equals", {"extra_args": ["--api-key=$(HF_TOKEN)"]}),
+    ("extra_args", {"extra_args": ["--chat-template", "$(HF_TOKEN)"]}),
+    ("extra_args-equals", {"extra_args": ["--chat-template=$(HF_TOKEN)"]}),
     ("env-value", {"env": {"SGLANG_SOMETHING": "$(HF_TOKEN)"}}),
     ("json-override", {"sglang.json_model_override_args": {"x": "$(HF_TOKEN)"}}),
-    ("double-dollar", {"extra_args": ["--api-key", "$$(HF_TOKEN)"]}),
+    ("double-dollar", {"extra_args": ["--chat-template", "$$(HF_TOKEN)"]}),
+    # The renderer's own references, written by a profile: escaped like any other word.
+    ("key-reference", {"extra_args": ["--chat-template", f"$({contract.ADMIN_KEY_ENV})"]}),
+    ("host-reference", {"extra_args": ["--chat-template", f"$({contract.POD_IP_ENV})"]}),
 ]
 
 
@@ -126,6 +149,24 @@ def test_scan_finds_an_unescaped_reference() -> None:
         },
     }
     assert len(scan([doc])) == 2
+    # A rendered reference is accepted only as its own option's value.
+    args = ["--host", "$(POD_IP)", "--chat-template", f"$({contract.ENGINE_KEY_ENV})"]
+    doc["spec"]["template"]["spec"]["containers"][0]["args"] = args  # type: ignore[index]
+    assert scan([doc]) == [
+        f"x/c args: $({contract.ENGINE_KEY_ENV})",
+        "x/c env HF_TOKEN is a literal secret",
+    ]
+
+
+@pytest.mark.parametrize("flag", ["--api-key", "--api-key=sk-x", "--admin-api-key"])
+@pytest.mark.parametrize("name", ["glm-4.7-nvfp4", "nemotron-3-super-120b-a12b-nvfp4-vllm"])
+def test_a_profile_cannot_set_the_engine_key(name: str, flag: str) -> None:
+    data = mutate(load_profile(name).data, {"extra_args": [flag, "sk-x"]})
+    if flag == "--admin-api-key" and data["engine"] == "vllm":
+        pytest.skip("vLLM has no admin key option")
+    assert [p.rule for p in validate_profile(data, "hostile.yml", nodes=None)] == [
+        "extra-args-owned"
+    ]
 
 
 # Containers that never talk to the Hub: they get no token at all.

@@ -39,7 +39,8 @@ def test_manifests_validate_against_kubernetes_schemas(name: str, ctx: ServingCo
     docs = render_manifests(load_profile(name), ctx)
     assert validate_manifests(docs, source=name) == []
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == sorted(["Namespace", "ConfigMap", "Service", "Service"] + ["StatefulSet"] * 4)
+    kept = ["Namespace", "ConfigMap", "Service", "Service", "NetworkPolicy"]
+    assert kinds == sorted(kept + ["StatefulSet"] * 4)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -111,7 +112,8 @@ def test_secret_never_inline_and_configmap_holds_code_only(ctx: ServingContext) 
     assert "HF_TOKEN" not in json.dumps(by_kind(docs, "ConfigMap"))
     (cm,) = by_kind(docs, "ConfigMap")
     assert GUARD_FILE in cm["data"] and "launcher.py" in cm["data"]
-    assert text.count('"secretKeyRef"') == len(ctx.plan.nodes)
+    # Per rank: the HF token and the engine's two keys.
+    assert text.count('"secretKeyRef"') == 3 * len(ctx.plan.nodes)
 
 
 def test_labels_follow_the_contract(ctx: ServingContext) -> None:

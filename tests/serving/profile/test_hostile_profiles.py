@@ -18,6 +18,8 @@ from forked import Outcome, run_forked
 from hostile_corpus import CORPUS, PROFILE_DIR, Entry, write
 
 from sparkrack.cli import build_parser, main
+from sparkrack.cli.options import DEFAULT_INVENTORY
+from sparkrack.inputs.inventory import load_inventory
 from sparkrack.serving import all_rules, validate_profile
 
 LINE = re.compile(
@@ -42,9 +44,11 @@ LOADER_RULES = {
 
 @pytest.fixture(scope="module", autouse=True)
 def _warm() -> None:
-    """Import every command module and build the schema validator once, before the forks."""
+    """Import every command module, build the schema validator and load the default inventory
+    (its trust settings) once, before the forks."""
     build_parser()
     validate_profile({}, "warm-up")
+    load_inventory(DEFAULT_INVENTORY)
 
 
 def run_validate(path: Path, workdir: Path) -> Outcome:

@@ -116,3 +116,43 @@ def test_smoke_fails_on_empty_or_unterminated_stream(chat: str) -> None:
 
 def test_smoke_fails_when_nothing_listens() -> None:
     assert smoke(["--url", "http://127.0.0.1:9", "--model", "m/x", "--timeout", "2"]) == 1
+
+
+class KeyedChat(Chat):
+    """A chat server that, like an engine started with a key, refuses a request without it."""
+
+    key = "sk-engine"
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server API
+        if self.headers.get("Authorization") != f"Bearer {KeyedChat.key}":
+            self.send_response(401)
+            self.end_headers()
+            return
+        super().do_POST()
+
+
+@pytest.fixture()
+def keyed() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KeyedChat)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield int(server.server_address[1])
+    server.shutdown()
+    server.server_close()
+
+
+def test_smoke_sends_the_engine_key_to_the_pod_address(
+    keyed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The serve play's command: the address and the key come from the pod's variables."""
+    Chat.events = [_delta("ready"), "[DONE]"]
+    monkeypatch.setenv("POD_IP", "127.0.0.1")
+    monkeypatch.setenv("SPARKRACK_ENGINE_KEY", KeyedChat.key)
+    argv = ["--host-env", "POD_IP", "--port", str(keyed), "--model", "m/x", "--timeout", "5"]
+    assert smoke([*argv, "--api-key-env", "SPARKRACK_ENGINE_KEY"]) == 0
+    # Negative controls: no key sent, a wrong key, or the key's variable missing.
+    assert smoke([*argv, "--api-key-env", ""]) == 1
+    monkeypatch.setenv("SPARKRACK_ENGINE_KEY", "sk-wrong")
+    assert smoke([*argv, "--api-key-env", "SPARKRACK_ENGINE_KEY"]) == 1
+    monkeypatch.delenv("SPARKRACK_ENGINE_KEY")
+    assert smoke([*argv, "--api-key-env", "SPARKRACK_ENGINE_KEY"]) == 1
