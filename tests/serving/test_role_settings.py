@@ -53,7 +53,12 @@ def test_a_dropped_setting_is_found() -> None:
     ]
 
 
-BASE: dict[str, Any] = {"serving_fetch_image": "registry.example/fetch:1", "serving_prepull": True}
+# device-plugin in the base, so the RDMA resource (read only then) reaches the render.
+BASE: dict[str, Any] = {
+    "serving_fetch_image": "registry.example/fetch:1",
+    "serving_prepull": True,
+    "serving_rdma_access": "device-plugin",
+}
 OTHER: dict[str, Any] = {
     "serving_namespace": "elsewhere",
     "serving_hf_cache": "/srv/hf",
@@ -64,6 +69,8 @@ OTHER: dict[str, Any] = {
     "serving_fetch_secret": "other-fetch",
     "serving_fetch_image": "registry.example/fetch:2",
     "serving_prepull": False,
+    "serving_rdma_access": "privileged",
+    "serving_rdma_resource": "rdma/other",
 }
 
 

@@ -31,17 +31,21 @@ from typing import Any
 
 from sparkrack import contract
 from sparkrack.fabric.addressplan import NodePlan
+from sparkrack.k8s import scanner
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import hf_token_env
 from sparkrack.serving.objects.pod import (
     configmap,
     container,
+    hardened,
     hf_cache_mount,
     hf_cache_volume,
     job,
     node_selector,
+    pod_spec,
     switch_mount,
     switch_volume,
+    tmp_volume,
 )
 from sparkrack.serving.resolution import Resolution
 from sparkrack.serving.switch.plan import fetch_plan, script_files
@@ -49,6 +53,17 @@ from sparkrack.serving.switch.plan import fetch_plan, script_files
 FETCH_BACKOFF = 2
 """Retries of a fetch or receiver pod (an interrupted download or copy resumes)."""
 PREPULL_BACKOFF = 1
+FETCH_SKIPS = scanner.skips(
+    scanner.IMAGES,
+    scanner.NETWORK_POLICY,
+    scanner.BOUNDED_JOB,
+    scanner.FABRIC_PUSH,
+    scanner.SECRET_ENV,
+)
+RECEIVER_SKIPS = scanner.skips(
+    scanner.IMAGES, scanner.NETWORK_POLICY, scanner.BOUNDED_JOB, scanner.FABRIC_PUSH
+)
+PREPULL_SKIPS = scanner.skips(scanner.IMAGES, scanner.NETWORK_POLICY, scanner.BOUNDED_JOB)
 SECRET_VOLUME = "fetch-secret"
 
 
@@ -91,30 +106,35 @@ def switch_objects(res: Resolution) -> Switch:
     init_mounts = [hf_cache_mount(read_only=True), script_mount]
     # Both waits run the fetch step in the serving image: python3 is all they need.
     init = [
-        container(name, profile.image, argv, volumeMounts=init_mounts)
+        hardened(container(name, profile.image, argv, volumeMounts=init_mounts))
         for name, argv in (("wait-weights", plan.wait), ("wait-memory", plan.memwait))
     ]
-    volumes = [hf_cache_volume(ctx), switch_volume(names.switch)]
+    volumes = [hf_cache_volume(ctx), switch_volume(names.switch), tmp_volume()]
     secret_volume = {
         "name": SECRET_VOLUME,
         # rsync refuses a secrets or password file that others can read.
         "secret": {"secretName": ctx.fetch_secret, "defaultMode": 0o400},
     }
     # The engine image downloads: it carries huggingface_hub, which the engine loads models with.
-    download = container(
-        "download",
-        profile.image,
-        plan.download,
-        env=[{"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT}, token],
-        volumeMounts=[hf_mount, script_mount],
+    # The only container that reaches the Hub, and so the only one given the HF token.
+    download = hardened(
+        container(
+            "download",
+            profile.image,
+            plan.download,
+            env=[{"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT}, token],
+            volumeMounts=[hf_mount, script_mount],
+        )
     )
     pod: dict[str, Any] = {"nodeSelector": node_selector(res.nodes[0]), "hostNetwork": True}
     if plan.push is not None:
-        push = container(
-            "push",
-            ctx.fetch_image,
-            plan.push,
-            volumeMounts=[hf_mount, script_mount, secret_mount],
+        push = hardened(
+            container(
+                "push",
+                ctx.fetch_image,
+                plan.push,
+                volumeMounts=[hf_mount, script_mount, secret_mount],
+            )
         )
         pod |= {"initContainers": [download], "containers": [push]}
         pod["volumes"] = [*volumes, secret_volume]
@@ -123,23 +143,38 @@ def switch_objects(res: Resolution) -> Switch:
     docs = [
         # Labelled as a serving object of the deployment: removed with it.
         configmap(names.switch, ns, res.labels, script),
-        job(names.fetch, ns, labels, pod, timeout, FETCH_BACKOFF),
+        job(
+            names.fetch,
+            ns,
+            labels,
+            pod_spec(pod, nonroot=True),
+            timeout,
+            FETCH_BACKOFF,
+            FETCH_SKIPS,
+        ),
     ]
     for node, argv in plan.receive:
-        receive = container(
-            "receive",
-            ctx.fetch_image,
-            argv,
-            ports=[{"name": "rsync", "containerPort": ctx.fetch_port}],
-            volumeMounts=[hf_mount, script_mount, secret_mount],
+        receive = hardened(
+            container(
+                "receive",
+                ctx.fetch_image,
+                argv,
+                ports=[{"name": "rsync", "containerPort": ctx.fetch_port}],
+                volumeMounts=[hf_mount, script_mount, secret_mount],
+            )
         )
-        receiver = {
-            "nodeSelector": node_selector(node),
-            "hostNetwork": True,
-            "containers": [receive],
-            "volumes": [*volumes, secret_volume],
-        }
-        docs.append(job(names.receiver(node), ns, labels, receiver, timeout, FETCH_BACKOFF))
+        receiver = pod_spec(
+            {
+                "nodeSelector": node_selector(node),
+                "hostNetwork": True,
+                "containers": [receive],
+                "volumes": [*volumes, secret_volume],
+            },
+            nonroot=True,
+        )
+        docs.append(
+            job(names.receiver(node), ns, labels, receiver, timeout, FETCH_BACKOFF, RECEIVER_SKIPS)
+        )
     facts = {
         "fetch_job": names.fetch,
         "receiver_jobs": [names.receiver(node) for node, _argv in plan.receive],
@@ -183,15 +218,20 @@ def prepull_jobs(deployments: Sequence[Resolution], ctx: ServingContext) -> list
             f"{contract.OBJECT_PREFIX}-prepull-{node.spark_index}",
             ctx.namespace,
             {**labels, contract.LABEL_SPARK_INDEX: str(node.spark_index)},
-            {
-                "nodeSelector": node_selector(node),
-                "containers": [
-                    container(f"pull-{i}", image, ["python3", "-c", "pass"])
-                    for i, image in enumerate(wanted)
-                ],
-            },
+            pod_spec(
+                {
+                    "nodeSelector": node_selector(node),
+                    "containers": [
+                        hardened(container(f"pull-{i}", image, ["python3", "-c", "pass"]))
+                        for i, image in enumerate(wanted)
+                    ],
+                    "volumes": [tmp_volume()],
+                },
+                nonroot=True,
+            ),
             ctx.prepull_timeout,
             PREPULL_BACKOFF,
+            PREPULL_SKIPS,
         )
         for node, wanted in sorted(images.values(), key=lambda item: item[0].spark_index)
     ]
