@@ -10,13 +10,29 @@ export ANSIBLE_FORCE_COLOR := 0
 
 PLAYBOOKS := site.yml $(wildcard playbooks/*.yml)
 
-.PHONY: setup lint yamllint ansible-lint syntax python-lint controlplane unit install-check test lab lab-down molecule
+.PHONY: setup scan-setup scan lint yamllint ansible-lint syntax python-lint controlplane unit install-check test lab lab-down molecule
 
 setup: $(STAMP)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
+
+# checkov in its own venv (its pins conflict with pytest's), every package pinned.
+SCAN_VENV := .venv-scan
+SCAN_STAMP := $(SCAN_VENV)/.installed-$(shell sha256sum lab/scan-requirements.txt | cut -c1-12)
+export SPARKRACK_CHECKOV := $(CURDIR)/$(SCAN_VENV)/bin/checkov
+
+scan-setup: $(SCAN_STAMP)
+$(SCAN_STAMP): lab/scan-requirements.txt
+	python3 -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/pip install -q --disable-pip-version-check --no-deps -r lab/scan-requirements.txt
+	rm -f $(SCAN_VENV)/.installed-* && touch $@
+
+# Every manifest sparkrack renders (inventories, profiles, add-ons, gateway, monitoring) through
+# checkov; an accepted finding is skipped on its object with its reason (sparkrack/k8s/scanner.py).
+scan: setup scan-setup
+	$(BIN)/python lab/scan.py
 
 yamllint: setup
 	yamllint --strict .
@@ -36,14 +52,14 @@ python-lint: setup
 	ruff format --check sparkrack filter_plugins tests lab molecule
 	mypy
 
-lint: yamllint ansible-lint syntax python-lint
+lint: yamllint ansible-lint syntax python-lint scan
 
 # The lab's Kubernetes control plane (lab/controlplane.py): built from Go modules when its inputs
 # changed; the unit tests that need a real API start it on loopback and must not skip here.
 controlplane: setup
 	$(BIN)/python lab/controlplane.py build
 
-unit: setup controlplane
+unit: setup controlplane scan-setup
 	SPARKRACK_REQUIRE_API=1 pytest -q tests
 
 # `pip install .` on fresh venvs (every Python 3.11+ found), then the CLI and a syntax check.

@@ -935,34 +935,11 @@ class ControlPlane:
 
 
 def admission_config() -> dict[str, Any]:
-    """Pod Security admission as K3s' hardening guide configures it: restricted unless a
-    namespace says otherwise, kube-system exempt (its node agents run privileged)."""
-    return {
-        "apiVersion": "apiserver.config.k8s.io/v1",
-        "kind": "AdmissionConfiguration",
-        "plugins": [
-            {
-                "name": "PodSecurity",
-                "configuration": {
-                    "apiVersion": "pod-security.admission.config.k8s.io/v1",
-                    "kind": "PodSecurityConfiguration",
-                    "defaults": {
-                        "enforce": "restricted",
-                        "enforce-version": "latest",
-                        "audit": "restricted",
-                        "audit-version": "latest",
-                        "warn": "restricted",
-                        "warn-version": "latest",
-                    },
-                    "exemptions": {
-                        "usernames": [],
-                        "runtimeClasses": [],
-                        "namespaces": ["kube-system"],
-                    },
-                },
-            }
-        ],
-    }
+    """Pod Security admission as the K3s server of a real cluster gets it (sparkrack.k3s.config,
+    K3s' hardening guide): restricted unless a namespace says otherwise, kube-system exempt."""
+    from sparkrack.k3s.config import pod_security_config
+
+    return pod_security_config()
 
 
 # --- command line -------------------------------------------------------------------------------

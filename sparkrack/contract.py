@@ -51,11 +51,15 @@ Service has no endpoints and the gateway's router cools the route down and fails
 
 # --- the serving namespace ------------------------------------------------------------------
 POD_SECURITY_LEVEL: Final = "privileged"
-"""Pod Security level of the serving namespace. Its pods need it: SGLang ranks run privileged
-(RDMA verbs on the VF Multus moves in), every serving pod mounts host paths (HF cache, JIT
-caches) and the fetch Jobs use the host network; the baseline level forbids all three. Set on
-the namespace explicitly, so a cluster whose default is stricter (K3s' hardening guide: restricted)
-admits exactly this namespace's pods."""
+"""Pod Security level of the serving namespace: the strictest its pods allow (the real admission
+plugin refuses some of them at ``baseline``; tests/serving/objects/test_pod_security.py). What
+needs more than ``baseline``: the SGLang ranks and the fabric-check pods run privileged (RDMA
+verbs on the VF Multus moves in), or with ``serving_rdma_access: device-plugin`` add
+``IPC_LOCK``, which ``baseline`` does not allow either; every rank and fetch pod mounts the
+node's HF cache (``hostPath``); the fetch and receiver Jobs use the host network (the fabric PF
+addresses). Only the gateway and pre-pull pods would pass ``restricted``. Set on the namespace
+explicitly, so a cluster whose default is stricter (K3s' hardening guide: restricted) admits
+exactly this namespace's pods."""
 NAMESPACE_LABELS: Final = {
     **PART_OF,
     **{
@@ -67,6 +71,13 @@ NAMESPACE_LABELS: Final = {
 
 MONITORING_NAMESPACE: Final = "monitoring"
 """Namespace of the monitoring stack (Prometheus scrapes the serving pods from there)."""
+RDMA_ACCESS: Final = ("privileged", "device-plugin")
+"""How an NCCL rank reaches the RDMA devices of the VF Multus moves in (``serving_rdma_access``):
+``privileged`` sees every host device (``/dev/infiniband`` included; the only way with the
+host-device CNI alone, seed 003); ``device-plugin`` asks an RDMA device plugin or CDI for
+``serving_rdma_resource`` and adds ``IPC_LOCK`` alone (verbs pin memory), nothing else."""
+RDMA_CAPABILITY: Final = "IPC_LOCK"
+"""The one capability an unprivileged NCCL rank needs: RDMA registers (pins) its buffers."""
 
 # --- serving objects and paths inside serving pods ----------------------------------------------
 API_SERVICE: Final = "sparkrack-openai"
@@ -74,7 +85,14 @@ API_SERVICE: Final = "sparkrack-openai"
 OBJECT_PREFIX: Final = "sparkrack"
 HF_TOKEN_KEY: Final = "token"
 """Key of the HF token in its Secret (the Secret's name is ``serving_hf_token_secret``)."""
-HF_CACHE_MOUNT: Final = "/root/.cache/huggingface"
+HF_CACHE_MOUNT: Final = "/var/cache/huggingface"
+"""The node's HF cache inside every serving pod (``HF_HOME``). Outside ``/root``, which the
+images keep at mode 0700: the fetch and wait containers run as :data:`SERVING_UID` and must reach
+it."""
+SERVING_UID: Final = 65532
+"""The user (and group) every serving container that is not an engine runs as: the fetch,
+receiver, pre-pull, wait and gateway containers. The serve play gives this user the HF cache
+directory on each Spark of a deployment, the only host path those containers write."""
 LAUNCHER_MOUNT: Final = "/opt/sparkrack"
 """Where the launcher ConfigMap (patch engine, group guard, smoke client) is mounted."""
 ENGINE_CONFIG_MOUNT: Final = "/etc/sparkrack/engine"
@@ -119,9 +137,30 @@ POD_IP_ENV: Final = "POD_IP"
 address its engine serves HTTP on."""
 
 # --- K3s: files sparkrack writes on the nodes and the control machine --------------------------
+KUBELET_SYSCTLS: Final[dict[str, int]] = {
+    # What the kubelet would set itself; with protect-kernel-defaults it only checks them.
+    "vm.overcommit_memory": 1,
+    "vm.panic_on_oom": 0,
+    "kernel.panic": 10,
+    "kernel.panic_on_oops": 1,
+    "kernel.keys.root_maxkeys": 1000000,
+    "kernel.keys.root_maxbytes": 25000000,
+}
+"""The kernel settings the kubelet's ``protect-kernel-defaults`` requires. None of the Spark's
+own settings (spark_base_sysctl: ARP, rp_filter, socket buffers) touches them, so every Spark can
+run with the flag; ``kernel.panic``/``kernel.panic_on_oops`` change what a kernel oops does (the
+Spark reboots 10 s later instead of running on half-broken)."""
 KUBECONFIG_FILE: Final = ".kube/sparkrack.yaml"
 """The kubeconfig sparkrack writes on the control machine, relative to the user's home."""
 K3S_TOKEN_FILE: Final = "/etc/rancher/k3s/sparkrack-join-token"
+K3S_AGENT_SECRET_FILE: Final = "/etc/rancher/k3s/sparkrack-agent-secret"
+"""Root-only file on the server holding the agents' join secret (config.yaml's
+``agent-token-file``): agents never hold the server token, which is cluster admin."""
+K3S_AGENT_TOKEN_FILE: Final = "/var/lib/rancher/k3s/server/agent-token"
+"""Where the K3s server writes the agent token in its secure form (the CA hash, then the secret):
+what the agents' ``token-file`` receives."""
+K3S_PSA_CONFIG_FILE: Final = "/etc/rancher/k3s/sparkrack-psa.yaml"
+"""The Pod Security admission configuration the server's kube-apiserver reads."""
 """Root-only file holding the agents' join token (config.yaml names it as ``token-file``)."""
 K3S_CNI_CONF_DIR: Final = "/var/lib/rancher/k3s/agent/etc/cni/net.d"
 K3S_CNI_BIN_DIR: Final = "/var/lib/rancher/k3s/data/cni"
@@ -144,6 +183,8 @@ SERVING_DEFAULTS: Final[dict[str, Any]] = {
     "serving_memwait_timeout": 600,
     "serving_prepull": False,
     "serving_prepull_timeout": 3600,
+    "serving_rdma_access": "privileged",
+    "serving_rdma_resource": "rdma/hca_shared_devices_a",
 }
 
 LABEL_VALUE_MAX: Final = 63
@@ -200,6 +241,7 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "smoke_file": SMOKE_FILE,
         "smoke_path": f"{LAUNCHER_MOUNT}/{SMOKE_FILE}",
         "hf_token_key": HF_TOKEN_KEY,
+        "serving_uid": SERVING_UID,
         "component_fetch": COMPONENT_FETCH,
         "component_prepull": COMPONENT_PREPULL,
         "fetch_password_key": FETCH_PASSWORD_KEY,
@@ -213,6 +255,10 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "kubeconfig_file": KUBECONFIG_FILE,
         **({"kubeconfig": f"{home.rstrip('/')}/{KUBECONFIG_FILE}"} if home else {}),
         "k3s_token_file": K3S_TOKEN_FILE,
+        "k3s_agent_secret_file": K3S_AGENT_SECRET_FILE,
+        "k3s_agent_token_file": K3S_AGENT_TOKEN_FILE,
+        "k3s_psa_config_file": K3S_PSA_CONFIG_FILE,
+        "kubelet_sysctls": dict(KUBELET_SYSCTLS),
         "k3s_cni_conf_dir": K3S_CNI_CONF_DIR,
         "k3s_cni_bin_dir": K3S_CNI_BIN_DIR,
         "serving_defaults": dict(SERVING_DEFAULTS),

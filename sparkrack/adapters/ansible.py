@@ -9,7 +9,7 @@ the owning module and turns a :class:`~sparkrack.errors.SparkrackError` into an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
 from ansible.errors import AnsibleFilterError
@@ -149,6 +149,11 @@ def k3s_server_config(
         "K3s server config",
         lambda: k3s.server_config(_node(control_plane, hostvars), k3s.options_from(options)),
     )
+
+
+def k3s_pod_security_config(_: Any = None, extra_exempt: Sequence[str] = ()) -> dict[str, Any]:
+    """The kube-apiserver's Pod Security admission configuration (sparkrack.k3s.config)."""
+    return _guard("Pod Security admission config", lambda: k3s.pod_security_config(extra_exempt))
 
 
 def k3s_agent_config(
@@ -361,6 +366,7 @@ FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_rdma_rail": rdma_rail,
     "sparkrack_k3s_server_url": k3s_server_url,
     "sparkrack_k3s_server_config": k3s_server_config,
+    "sparkrack_k3s_pod_security_config": k3s_pod_security_config,
     "sparkrack_k3s_agent_config": k3s_agent_config,
     "sparkrack_k3s_release": k3s_release,
     "sparkrack_sha256_from_sums": sha256_from_sums,

@@ -189,6 +189,26 @@ VARIABLES: tuple[Variable, ...] = (
         forms.CIDRS,
         "who may call the gateway (empty: every pod of the cluster)",
     ),
+    Variable(
+        "serving_rdma_access",
+        forms.Form(
+            f"one of: {', '.join(contract.RDMA_ACCESS)}",
+            lambda v: None if v in contract.RDMA_ACCESS else f"is {forms.type_name(v)}",
+            example=contract.RDMA_ACCESS[0],
+        ),
+        "how NCCL ranks reach RDMA: privileged, or an RDMA device plugin with IPC_LOCK only",
+    ),
+    Variable(
+        "serving_rdma_resource",
+        forms.Form(
+            "an extended resource name (domain/name)",
+            forms.matching(
+                r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", 253
+            ),
+            example="rdma/hca_shared_devices_a",
+        ),
+        "the RDMA device plugin's resource each rank asks for (serving_rdma_access: device-plugin)",
+    ),
     Variable("serving_prepull", forms.SWITCH, "pre-pull every image before a switch"),
     Variable(
         "serving_prepull_timeout", forms.seconds(1, WEEK_S), "seconds the pre-pull Jobs may take"
@@ -203,6 +223,12 @@ VARIABLES: tuple[Variable, ...] = (
         "vault_gateway_key",
         SECRET,
         "the gateway's master key, in an ansible-vault file",
+        secret=True,
+    ),
+    Variable(
+        "vault_grafana_admin_password",
+        SECRET,
+        "Grafana's admin password, in an ansible-vault file (needed when monitoring is on)",
         secret=True,
     ),
     Variable("sparkrack_kubeconfig", forms.NAME_TEXT, "the kubeconfig every role uses"),

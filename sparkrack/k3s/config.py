@@ -3,6 +3,14 @@
 The roles write these dicts with ``to_nice_yaml``; nothing about the node (IP, labels, taints,
 server URL) is computed in a template. Agents get their node IP and Spark labels from the address
 plan; the join token never appears here (it sits in a root-only ``token-file``).
+
+Hardening (K3s' hardening guide): the server encrypts Secrets at rest, reads the Pod Security
+admission configuration :func:`pod_security_config` (``restricted`` unless a namespace says
+otherwise), and accepts agents with their own join secret (``agent-token-file``): the agents hold
+the agent token, never the server token, which is cluster admin. Agents run the kubelet with
+``protect-kernel-defaults``: it refuses to start on a kernel whose settings differ from
+:data:`KUBELET_SYSCTLS`, which the spark_base role writes. The server's kernel settings are not
+managed by sparkrack (an x86 machine of the owner's), so it does not set the flag.
 """
 
 from __future__ import annotations
@@ -38,6 +46,11 @@ _TAINT_RE = re.compile(
 _LABEL_KEY_RE = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
+KUBELET_SYSCTLS = contract.KUBELET_SYSCTLS
+PSA_EXEMPT_NAMESPACES = ("kube-system",)
+"""Namespaces whose pods the default restricted level does not judge: K3s' own system pods and
+the add-ons sparkrack puts there (Multus, the NVIDIA device plugin). Every other namespace sets its
+own level with labels (the serving namespace: privileged; contract.POD_SECURITY_LEVEL)."""
 _IFACE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,15}$")
 
 
@@ -196,6 +209,9 @@ def server_config(
         "service-cidr": SERVICE_CIDR,
         "service-node-port-range": f"{NODE_PORT_RANGE[0]}-{NODE_PORT_RANGE[1]}",
         "disable": list(opts.disable),
+        "agent-token-file": contract.K3S_AGENT_SECRET_FILE,
+        "secrets-encryption": True,
+        "kube-apiserver-arg": [f"admission-control-config-file={contract.K3S_PSA_CONFIG_FILE}"],
         "node-label": _label_list({**opts.labels, LABEL_ROLE: ROLE_CONTROL_PLANE}),
     }
     if opts.flannel_iface:
@@ -232,6 +248,7 @@ def agent_config(
         "node-ip": node.node_ip,
         "node-label": _label_list(labels),
         "kubelet-arg": memory_guard().kubelet_args(),
+        "protect-kernel-defaults": True,
     }
     if opts.flannel_iface:
         config["flannel-iface"] = opts.flannel_iface
@@ -257,6 +274,34 @@ def option_problems(raw: Mapping[str, Any], source: str, prefix: str) -> list[Pr
         return [
             Problem(source, f"{prefix}*", f"cannot be read: {exc}", "see the role's defaults", RULE)
         ]
+
+
+def pod_security_config(extra_exempt: Sequence[str] = ()) -> dict[str, Any]:
+    """The kube-apiserver's Pod Security admission configuration: every level ``restricted`` by
+    default (enforce, audit, warn), :data:`PSA_EXEMPT_NAMESPACES` and ``extra_exempt`` exempt."""
+    return {
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "AdmissionConfiguration",
+        "plugins": [
+            {
+                "name": "PodSecurity",
+                "configuration": {
+                    "apiVersion": "pod-security.admission.config.k8s.io/v1",
+                    "kind": "PodSecurityConfiguration",
+                    "defaults": {
+                        mode: level
+                        for m in ("enforce", "audit", "warn")
+                        for mode, level in ((m, "restricted"), (f"{m}-version", "latest"))
+                    },
+                    "exemptions": {
+                        "usernames": [],
+                        "runtimeClasses": [],
+                        "namespaces": sorted({*PSA_EXEMPT_NAMESPACES, *extra_exempt}),
+                    },
+                },
+            }
+        ],
+    }
 
 
 def options_from(raw: Mapping[str, Any] | None) -> K3sNodeOptions:

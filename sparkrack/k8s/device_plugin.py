@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from sparkrack.k8s import scanner
 from sparkrack.k8s.common import (
     LABEL_ROLE,
     ROLE_SPARK,
@@ -71,6 +72,8 @@ def render_device_plugin(opts: ClusterOptions) -> list[Manifest]:
         )
     pod_spec: dict[str, object] = {
         "priorityClassName": "system-node-critical",
+        # Talks to the kubelet's device-plugin socket, never to the API.
+        "automountServiceAccountToken": False,
         "nodeSelector": {LABEL_ROLE: ROLE_SPARK},
         "tolerations": TOLERATE_TAINTS,
         "containers": [
@@ -91,4 +94,7 @@ def render_device_plugin(opts: ClusterOptions) -> list[Manifest]:
     if opts.gpu_runtime_class:
         pod_spec["runtimeClassName"] = opts.gpu_runtime_class
     daemonset = daemon_set("nvidia-device-plugin", COMPONENT, NAMESPACE, selector, pod_spec)
+    daemonset["metadata"]["annotations"] = scanner.skips(
+        scanner.IMAGES, scanner.NETWORK_POLICY, scanner.DEVICE_PLUGIN
+    )
     return [*docs, daemonset]

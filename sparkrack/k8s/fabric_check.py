@@ -15,6 +15,7 @@ from pathlib import Path
 from sparkrack import contract
 from sparkrack.fabric.addressplan import FabricPlan
 from sparkrack.fabric.ncclenv import Transport, rank_env
+from sparkrack.k8s import scanner
 from sparkrack.k8s.common import HOSTNAME_LABEL, Manifest, metadata
 from sparkrack.k8s.nads import pod_network_annotation
 from sparkrack.k8s.options import ClusterOptions
@@ -70,6 +71,7 @@ def render_fabric_check(
         }
         spec: dict[str, object] = {
             "restartPolicy": "Never",
+            "automountServiceAccountToken": False,  # never talks to the API
             "terminationGracePeriodSeconds": 10,
             "nodeSelector": {HOSTNAME_LABEL: node.name},
             "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
@@ -107,7 +109,12 @@ def render_fabric_check(
                     COMPONENT,
                     ns,
                     {**extra, "sparkrack.io/rank": str(node.rank)},
-                    {"k8s.v1.cni.cncf.io/networks": pod_network_annotation(node, ns, vf_index)},
+                    {
+                        "k8s.v1.cni.cncf.io/networks": pod_network_annotation(node, ns, vf_index),
+                        **scanner.skips(
+                            scanner.IMAGES, scanner.NETWORK_POLICY, scanner.FABRIC_CHECK
+                        ),
+                    },
                 ),
                 "spec": spec,
             }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from sparkrack.k8s import scanner
 from sparkrack.k8s.common import (
     K3S_CNI_BIN_DIR,
     K3S_CNI_CONF_DIR,
@@ -92,7 +93,11 @@ def render_multus(opts: ClusterOptions) -> list[Manifest]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": metadata("multus", COMPONENT),
+            "metadata": metadata(
+                "multus",
+                COMPONENT,
+                annotations=scanner.skips({"CKV_K8S_49": scanner.MULTUS["CKV_K8S_49"]}),
+            ),
             "rules": [
                 {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["*"], "verbs": ["*"]},
                 {
@@ -220,4 +225,7 @@ def render_multus(opts: ClusterOptions) -> list[Manifest]:
         ],
     }
     daemonset = daemon_set("kube-multus-ds", COMPONENT, NAMESPACE, selector, pod_spec)
+    daemonset["metadata"]["annotations"] = scanner.skips(
+        scanner.IMAGES, scanner.NETWORK_POLICY, scanner.MULTUS
+    )
     return [nad_crd(), *rbac, config_map, daemonset]

@@ -19,6 +19,13 @@ CHART_REPO: Final = "https://prometheus-community.github.io/helm-charts"
 CHART_VERSION: Final = "65.1.1"
 NAMESPACE: Final = contract.MONITORING_NAMESPACE
 RELEASE: Final = "sparkrack-monitoring"
+GRAFANA_ADMIN_SECRET: Final = "sparkrack-grafana-admin"
+"""Secret with Grafana's admin user and password, created by the monitoring role from the vaulted
+``monitoring_grafana_admin_password`` before the chart is installed: the chart's own default
+password is never used."""
+GRAFANA_ADMIN_USER_KEY: Final = "admin-user"
+GRAFANA_ADMIN_PASSWORD_KEY: Final = "admin-password"
+GRAFANA_ADMIN_USER: Final = "admin"
 DASHBOARD_LABEL: Final = {"grafana_dashboard": "1"}
 """The label the chart's Grafana sidecar loads dashboards from (its default)."""
 
@@ -68,6 +75,11 @@ def helm_values() -> dict[str, Any]:
             "alertmanagerSpec": {"nodeSelector": on_cp(), "resources": _resources("alertmanager")}
         },
         "grafana": {
+            "admin": {
+                "existingSecret": GRAFANA_ADMIN_SECRET,
+                "userKey": GRAFANA_ADMIN_USER_KEY,
+                "passwordKey": GRAFANA_ADMIN_PASSWORD_KEY,
+            },
             "nodeSelector": on_cp(),
             "resources": _resources("grafana"),
             "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard"}},
@@ -98,5 +110,16 @@ def stack_file() -> dict[str, Any]:
         "namespace": NAMESPACE,
         "release": RELEASE,
         "dashboard_label": dict(DASHBOARD_LABEL),
+        # node-exporter uses the host's network, PID namespace and root filesystem.
+        "namespace_labels": {
+            **contract.PART_OF,
+            **{f"pod-security.kubernetes.io/{m}": "privileged" for m in ("enforce", "warn")},
+        },
+        "grafana_admin": {
+            "secret": GRAFANA_ADMIN_SECRET,
+            "user": GRAFANA_ADMIN_USER,
+            "user_key": GRAFANA_ADMIN_USER_KEY,
+            "password_key": GRAFANA_ADMIN_PASSWORD_KEY,
+        },
         "values": helm_values(),
     }

@@ -46,6 +46,10 @@ class ServingContext:
     prepull: bool = contract.SERVING_DEFAULTS["serving_prepull"]
     """Render one image pre-pull Job per Spark, applied before a switch."""
     prepull_timeout: int = contract.SERVING_DEFAULTS["serving_prepull_timeout"]
+    rdma_access: str = contract.SERVING_DEFAULTS["serving_rdma_access"]
+    """How an NCCL rank reaches RDMA (one of :data:`~sparkrack.contract.RDMA_ACCESS`)."""
+    rdma_resource: str = contract.SERVING_DEFAULTS["serving_rdma_resource"]
+    """The RDMA device plugin's resource a rank asks for with ``rdma_access: device-plugin``."""
     fetch_image: str = ""
     """Image of the push and receiver containers (``serving_fetch_image``; no default)."""
     gid_index: dict[str, int] = field(default_factory=dict)
@@ -152,6 +156,8 @@ def context_from_vars(
         memwait_timeout=int(v["serving_memwait_timeout"]),
         prepull=switch_on(v["serving_prepull"]),
         prepull_timeout=int(v["serving_prepull_timeout"]),
+        rdma_access=rdma_access(v["serving_rdma_access"]),
+        rdma_resource=str(v["serving_rdma_resource"]),
         fetch_image=str(v.get("serving_fetch_image") or ""),
         gid_index=dict(gid_index or {}),
         spark=None if v.get("serving_spark") is None else str(v["serving_spark"]),
@@ -221,6 +227,21 @@ def setting_problems(given: Mapping[str, Any], sources: Mapping[str, str]) -> li
                     )
                 )
     return problems
+
+
+def rdma_access(value: Any) -> str:
+    """``serving_rdma_access``, refused unless it is one of the known ways."""
+    if value not in contract.RDMA_ACCESS:
+        raise SparkrackError(
+            Problem(
+                "serving_rdma_access",
+                repr(value),
+                "is not a way an NCCL rank reaches RDMA",
+                f"use one of: {', '.join(contract.RDMA_ACCESS)}",
+                "serving",
+            )
+        )
+    return str(value)
 
 
 def switch_on(value: Any) -> bool:

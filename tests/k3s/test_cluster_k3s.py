@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ def test_agent_config_comes_from_the_address_plan(example: Any) -> None:
             "eviction-hard=memory.available<2000M,nodefs.available<10%,nodefs.inodesFree<5%,"
             "imagefs.available<15%,imagefs.inodesFree<5%",
         ],
+        "protect-kernel-defaults": True,
     }
     assert "token" not in config  # the secret stays in the root-only token file
 
@@ -102,6 +104,14 @@ def test_agent_config_taints_labels_runtime() -> None:
 
 def test_server_config() -> None:
     config = k3s.server_config(CP, k3s.options_from({}))
+    # Hardening: Secrets encrypted at rest, agents join with their own secret, Pod Security
+    # admission from the file the role writes.
+    assert config["secrets-encryption"] is True
+    assert config["agent-token-file"] == "/etc/rancher/k3s/sparkrack-agent-secret"
+    assert config["kube-apiserver-arg"] == [
+        "admission-control-config-file=/etc/rancher/k3s/sparkrack-psa.yaml"
+    ]
+    assert "token" not in config and "token-file" not in config
     assert config["node-ip"] == config["advertise-address"] == "192.168.1.10"
     assert config["tls-san"] == ["192.168.1.10"]
     assert config["write-kubeconfig-mode"] == "0600"
@@ -257,3 +267,70 @@ def test_earlyoom_acts_below_the_kubelets_eviction_threshold() -> None:
     for key in (k for k in defaults if k.startswith("spark_base_earlyoom")):
         assert options[key]["default"] == defaults[key], key
     assert defaults["spark_base_earlyoom"] is False
+
+
+# --- hardening --------------------------------------------------------------------------------
+
+
+def kernel_conflicts(sysctls: dict[str, Any]) -> list[str]:
+    """Settings a Spark writes that the kubelet's protect-kernel-defaults would refuse."""
+    return [
+        k for k, v in sysctls.items() if k in k3s.KUBELET_SYSCTLS and v != k3s.KUBELET_SYSCTLS[k]
+    ]
+
+
+def spark_sysctl_file(extra: dict[str, Any] | None = None) -> dict[str, str]:
+    """The spark_base sysctl file as its template renders it (the role's defaults)."""
+    import jinja2
+
+    from sparkrack.contract import contract_fact
+
+    defaults = yaml.safe_load((ROOT / "roles/spark_base/defaults/main.yml").read_text())
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["combine"] = lambda a, b: {**a, **b}
+    text = env.from_string((ROOT / "roles/spark_base/templates/sysctl.conf.j2").read_text()).render(
+        ansible_managed="managed",
+        spark_base_sysctl={**defaults["spark_base_sysctl"], **(extra or {})},
+        sparkrack_contract=contract_fact(),
+    )
+    lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    return dict(tuple(part.strip() for part in ln.split("=", 1)) for ln in lines)
+
+
+def test_every_spark_writes_what_protect_kernel_defaults_checks() -> None:
+    defaults = yaml.safe_load((ROOT / "roles/spark_base/defaults/main.yml").read_text())
+    assert kernel_conflicts(defaults["spark_base_sysctl"]) == []
+    written = spark_sysctl_file()
+    for key, value in k3s.KUBELET_SYSCTLS.items():
+        assert written[key] == str(value), key
+    # The Spark's own settings are written too.
+    assert written["net.ipv4.conf.all.arp_ignore"] == "1"
+
+
+def test_negative_control_a_conflicting_spark_setting_is_found() -> None:
+    assert kernel_conflicts({"kernel.panic": 0, "net.core.rmem_max": 1}) == ["kernel.panic"]
+
+
+def test_pod_security_admission_is_restricted_by_default() -> None:
+    config = k3s.pod_security_config()
+    [plugin] = config["plugins"]
+    defaults = plugin["configuration"]["defaults"]
+    assert {defaults[m] for m in ("enforce", "audit", "warn")} == {"restricted"}
+    assert plugin["configuration"]["exemptions"]["namespaces"] == ["kube-system"]
+
+
+def test_agents_join_with_the_agent_token_never_the_server_token() -> None:
+    real = (ROOT / "roles/k3s_server/tasks/hardware/real.yml").read_text()
+    assert "sparkrack_contract.k3s_agent_token_file" in real
+    for server_token in ("server/node-token", "server/token"):
+        assert server_token not in real
+    main = yaml.safe_load((ROOT / "roles/k3s_server/tasks/main.yml").read_text())
+    [secret] = [t for t in main if "k3s_agent_secret_file" in json.dumps(t)]
+    assert secret["no_log"] is True and secret["ansible.builtin.copy"]["force"] is False
+    assert secret["ansible.builtin.copy"]["mode"] == "0600"
+
+
+def test_the_role_writes_the_same_admission_config() -> None:
+    from sparkrack.adapters.ansible import FILTERS
+
+    assert FILTERS["sparkrack_k3s_pod_security_config"]({}) == k3s.pod_security_config()

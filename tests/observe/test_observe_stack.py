@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -79,3 +79,51 @@ def test_role_validates_and_applies_nothing_without_an_api(
     assert f"{stack.CHART} {stack.CHART_VERSION}" in proc.stdout
     assert ("NOT APPLIED" in proc.stdout) == enabled
     assert "Install kube-prometheus-stack" not in proc.stdout
+
+
+# --- no default credentials ------------------------------------------------------------------
+DEFAULT_PASSWORDS = {"prom-operator", "admin", "password", "changeme", "grafana"}
+CREDENTIAL_KEY = ("password", "passwd", "secretkey", "token", "apikey")
+
+
+def literal_credentials(values: Any, path: str = "") -> list[str]:
+    """Every literal credential in chart values: a key that names one with a string value, or a
+    known default password anywhere."""
+    found = []
+    if isinstance(values, dict):
+        for key, value in values.items():
+            where = f"{path}.{key}" if path else str(key)
+            named = any(k in str(key).lower().replace("_", "") for k in CREDENTIAL_KEY)
+            if named and isinstance(value, str) and not str(key).lower().endswith("key"):
+                found.append(where)
+            found += literal_credentials(value, where)
+    elif isinstance(values, list):
+        for i, value in enumerate(values):
+            found += literal_credentials(value, f"{path}[{i}]")
+    elif isinstance(values, str) and values.lower() in DEFAULT_PASSWORDS:
+        found.append(f"{path}={values}")
+    return found
+
+
+def test_no_default_credentials_in_the_rendered_values() -> None:
+    shipped = yaml.safe_load(
+        (
+            Path(stack.__file__).resolve().parent.parent
+            / "data"
+            / "observe"
+            / "monitoring-stack.yml"
+        ).read_text()
+    )
+    assert literal_credentials(shipped["values"]) == []
+    admin = shipped["values"]["grafana"]["admin"]
+    assert admin["existingSecret"] == shipped["grafana_admin"]["secret"]
+    assert admin["passwordKey"] == shipped["grafana_admin"]["password_key"]
+
+
+def test_negative_control_a_chart_default_password_is_found() -> None:
+    values = stack.stack_file()["values"]
+    values["grafana"]["adminPassword"] = "prom-operator"
+    assert literal_credentials(values) == [
+        "grafana.adminPassword",
+        "grafana.adminPassword=prom-operator",
+    ]

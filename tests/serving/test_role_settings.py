@@ -56,9 +56,11 @@ def test_a_dropped_setting_is_found() -> None:
 
 
 LAB_TRUST = {k: load_inventory("inventories/lab").var(k) for k in TRUST_VARS}
+# device-plugin in the base, so the RDMA resource (read only then) reaches the render.
 BASE: dict[str, Any] = {
     "serving_fetch_image": "registry.example/fetch:1",
     "serving_prepull": True,
+    "serving_rdma_access": "device-plugin",
     **LAB_TRUST,
 }
 OTHER: dict[str, Any] = {
@@ -74,6 +76,8 @@ OTHER: dict[str, Any] = {
     "serving_fetch_image": "registry.example/fetch:2",
     "serving_prepull": False,
     "serving_gateway_clients": ["192.0.2.0/24"],
+    "serving_rdma_access": "privileged",
+    "serving_rdma_resource": "rdma/other",
 }
 
 

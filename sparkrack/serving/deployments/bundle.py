@@ -174,6 +174,12 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
                 "secrets": contract.FETCH_SECRETS_KEY,
             },
             "fetch_image": ctx.fetch_image,
+            # The fetch and receiver containers write the HF cache as this user (not root): the
+            # play gives it the cache directory on these Sparks before the fetch.
+            "cache_owner": contract.SERVING_UID,
+            "cache_nodes": sorted(
+                {str(n.name) for d in deployments.deployments for n in d.res.nodes}
+            ),
         },
     }
     problems = validate_manifests(in_apply_order(rendered), source=source or deployments.source)

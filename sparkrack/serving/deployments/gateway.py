@@ -17,10 +17,11 @@ from typing import Any
 import yaml
 
 from sparkrack import contract
+from sparkrack.k8s import scanner
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.deployments.load import Deployment
 from sparkrack.serving.objects.network import gateway_policy
-from sparkrack.serving.objects.pod import meta, secret_env
+from sparkrack.serving.objects.pod import hardened, meta, pod_spec, secret_env, tmp_volume
 
 LITELLM_VERSION = "1.102.4"
 """The LiteLLM release: the PyPI wheel the routing test runs, and the image tag below."""
@@ -105,32 +106,38 @@ def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[di
     NetworkPolicy of who may call it."""
     labels = {**contract.PART_OF, contract.LABEL_COMPONENT: contract.COMPONENT_GATEWAY}
     ns = ctx.namespace
-    pod = {
-        "nodeSelector": {contract.LABEL_ROLE: contract.ROLE_CONTROL_PLANE},
-        "containers": [
-            {
-                "name": "litellm",
-                "image": IMAGE,
-                "imagePullPolicy": "IfNotPresent",
-                "args": ["--config", f"{CONFIG_MOUNT}/{CONFIG_FILE}", "--port", str(PORT)],
-                "env": [
-                    secret_env(MASTER_KEY_ENV, ctx.gateway_key_secret, SECRET_KEY),
-                    *key_envs(deployments),
-                ],
-                "ports": [{"name": "http", "containerPort": PORT}],
-                "readinessProbe": {
-                    "httpGet": {"path": "/health/readiness", "port": "http"},
-                    "periodSeconds": 10,
-                },
-                "livenessProbe": {
-                    "httpGet": {"path": "/health/liveliness", "port": "http"},
-                    "periodSeconds": 30,
-                },
-                "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
-            }
-        ],
-        "volumes": [{"name": "config", "configMap": {"name": NAME}}],
-    }
+    # LiteLLM runs as the serving user on a read-only root: its optional web UI, which it would
+    # rewrite under /var/lib/litellm at start, is not served; the OpenAI API is all clients use.
+    litellm = hardened(
+        {
+            "name": "litellm",
+            "image": IMAGE,
+            "imagePullPolicy": "IfNotPresent",
+            "args": ["--config", f"{CONFIG_MOUNT}/{CONFIG_FILE}", "--port", str(PORT)],
+            "env": [
+                secret_env(MASTER_KEY_ENV, ctx.gateway_key_secret, SECRET_KEY),
+                *key_envs(deployments),
+            ],
+            "ports": [{"name": "http", "containerPort": PORT}],
+            "readinessProbe": {
+                "httpGet": {"path": "/health/readiness", "port": "http"},
+                "periodSeconds": 10,
+            },
+            "livenessProbe": {
+                "httpGet": {"path": "/health/liveliness", "port": "http"},
+                "periodSeconds": 30,
+            },
+            "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
+        }
+    )
+    pod = pod_spec(
+        {
+            "nodeSelector": {contract.LABEL_ROLE: contract.ROLE_CONTROL_PLANE},
+            "containers": [litellm],
+            "volumes": [{"name": "config", "configMap": {"name": NAME}}, tmp_volume()],
+        },
+        nonroot=True,
+    )
     return [
         {
             "apiVersion": "v1",
@@ -141,7 +148,17 @@ def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[di
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": meta(NAME, ns, labels),
+            "metadata": meta(
+                NAME,
+                ns,
+                labels,
+                scanner.skips(
+                    scanner.IMAGES,
+                    scanner.NETWORK_POLICY,
+                    scanner.GATEWAY_RESOURCES,
+                    scanner.SECRET_ENV,
+                ),
+            ),
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": dict(labels)},

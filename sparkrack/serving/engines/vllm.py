@@ -32,12 +32,12 @@ from sparkrack.serving.engines.base import (
     PodExtras,
     Quantity,
     SingleSparkEngine,
-    hf_token_env,
     integer,
     long_context_problems,
     number,
     section,
 )
+from sparkrack.serving.objects.pod import hardened
 from sparkrack.serving.profile.images import ImageFacts
 from sparkrack.serving.profile.knobs import ABS_PATH, HF_ID, IDENT, REVISION, Knob, env, k, runtime
 from sparkrack.serving.profile.model import Profile
@@ -389,28 +389,30 @@ class VLLM(SingleSparkEngine):
             "    shutil.copy(hf_hub_download(repo, name, revision=revision), '/plugins/' + name)\n"
             "    print('copied', repo, revision, name)\n"
         )
-        fetch = {
-            "name": "fetch-plugins",
-            "image": profile.image,
-            "imagePullPolicy": "IfNotPresent",
-            "command": [
-                "python3",
-                "-c",
-                script,
-                profile.model,
-                profile.revision or "main",
-                *sorted(wanted),
-            ],
-            "env": [
-                {"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT},
-                {"name": "HF_HUB_OFFLINE", "value": "1"},
-                hf_token_env(ctx),
-            ],
-            "volumeMounts": [
-                {"name": "hf-cache", "mountPath": contract.HF_CACHE_MOUNT},
-                {"name": PLUGIN_VOLUME, "mountPath": "/plugins"},
-            ],
-        }
+        # Offline, like the server: no HF token.
+        fetch = hardened(
+            {
+                "name": "fetch-plugins",
+                "image": profile.image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": [
+                    "python3",
+                    "-c",
+                    script,
+                    profile.model,
+                    profile.revision or "main",
+                    *sorted(wanted),
+                ],
+                "env": [
+                    {"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT},
+                    {"name": "HF_HUB_OFFLINE", "value": "1"},
+                ],
+                "volumeMounts": [
+                    {"name": "hf-cache", "mountPath": contract.HF_CACHE_MOUNT, "readOnly": True},
+                    {"name": PLUGIN_VOLUME, "mountPath": "/plugins"},
+                ],
+            }
+        )
         mounts = [
             {"name": PLUGIN_VOLUME, "mountPath": path, "subPath": name, "readOnly": True}
             for name, path in sorted(wanted.items())

@@ -1,5 +1,14 @@
 """The pod plumbing every serving object shares, written once: metadata, node pinning, containers
-with their words escaped, and the volumes of the node's HF cache and of the switch ConfigMap.
+with their words escaped, the volumes of the node's HF cache and of the switch ConfigMap, and the
+least privilege of every pod.
+
+Least privilege: no serving pod talks to the Kubernetes API, so none mounts a ServiceAccount
+token (:func:`pod_spec`). Every container that is not an engine (fetch, push, receiver, pre-pull,
+the ranks' waits, the gateway) is :func:`hardened`: it runs as :data:`~sparkrack.contract.SERVING_UID`,
+never as root, on a read-only root filesystem (``/tmp`` is an ``emptyDir``, and ``HOME``), with no
+privilege escalation, the runtime's default seccomp profile and every capability dropped; it asks
+for no GPU, so ``NVIDIA_VISIBLE_DEVICES=void`` keeps the NVIDIA runtime from handing it the GPUs an
+image's own environment (``all`` in the CUDA images) would.
 
 Kubernetes expands ``$(VAR)`` in a container's command, args and env values; every ``$`` of a
 rendered word is written as ``$$`` so a profile value can never pull the HF token (or any other
@@ -28,6 +37,15 @@ FINISHED_TTL_SECONDS = 86400
 """A finished Job (and its pod's log) is kept a day, then removed by Kubernetes."""
 
 
+TMP_VOLUME = "tmp"
+TMP_MOUNT = "/tmp"
+TMP_SIZE = "1Gi"
+"""The writable scratch space of a hardened container (its home too)."""
+NO_GPU = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+"""A container that asks for no GPU sees none, whatever its image's environment says."""
+SECCOMP = {"type": "RuntimeDefault"}
+
+
 def no_expansion(word: str) -> str:
     """``word`` as Kubernetes must see it so that it reaches the process unchanged (a
     :class:`PodVariable` is left for Kubernetes to expand)."""
@@ -49,8 +67,15 @@ def secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
-def meta(name: str, ns: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"name": name, "namespace": ns, "labels": dict(labels)}
+def meta(
+    name: str, ns: str, labels: dict[str, str], annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Object metadata; ``annotations``: the policy scanner's accepted findings
+    (:func:`sparkrack.k8s.scanner.skips`)."""
+    out: dict[str, Any] = {"name": name, "namespace": ns, "labels": dict(labels)}
+    if annotations:
+        out["annotations"] = dict(annotations)
+    return out
 
 
 def namespace(ctx: ServingContext) -> dict[str, Any]:
@@ -76,6 +101,52 @@ def container(name: str, image: str, argv: list[str], **extra: Any) -> dict[str,
         "command": [no_expansion(w) for w in argv],
         **extra,
     }
+
+
+def container_security() -> dict[str, Any]:
+    """The securityContext of a container that is not an engine: nothing beyond a plain user."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": contract.SERVING_UID,
+        "runAsGroup": contract.SERVING_UID,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "seccompProfile": dict(SECCOMP),
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def hardened(c: dict[str, Any]) -> dict[str, Any]:
+    """``c`` with :func:`container_security`, a writable ``/tmp`` (its ``HOME``) and no GPU.
+    The pod must carry :func:`tmp_volume`."""
+    env = [e for e in c.get("env", []) if e["name"] not in ("HOME", NO_GPU["name"])]
+    return {
+        **c,
+        "env": [*env, {"name": "HOME", "value": TMP_MOUNT}, dict(NO_GPU)],
+        "volumeMounts": [*c.get("volumeMounts", []), {"name": TMP_VOLUME, "mountPath": TMP_MOUNT}],
+        "securityContext": container_security(),
+    }
+
+
+def tmp_volume() -> dict[str, Any]:
+    return {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": TMP_SIZE}}
+
+
+def pod_spec(spec: dict[str, Any], *, nonroot: bool) -> dict[str, Any]:
+    """A pod spec that mounts no ServiceAccount token. ``nonroot``: every container of it is
+    :func:`hardened`, and the pod says so too (user, group, the group of its Secret and
+    ConfigMap files, seccomp)."""
+    out: dict[str, Any] = {"automountServiceAccountToken": False, **spec}
+    if nonroot:
+        out["securityContext"] = {
+            "runAsNonRoot": True,
+            "runAsUser": contract.SERVING_UID,
+            "runAsGroup": contract.SERVING_UID,
+            "fsGroup": contract.SERVING_UID,
+            "seccompProfile": dict(SECCOMP),
+        }
+    return out
 
 
 def hf_cache_volume(ctx: ServingContext) -> dict[str, Any]:
@@ -104,13 +175,14 @@ def job(
     pod: dict[str, Any],
     timeout: int,
     backoff: int,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A Job that runs ``pod`` once: retried ``backoff`` times, bounded by its own ``timeout``
     (plus :data:`JOB_GRACE_SECONDS`), removed :data:`FINISHED_TTL_SECONDS` after it finished."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": meta(name, ns, labels),
+        "metadata": meta(name, ns, labels, annotations),
         "spec": {
             "backoffLimit": backoff,
             "activeDeadlineSeconds": timeout + JOB_GRACE_SECONDS,

@@ -3,9 +3,10 @@
 One ConfigMap per file set the engine needs (SGLang's launcher with the SM121 patch engine and
 group guard, TensorRT-LLM's config file); a headless Service and the OpenAI-API Service; one
 StatefulSet per rank, pinned to its Spark. The engine says what runs (argv, env, probes, files,
-init containers, JIT caches, metrics); the pod plumbing (:mod:`.pod`), the HF-token Secret
-reference, the fabric attachment of engines whose ranks form an NCCL group and the node's
-JIT-cache directory of the image are added here, the same way for every engine. The switch's
+init containers, JIT caches, metrics); the pod plumbing (:mod:`.pod`), the fabric attachment of
+engines whose ranks form an NCCL group and the node's JIT-cache directory of the image are added
+here, the same way for every engine. A rank runs offline (``HF_HUB_OFFLINE=1``: the fetch step put
+the weights in the node's cache first), so it is given no HF token. The switch's
 init containers (wait for the weights, then for free memory) come from
 :func:`sparkrack.serving.switch.objects.rank_init_containers`.
 """
@@ -15,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from sparkrack import contract
+from sparkrack.k8s import scanner
 from sparkrack.k8s.nads import pod_network_annotation
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines import FileSet, Rank
-from sparkrack.serving.engines.base import hf_token_env
 from sparkrack.serving.names import ObjectNames
 from sparkrack.serving.objects.network import deployment_policy
 from sparkrack.serving.objects.pod import (
@@ -28,8 +29,10 @@ from sparkrack.serving.objects.pod import (
     no_expansion,
     node_selector,
     pod_ip_env,
+    pod_spec,
     secret_env,
     switch_volume,
+    tmp_volume,
 )
 from sparkrack.serving.profile.images import image_slug
 from sparkrack.serving.resolution import Resolution
@@ -101,7 +104,6 @@ def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         {"name": k, "value": no_expansion(v)} for k, v in res.env(rank).items()
     ]
-    env.append(hf_token_env(ctx))
     env += key_env(res)
     env.append(pod_ip_env())
     ports: list[dict[str, Any]] = []
@@ -129,10 +131,23 @@ def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
         **eng.probes(profile, ctx, rank),
     }
     if eng.uses_fabric:
-        # Seed 003: without privileged mode /dev/infiniband stays invisible and NCCL silently
-        # falls back to sockets.
-        container["securityContext"] = {"privileged": True}
+        container.update(rdma_access(ctx))
     return container
+
+
+def rdma_access(ctx: ServingContext) -> dict[str, Any]:
+    """What an NCCL rank's container adds to reach the RDMA devices of its VF, as the inventory
+    chose (``serving_rdma_access``). Seed 003: without either, ``/dev/infiniband`` stays invisible
+    and NCCL silently falls back to sockets."""
+    if ctx.rdma_access == "device-plugin":
+        return {
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"], "add": [contract.RDMA_CAPABILITY]},
+            },
+            "resources": {"limits": {"nvidia.com/gpu": 1, ctx.rdma_resource: 1}},
+        }
+    return {"securityContext": {"privileged": True}}
 
 
 def _statefulset(
@@ -160,7 +175,7 @@ def _statefulset(
         if fs.mode is not None:
             source["defaultMode"] = fs.mode
         volumes.append({"name": fs.volume, "configMap": source})
-    volumes.append(switch_volume(names.switch))
+    volumes += [switch_volume(names.switch), tmp_volume()]
     if eng.jit_caches:
         volumes.append(
             {
@@ -172,17 +187,24 @@ def _statefulset(
             }
         )
     volumes += extras.volumes
-    pod: dict[str, Any] = {
-        "nodeSelector": node_selector(rank.node),
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "initContainers": [*init_containers, *extras.init_containers],
-        "containers": [_container(res, rank)],
-        "volumes": volumes,
-    }
+    # The engine itself runs as its image's user (root in every engine image); its init
+    # containers are hardened (pod.hardened).
+    pod = pod_spec(
+        {
+            "nodeSelector": node_selector(rank.node),
+            "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+            "initContainers": [*init_containers, *extras.init_containers],
+            "containers": [_container(res, rank)],
+            "volumes": volumes,
+        },
+        nonroot=False,
+    )
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": meta(names.statefulset(rank.rank), ctx.namespace, selector),
+        "metadata": meta(
+            names.statefulset(rank.rank), ctx.namespace, selector, scanner_skips(res, rank)
+        ),
         "spec": {
             "serviceName": names.headless,
             "replicas": 1,
@@ -191,6 +213,16 @@ def _statefulset(
             "template": {"metadata": template_meta, "spec": pod},
         },
     }
+
+
+def scanner_skips(res: Resolution, rank: Rank) -> dict[str, str]:
+    """The policy scanner's findings a rank's StatefulSet accepts (:mod:`sparkrack.k8s.scanner`)."""
+    sets = [scanner.IMAGES, scanner.NETWORK_POLICY, scanner.ENGINE]
+    if rank.rank > 0:
+        sets.append(scanner.ENGINE_WORKER)
+    if res.engine.uses_fabric and res.ctx.rdma_access == "privileged":
+        sets.append(scanner.RDMA_PRIVILEGED)
+    return scanner.skips(*sets)
 
 
 def services(

@@ -33,17 +33,21 @@ from typing import Any
 
 from sparkrack import contract
 from sparkrack.fabric.addressplan import NodePlan
+from sparkrack.k8s import scanner
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import hf_token_env
 from sparkrack.serving.objects.pod import (
     configmap,
     container,
+    hardened,
     hf_cache_mount,
     hf_cache_volume,
     job,
     node_selector,
+    pod_spec,
     switch_mount,
     switch_volume,
+    tmp_volume,
 )
 from sparkrack.serving.resolution import Resolution
 from sparkrack.serving.switch.plan import fetch_plan, script_files
@@ -62,6 +66,21 @@ RECEIVER_SECURITY: dict[str, Any] = {
 FETCH_BACKOFF = 2
 """Retries of a fetch or receiver pod (an interrupted download or copy resumes)."""
 PREPULL_BACKOFF = 1
+FETCH_SKIPS = scanner.skips(
+    scanner.IMAGES,
+    scanner.NETWORK_POLICY,
+    scanner.BOUNDED_JOB,
+    scanner.FABRIC_PUSH,
+    scanner.SECRET_ENV,
+)
+RECEIVER_SKIPS = scanner.skips(
+    scanner.IMAGES,
+    scanner.NETWORK_POLICY,
+    scanner.BOUNDED_JOB,
+    scanner.FABRIC_PUSH,
+    scanner.RECEIVER_ROOT,
+)
+PREPULL_SKIPS = scanner.skips(scanner.IMAGES, scanner.NETWORK_POLICY, scanner.BOUNDED_JOB)
 SECRET_VOLUME = "fetch-secret"
 
 
@@ -110,10 +129,10 @@ def switch_objects(res: Resolution) -> Switch:
     init_mounts = [hf_cache_mount(read_only=True), script_mount]
     # Both waits run the fetch step in the serving image: python3 is all they need.
     init = [
-        container(name, profile.image, argv, volumeMounts=init_mounts)
+        hardened(container(name, profile.image, argv, volumeMounts=init_mounts))
         for name, argv in (("wait-weights", plan.wait), ("wait-memory", plan.memwait))
     ]
-    volumes = [hf_cache_volume(ctx), switch_volume(names.switch)]
+    volumes = [hf_cache_volume(ctx), switch_volume(names.switch), tmp_volume()]
     secret = secret_name(res)
     secret_volume = {
         "name": SECRET_VOLUME,
@@ -121,22 +140,27 @@ def switch_objects(res: Resolution) -> Switch:
         "secret": {"secretName": secret, "defaultMode": 0o400},
     }
     # The engine image downloads: it carries huggingface_hub, which the engine loads models with.
-    download = container(
-        "download",
-        profile.image,
-        plan.download,
-        env=[{"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT}, token],
-        volumeMounts=[hf_mount, script_mount],
+    # The only container that reaches the Hub, and so the only one given the HF token.
+    download = hardened(
+        container(
+            "download",
+            profile.image,
+            plan.download,
+            env=[{"name": "HF_HOME", "value": contract.HF_CACHE_MOUNT}, token],
+            volumeMounts=[hf_mount, script_mount],
+        )
     )
     pod: dict[str, Any] = {"nodeSelector": node_selector(res.nodes[0])}
     if plan.push is not None:
         # Only a Job that pushes over the fabric joins the host's network (the PF addresses).
         pod["hostNetwork"] = True
-        push = container(
-            "push",
-            ctx.fetch_image,
-            plan.push,
-            volumeMounts=[hf_mount, script_mount, secret_mount],
+        push = hardened(
+            container(
+                "push",
+                ctx.fetch_image,
+                plan.push,
+                volumeMounts=[hf_mount, script_mount, secret_mount],
+            )
         )
         pod |= {"initContainers": [download], "containers": [push]}
         pod["volumes"] = [*volumes, secret_volume]
@@ -145,24 +169,42 @@ def switch_objects(res: Resolution) -> Switch:
     docs = [
         # Labelled as a serving object of the deployment: removed with it.
         configmap(names.switch, ns, res.labels, script),
-        job(names.fetch, ns, labels, pod, timeout, FETCH_BACKOFF),
+        job(
+            names.fetch,
+            ns,
+            labels,
+            pod_spec(pod, nonroot=True),
+            timeout,
+            FETCH_BACKOFF,
+            FETCH_SKIPS,
+        ),
     ]
     for node, argv in plan.receive:
-        receive = container(
-            "receive",
-            ctx.fetch_image,
-            argv,
-            ports=[{"name": "rsync", "containerPort": plan.port}],
-            volumeMounts=[hf_mount, script_mount, secret_mount],
-            securityContext=RECEIVER_SECURITY,
+        receive = hardened(
+            container(
+                "receive",
+                ctx.fetch_image,
+                argv,
+                ports=[{"name": "rsync", "containerPort": plan.port}],
+                volumeMounts=[hf_mount, script_mount, secret_mount],
+            )
         )
-        receiver = {
-            "nodeSelector": node_selector(node),
-            "hostNetwork": True,
-            "containers": [receive],
-            "volumes": [*volumes, secret_volume],
-        }
-        docs.append(job(names.receiver(node), ns, labels, receiver, timeout, FETCH_BACKOFF))
+        # The receiver starts as root to chroot and to hand the model's folder to the transfer
+        # user; the rest of the hardening stays (read-only root, RuntimeDefault, no escalation).
+        receive["securityContext"] = {**receive["securityContext"], **RECEIVER_SECURITY}
+        del receive["securityContext"]["runAsNonRoot"], receive["securityContext"]["runAsGroup"]
+        receiver = pod_spec(
+            {
+                "nodeSelector": node_selector(node),
+                "hostNetwork": True,
+                "containers": [receive],
+                "volumes": [*volumes, secret_volume],
+            },
+            nonroot=False,
+        )
+        docs.append(
+            job(names.receiver(node), ns, labels, receiver, timeout, FETCH_BACKOFF, RECEIVER_SKIPS)
+        )
     facts = {
         "fetch_job": names.fetch,
         "receiver_jobs": [names.receiver(node) for node, _argv in plan.receive],
@@ -208,15 +250,20 @@ def prepull_jobs(deployments: Sequence[Resolution], ctx: ServingContext) -> list
             f"{contract.OBJECT_PREFIX}-prepull-{node.spark_index}",
             ctx.namespace,
             {**labels, contract.LABEL_SPARK_INDEX: str(node.spark_index)},
-            {
-                "nodeSelector": node_selector(node),
-                "containers": [
-                    container(f"pull-{i}", image, ["python3", "-c", "pass"])
-                    for i, image in enumerate(wanted)
-                ],
-            },
+            pod_spec(
+                {
+                    "nodeSelector": node_selector(node),
+                    "containers": [
+                        hardened(container(f"pull-{i}", image, ["python3", "-c", "pass"]))
+                        for i, image in enumerate(wanted)
+                    ],
+                    "volumes": [tmp_volume()],
+                },
+                nonroot=True,
+            ),
             ctx.prepull_timeout,
             PREPULL_BACKOFF,
+            PREPULL_SKIPS,
         )
         for node, wanted in sorted(images.values(), key=lambda item: item[0].spark_index)
     ]

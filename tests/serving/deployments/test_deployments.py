@@ -134,7 +134,8 @@ def test_gateway_routes_every_alias_to_its_api_service(ctx: ServingContext) -> N
     )
     # The master key is a Secret reference, never a value.
     gateway = out["gateway"]["manifests"][1]["spec"]["template"]["spec"]["containers"][0]
-    assert all("value" not in e for e in gateway["env"])
+    key = [e for e in gateway["env"] if e["name"] == "LITELLM_MASTER_KEY"]
+    assert len(key) == 1 and "value" not in key[0] and key[0]["valueFrom"]["secretKeyRef"]
 
 
 # --- (b) co-located on the same two Sparks -------------------------------------------------------

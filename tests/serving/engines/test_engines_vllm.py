@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sparkrack import contract
+from sparkrack.contract import HF_CACHE_MOUNT
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving import (
@@ -98,7 +99,7 @@ def test_command_is_the_seed_command(ctx: ServingContext) -> None:
         assert same_word(got, want), f"{got!r} != seed {want!r}"
 
 
-def test_env_is_the_seed_env_and_the_token_comes_from_the_secret(ctx: ServingContext) -> None:
+def test_env_is_the_seed_env_and_the_server_gets_no_token(ctx: ServingContext) -> None:
     profile = load_profile(NAME)
     env = render_env(profile, ctx, 0)
     assert {k: env[k] for k in SEED_ENV} == SEED_ENV
@@ -106,13 +107,9 @@ def test_env_is_the_seed_env_and_the_token_comes_from_the_secret(ctx: ServingCon
     assert "HF_TOKEN" not in env
     docs = render_manifests(profile, ctx)
     container = _sts(docs)["spec"]["template"]["spec"]["containers"][0]
-    token = next(e for e in container["env"] if e["name"] == "HF_TOKEN")
-    assert token == {
-        "name": "HF_TOKEN",
-        "valueFrom": {
-            "secretKeyRef": {"name": ctx.hf_token_secret, "key": "token", "optional": True}
-        },
-    }
+    # Offline (the fetch step put the weights in the node's cache): no HF token at all.
+    names = {e["name"]: e for e in container["env"]}
+    assert "HF_TOKEN" not in names and names["HF_HUB_OFFLINE"]["value"] == "1"
 
 
 def test_image_is_the_seed_nightly() -> None:
@@ -186,7 +183,9 @@ def test_reasoning_parser_plugin_is_mounted_at_the_seed_path(ctx: ServingContext
         "main",
         "super_v3_reasoning_parser.py",
     ]
-    assert {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"} in init["volumeMounts"]
+    cache = {"name": "hf-cache", "mountPath": HF_CACHE_MOUNT, "readOnly": True}
+    assert cache in init["volumeMounts"]
+    assert not [e for e in init["env"] if e["name"] == "HF_TOKEN"]
     compile(init["command"][2], "fetch-plugins", "exec")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.contract import GUARD_FILE, LAUNCHER_MOUNT, POD_FABRIC_IFNAME
+from sparkrack.contract import GUARD_FILE, HF_CACHE_MOUNT, LAUNCHER_MOUNT, POD_FABRIC_IFNAME
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.nads import pod_network_annotation
 from sparkrack.k8s.validate import validate_manifests
@@ -74,14 +74,10 @@ def test_each_rank_pinned_and_wired_from_the_plan(name: str, ctx: ServingContext
         assert env["NCCL_SOCKET_IFNAME"]["value"] == POD_FABRIC_IFNAME
         assert env["GLOO_SOCKET_IFNAME"]["value"] == POD_FABRIC_IFNAME
         assert env["NCCL_DEBUG"]["value"] == "INFO"
-        assert env["HF_TOKEN"] == {
-            "name": "HF_TOKEN",
-            "valueFrom": {
-                "secretKeyRef": {"name": ctx.hf_token_secret, "key": "token", "optional": True}
-            },
-        }
+        # Offline (the fetch step put the weights in the node's cache): no HF token.
+        assert "HF_TOKEN" not in env and env["HF_HUB_OFFLINE"]["value"] == "1"
         mounts = {m["mountPath"] for m in container["volumeMounts"]}
-        assert {"/dev/shm", "/root/.cache/huggingface", LAUNCHER_MOUNT} <= mounts
+        assert {"/dev/shm", HF_CACHE_MOUNT, LAUNCHER_MOUNT} <= mounts
         assert container["command"][-1] == "--" and profile.architecture in container["command"]
         for patch in profile.patches:
             assert patch in container["command"]
@@ -112,8 +108,9 @@ def test_secret_never_inline_and_configmap_holds_code_only(ctx: ServingContext) 
     assert "HF_TOKEN" not in json.dumps(by_kind(docs, "ConfigMap"))
     (cm,) = by_kind(docs, "ConfigMap")
     assert GUARD_FILE in cm["data"] and "launcher.py" in cm["data"]
-    # Per rank: the HF token and the engine's two keys.
-    assert text.count('"secretKeyRef"') == 3 * len(ctx.plan.nodes)
+    # Per rank: the engine's two keys; the ranks run offline, so no HF token reaches them (the
+    # fetch Job's download has it).
+    assert text.count('"secretKeyRef"') == 2 * len(ctx.plan.nodes)
 
 
 def test_labels_follow_the_contract(ctx: ServingContext) -> None:

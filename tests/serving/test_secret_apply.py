@@ -1,0 +1,165 @@
+"""Every Secret the serve role writes keeps its value out of annotations and managedFields.
+
+The role's own tasks are found in ``roles/serving/tasks/*.yml`` (every ``kubernetes.core.k8s``
+task whose definition is a ``Secret``: the HF token, the gateway master key, the rsync password
+and any later one), copied verbatim into a play (only ``when`` and ``failed_when`` dropped, so
+each runs and a failure shows) and run by the real ``ansible-playbook`` against a real API
+server (``kube_api``). Each Secret is read back; none of its values, plain or base64, may stand
+in any annotation or in ``managedFields``.
+
+Negative control: the same tasks as a client-side apply (``apply: true`` without
+``server_side_apply``) leave the value in ``kubectl.kubernetes.io/last-applied-configuration``,
+and the check finds it.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from kubernetes import client
+
+from sparkrack.contract import contract_fact
+
+if TYPE_CHECKING:
+    from conftest import Playbook
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ROOT / "roles" / "serving" / "tasks"
+HF_TOKEN = "hf_SENTINEL_secret_apply_31d9e2"
+GATEWAY_KEY = "sk-SENTINEL-gateway-8c41f7"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+DEPLOYMENT_KEYS = "sparkrack-d1-keys"
+DEPLOYMENT_RSYNC = "sparkrack-fetch-rsync-d1"
+
+
+def walk(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for task in tasks:
+        out += walk(task.get("block", [])) + [task]
+    return out
+
+
+def secret_tasks() -> list[dict[str, Any]]:
+    """The role's tasks that write a Secret, as written in the role."""
+    found = []
+    for path in sorted(TASKS.glob("*.yml")):
+        for task in walk(yaml.safe_load(path.read_text()) or []):
+            module = task.get("kubernetes.core.k8s")
+            definition = (module or {}).get("definition")
+            if isinstance(definition, dict) and definition.get("kind") == "Secret":
+                task = {k: v for k, v in task.items() if k not in ("when", "failed_when")}
+                found.append(task)
+    return found
+
+
+def play(tasks: list[dict[str, Any]], namespace: str, kube_api: Any) -> dict[str, Any]:
+    return {
+        "name": "The serve role's Secret tasks",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars": {
+            "sparkrack_contract": contract_fact(),
+            "serving_kubeconfig": str(kube_api.kubeconfig),
+            "serving_namespace": namespace,
+            "serving_hf_token_secret": "sparkrack-hf-token",
+            "serving_hf_token": HF_TOKEN,
+            "serving_gateway_key_secret": "sparkrack-gateway-key",
+            "serving_gateway_key": GATEWAY_KEY,
+            "serving_fetch_secret": "sparkrack-fetch-rsync",
+            # What the looped Secret tasks read: one deployment with receivers and no key
+            # Secret yet (their `when`s are dropped, so every Secret task writes).
+            "serving_rendered": {
+                "contract": contract_fact(),
+                "deployments": [
+                    {
+                        "name": "d1",
+                        "key_secret": DEPLOYMENT_KEYS,
+                        "fetch_secret": DEPLOYMENT_RSYNC,
+                        "fetch_job": "sparkrack-d1-fetch",
+                        "receiver_jobs": ["sparkrack-d1-recv-2"],
+                    }
+                ],
+            },
+            "serving_keys_found": {
+                "results": [{"item": {"key_secret": DEPLOYMENT_KEYS}, "resources": []}]
+            },
+        },
+        "tasks": tasks,
+    }
+
+
+def leaks(secret: Any) -> list[str]:
+    """Where a value of ``secret`` stands outside its data: ``annotation:<key>`` or
+    ``managedFields``."""
+    values = [base64.b64decode(v).decode() for v in (secret.data or {}).values()]
+    forms = [f for v in values for f in (v, base64.b64encode(v.encode()).decode())]
+    forms += [line.split(":", 1)[-1] for v in values for line in v.splitlines() if ":" in line]
+    found = []
+    for key, text in (secret.metadata.annotations or {}).items():
+        if any(f and f in text for f in forms):
+            found.append(f"annotation:{key}")
+    fields = secret.metadata.managed_fields or []
+    managed = json.dumps(client.ApiClient().sanitize_for_serialization(fields))
+    if any(f and f in managed for f in forms):
+        found.append("managedFields")
+    return found
+
+
+def run(
+    ansible_playbook: Playbook, kube_api: Any, tmp_path: Path, tasks: list[dict[str, Any]]
+) -> tuple[str, list[Any]]:
+    namespace = kube_api.namespace("secrets")
+    path = tmp_path / "play.yml"
+    path.write_text(yaml.safe_dump([play(tasks, namespace, kube_api)], sort_keys=False))
+    proc = ansible_playbook(str(path), env={"HOME": str(tmp_path)})
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    api = client.CoreV1Api(kube_api.client())
+    return namespace, api.list_namespaced_secret(namespace).items
+
+
+def test_the_role_writes_three_secrets_or_more() -> None:
+    names = {t["kubernetes.core.k8s"]["definition"]["metadata"]["name"] for t in secret_tasks()}
+    assert {
+        "{{ serving_hf_token_secret }}",
+        "{{ serving_gateway_key_secret }}",
+        "{{ item.fetch_secret }}",
+        "{{ item.item.key_secret }}",
+    } <= names
+
+
+def test_no_secret_value_in_annotations_or_managed_fields(
+    ansible_playbook: Playbook, kube_api: Any, tmp_path: Path
+) -> None:
+    _ns, secrets = run(ansible_playbook, kube_api, tmp_path, secret_tasks())
+    written = {s.metadata.name: s for s in secrets if s.type == "Opaque"}
+    assert set(written) >= {
+        "sparkrack-hf-token",
+        "sparkrack-gateway-key",
+        DEPLOYMENT_RSYNC,
+        DEPLOYMENT_KEYS,
+    }
+    assert base64.b64decode(written["sparkrack-hf-token"].data["token"]).decode() == HF_TOKEN
+    for name, secret in written.items():
+        assert leaks(secret) == [], name
+        assert LAST_APPLIED not in (secret.metadata.annotations or {}), name
+
+
+def test_negative_control_a_client_side_apply_leaks(
+    ansible_playbook: Playbook, kube_api: Any, tmp_path: Path
+) -> None:
+    tasks = copy.deepcopy(secret_tasks())
+    for task in tasks:
+        module = task["kubernetes.core.k8s"]
+        module.pop("server_side_apply", None)
+        module["apply"] = True
+    _ns, secrets = run(ansible_playbook, kube_api, tmp_path, tasks)
+    written = {s.metadata.name: s for s in secrets if s.type == "Opaque"}
+    assert leaks(written["sparkrack-hf-token"]) == [f"annotation:{LAST_APPLIED}"]
+    assert leaks(written["sparkrack-gateway-key"]) == [f"annotation:{LAST_APPLIED}"]
