@@ -154,7 +154,6 @@ def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[di
                 labels,
                 scanner.skips(
                     scanner.IMAGES,
-                    scanner.NETWORK_POLICY,
                     scanner.GATEWAY_RESOURCES,
                     scanner.SECRET_ENV,
                 ),

@@ -37,6 +37,7 @@ from sparkrack.k8s import scanner
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import hf_token_env
 from sparkrack.serving.objects.pod import (
+    SECCOMP,
     configmap,
     container,
     hardened,
@@ -68,19 +69,17 @@ FETCH_BACKOFF = 2
 PREPULL_BACKOFF = 1
 FETCH_SKIPS = scanner.skips(
     scanner.IMAGES,
-    scanner.NETWORK_POLICY,
     scanner.BOUNDED_JOB,
     scanner.FABRIC_PUSH,
     scanner.SECRET_ENV,
 )
 RECEIVER_SKIPS = scanner.skips(
     scanner.IMAGES,
-    scanner.NETWORK_POLICY,
     scanner.BOUNDED_JOB,
     scanner.FABRIC_PUSH,
     scanner.RECEIVER_ROOT,
 )
-PREPULL_SKIPS = scanner.skips(scanner.IMAGES, scanner.NETWORK_POLICY, scanner.BOUNDED_JOB)
+PREPULL_SKIPS = scanner.skips(scanner.IMAGES, scanner.BOUNDED_JOB)
 SECRET_VOLUME = "fetch-secret"
 
 
@@ -202,6 +201,7 @@ def switch_objects(res: Resolution) -> Switch:
             },
             nonroot=False,
         )
+        receiver["securityContext"] = {"seccompProfile": dict(SECCOMP)}
         docs.append(
             job(names.receiver(node), ns, labels, receiver, timeout, FETCH_BACKOFF, RECEIVER_SKIPS)
         )
