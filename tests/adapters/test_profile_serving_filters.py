@@ -11,7 +11,8 @@ from hostile_corpus import by_id, write
 from sparkrack.adapters.ansible import FILTERS
 from sparkrack.fabric.addressplan import nodes_from_hostvars
 from sparkrack.fabric.layout import compute_plan
-from sparkrack.inputs.inventory import load_inventory
+from sparkrack.inputs.inventory import Inventory, load_inventory
+from sparkrack.serving.trust import TRUST_VARS
 
 ROOT = Path(__file__).resolve().parents[2]
 NCCL = ROOT / "tests" / "data" / "nccl"
@@ -21,13 +22,18 @@ def one(profile: str) -> dict[str, str]:
     return {"serving_profile": profile}
 
 
+def settings(inv: Inventory, **given: str) -> dict[str, object]:
+    """The serving settings the role passes: the inventory's trust lists and ``given``."""
+    return {**{k: inv.var(k) for k in TRUST_VARS}, **given}
+
+
 def test_render_the_lab_deployments() -> None:
     inv = load_inventory("inventories/lab")
     out = FILTERS["sparkrack_serving_render"](
         {"serving_deployments": inv.var("serving_deployments"), "serving_profile": ""},
         inv.plan().to_dict(),
         inv.hostvars,
-        {"serving_fetch_image": inv.var("serving_fetch_image")},
+        settings(inv, serving_fetch_image=inv.var("serving_fetch_image")),
     )
     assert out["names"] == ["gemma", "super-vllm", "super-trtllm"]
     assert [len(d["pods"]) for d in out["deployments"]] == [2, 1, 1]
@@ -42,11 +48,12 @@ def test_render_for_the_inventory(inventory: str) -> None:
         {"serving_profile": inv.var("serving_profile"), "serving_deployments": []},
         inv.plan().to_dict(),
         inv.hostvars,
-        {
-            "serving_namespace": inv.var("serving_namespace"),
-            "serving_api_port": "30000",
-            "serving_fetch_image": inv.var("serving_fetch_image"),
-        },
+        settings(
+            inv,
+            serving_namespace=inv.var("serving_namespace"),
+            serving_api_port="30000",
+            serving_fetch_image=inv.var("serving_fetch_image"),
+        ),
     )
     [dep] = out["deployments"]
     assert dep["profile"] == "nemotron-3-super-120b-a12b-nvfp4"
@@ -55,8 +62,11 @@ def test_render_for_the_inventory(inventory: str) -> None:
     assert dep["selector"] == (
         "sparkrack.io/component=serving,sparkrack.io/deployment=nemotron-3-super-120b-a12b-nvfp4"
     )
-    # Namespace; launcher ConfigMap, 2 Services, a StatefulSet per Spark; the gateway's 3.
-    assert len(out["manifests"]) == 1 + 3 + len(inv.sparks) + 3
+    # Namespace and its default deny; launcher ConfigMap, 2 Services, a StatefulSet per Spark,
+    # the deployment's NetworkPolicy; the gateway's 3 and its NetworkPolicy.
+    assert len(out["manifests"]) == 2 + 3 + len(inv.sparks) + 1 + 3 + 1
+    kinds = [d["kind"] for d in out["manifests"]]
+    assert kinds.count("NetworkPolicy") == 3
     assert dep["nccl_check"] is True
     assert out["prune_selectors"][-1] == (
         "sparkrack.io/deployment notin (nemotron-3-super-120b-a12b-nvfp4)"
@@ -67,7 +77,10 @@ def test_discovered_gid_index_reaches_the_pods() -> None:
     inv = load_inventory("inventories/example")
     hostvars = {h: {**v, "roce_gid_index": 3} for h, v in inv.hostvars.items()}
     out = FILTERS["sparkrack_serving_render"](
-        one("glm-4.7-nvfp4"), inv.plan().to_dict(), hostvars, {"serving_fetch_image": "f:1"}
+        one("glm-4.7-nvfp4"),
+        inv.plan().to_dict(),
+        hostvars,
+        settings(inv, serving_fetch_image="f:1"),
     )
     sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
     assert len(sts) == 4
@@ -83,14 +96,18 @@ def test_refused_profile_stops_with_rule_id(tmp_path: Path) -> None:
     inv = load_inventory("inventories/lab")
     bad = str(write(by_id("super-cudnn"), tmp_path))
     with pytest.raises(AnsibleFilterError, match=r"\[fp4-gemm-cudnn-missing\]"):
-        FILTERS["sparkrack_serving_render"](one(bad), inv.plan().to_dict(), inv.hostvars, {})
+        FILTERS["sparkrack_serving_render"](
+            one(bad), inv.plan().to_dict(), inv.hostvars, settings(inv)
+        )
 
 
 def test_topology_checked_against_the_inventory() -> None:
     inv = load_inventory("inventories/lab")
     with pytest.raises(AnsibleFilterError, match=r"\[topology-nodes\]"):
         two = compute_plan(inv.var("fabric"), nodes_from_hostvars(inv.sparks[:2], inv.hostvars))
-        FILTERS["sparkrack_serving_render"](one("gemma-4-31b-it"), two.to_dict(), inv.hostvars, {})
+        FILTERS["sparkrack_serving_render"](
+            one("gemma-4-31b-it"), two.to_dict(), inv.hostvars, settings(inv)
+        )
 
 
 def test_nccl_transport_gate() -> None:
@@ -112,7 +129,10 @@ def test_diagnose_lines_name_known_failures() -> None:
 def test_single_spark_engine_waits_for_one_pod() -> None:
     inv = load_inventory("inventories/lab")
     out = FILTERS["sparkrack_serving_render"](
-        one("nemotron-3-super-120b-a12b-nvfp4-vllm"), inv.plan().to_dict(), inv.hostvars, {}
+        one("nemotron-3-super-120b-a12b-nvfp4-vllm"),
+        inv.plan().to_dict(),
+        inv.hostvars,
+        settings(inv),
     )
     [dep] = out["deployments"]
     sts = [d for d in out["manifests"] if d["kind"] == "StatefulSet"]
