@@ -303,6 +303,7 @@ SERVING: list[Entry] = [
     S("allow-undigested-maybe", "serving_allow_undigested_privileged", "maybe"),
     S("rdma-access-unknown", "serving_rdma_access", "hostdev"),
     S("rdma-resource-shell", "serving_rdma_resource", "rdma/x;rm -rf /"),
+    S("monitoring-unknown-key", "monitoring", {"enabled": True, "grafana_password": "x"}),
     S("namespace-upper-underscore", "serving_namespace", "Bad_NS"),
     S("namespace-too-long", "serving_namespace", "a" * 64),
     S("namespace-leading-dash", "serving_namespace", "-ns"),
@@ -899,7 +900,6 @@ ROLES: list[Entry] = [
     ),
     R("driver-lock-text", SCHEMA, "nvidia_driver_lock", setv("nvidia_driver_lock", "580")),
     R("earlyoom-words", SCHEMA, "spark_base_earlyoom", setv("spark_base_earlyoom", "yes please")),
-    R("monitoring-block", SCHEMA, "monitoring", setv("monitoring", {"enabled": True})),
     R("k3s-api-ready-set", SCHEMA, "k3s_api_ready", setv("k3s_api_ready", True)),
     R(
         "addons-zero-gpus",

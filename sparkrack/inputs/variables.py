@@ -85,6 +85,15 @@ def _secret(value: Any) -> str | None:
     return None
 
 
+def _monitoring(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return f"is {forms.type_name(value)}, not a mapping"
+    unknown = sorted(str(k) for k in value if k != "enabled")
+    if unknown:
+        return f"has {', '.join(unknown)}, which nothing reads (only enabled)"
+    return forms.SWITCH.problem(value.get("enabled", False))
+
+
 SECRET = forms.Form("the secret as one word, without spaces or newlines", _secret)
 
 
@@ -251,6 +260,15 @@ VARIABLES: tuple[Variable, ...] = (
         "fabric",
         forms.Form("the fabric block (README)", lambda v: None),
         "the QSFP fabric: the one input of the address plan (sparkrack/fabric/layout.py)",
+    ),
+    Variable(
+        "monitoring",
+        forms.Form(
+            "the monitoring block: {enabled: true} or {enabled: false}",
+            _monitoring,
+            example="{enabled: true}",
+        ),
+        "the optional monitoring stack (playbooks/monitoring.yml; README: Observe)",
     ),
     Variable(
         "cluster_addons",

@@ -7,6 +7,8 @@ import re
 
 from conftest import host_of, plan, role_defaults, topology
 
+from sparkrack.contract import KUBELET_SYSCTLS
+
 
 def test_systemd_is_pid1_and_running(node: str) -> None:
     host = host_of(node)
@@ -34,7 +36,9 @@ def test_sysctl_file_holds_every_setting(spark: str) -> None:
             if "=" in ln and not ln.startswith("#")
         )
     )
-    assert found == {k: str(v) for k, v in defaults["spark_base_sysctl"].items()}
+    # The Spark's own settings and those the kubelet's protect-kernel-defaults checks.
+    wanted = {**defaults["spark_base_sysctl"], **KUBELET_SYSCTLS}
+    assert found == {k: str(v) for k, v in wanted.items()}
 
 
 def test_proc_sys_stays_read_only(spark: str) -> None:

@@ -62,17 +62,92 @@ def of(snap: dict[tuple[str, str], tuple[str, str]], deployment: str) -> dict[An
     return {key: rv for key, (rv, dep) in snap.items() if dep == deployment}
 
 
+REFUSE = "sparkrack-test-refuses-the-gemma-head"
+REFUSAL = "the lab admission policy refuses the gemma head"
+
+
+def refusing_the_gemma_head() -> None:
+    """An admission policy that refuses the gemma head's StatefulSet: an object sparkrack's own
+    checks pass (they hold every value to what the API accepts) and the API server refuses."""
+    api = dynamic.DynamicClient(admin())
+    group = "admissionregistration.k8s.io/v1"
+    api.resources.get(api_version=group, kind="ValidatingAdmissionPolicy").create(
+        body={
+            "apiVersion": group,
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": REFUSE},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["apps"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["statefulsets"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "object.metadata.name != 'sparkrack-gemma-r0'",
+                        "message": REFUSAL,
+                    }
+                ],
+            },
+        }
+    )
+    api.resources.get(api_version=group, kind="ValidatingAdmissionPolicyBinding").create(
+        body={
+            "apiVersion": group,
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": REFUSE},
+            "spec": {
+                "policyName": REFUSE,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}
+                },
+            },
+        }
+    )
+    apps = client.AppsV1Api(admin())
+    deadline = time.monotonic() + 60
+    while True:  # the policy takes effect once the API server has loaded it
+        try:
+            apps.patch_namespaced_stateful_set(
+                "sparkrack-gemma-r0", NS, {"metadata": {"labels": {"probe": "x"}}}, dry_run="All"
+            )
+        except client.ApiException as exc:
+            if REFUSAL in str(exc.body):
+                return
+            raise
+        assert time.monotonic() < deadline, "the admission policy never took effect"
+        time.sleep(1)
+
+
+def without_the_refusal() -> None:
+    api = dynamic.DynamicClient(admin())
+    group = "admissionregistration.k8s.io/v1"
+    for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
+        api.resources.get(api_version=group, kind=kind).delete(name=REFUSE)
+
+
 def test_a_manifest_the_api_refuses_fails_before_any_deployment_is_removed(tmp_path: Path) -> None:
-    # Dropping super-trtllm would remove it, but a memory quantity offline validation lets pass
-    # ("32 GiB") is refused by the API server: the play must stop before the removal.
+    # Dropping super-trtllm would remove it, but the API server refuses the gemma head's
+    # StatefulSet: the play must stop before the removal.
     inventory = inventory_copy(tmp_path, DROP)
     before = snapshot()
     assert of(before, "super-trtllm"), "the lab's super-trtllm deployment is missing"
-    proc = run_play(SERVE, "-e", "serving_shm_size='32 GiB'", inventory=inventory)
+    refusing_the_gemma_head()
+    try:
+        proc = run_play(SERVE, inventory=inventory)
+    finally:
+        without_the_refusal()
     assert proc.returncode != 0, out(proc)
     assert "The API server refuses" in words(proc), out(proc)[-3000:]
     assert "StatefulSet/sparkrack/sparkrack-gemma-r0: " in words(proc)
-    assert "quantities must match the regular expression" in words(proc)
+    assert REFUSAL in words(proc)
     assert snapshot() == before, "nothing may change before the API accepted every object"
 
 

@@ -64,6 +64,12 @@ def test_replicas_share_an_alias_but_different_profiles_may_not(tmp_path: Path) 
         replicas(tmp_path, second_profile="other")
 
 
+def keys(deps: list[object]) -> dict[str, str]:
+    """The gateway's engine-key variables: each test server checks ``sparkrack-<name>``."""
+    found = {gateway.key_env(d): f"sparkrack-{d.name}" for d in deps}  # type: ignore[arg-type,attr-defined]
+    return {env: key for env, key in found.items() if env is not None}
+
+
 def served(url: str, key: str) -> float:
     """The replica's generated-token counter (its own /metrics, read with its key)."""
     req = urllib.request.Request(f"{url}/metrics", headers={"Authorization": f"Bearer {key}"})
@@ -87,7 +93,7 @@ def test_the_gateway_balances_fails_over_and_routes_back(
         urls = {"a1": f"{one}/v1", "a2": f"{two}/v1"}
         config = copy.deepcopy(gateway.config(deps, ctx, urls))  # type: ignore[arg-type]
         config["router_settings"]["cooldown_time"] = COOLDOWN_S
-        with proxy(litellm, config, tmp_path) as url:
+        with proxy(litellm, config, tmp_path, keys(deps)) as url:
             for _ in range(16):
                 status, text = stream(url, "model-a")
                 assert status == 200 and text, text
@@ -120,6 +126,6 @@ def test_without_the_router_settings_a_dead_replica_fails_requests(
         urls = {"a1": f"{one}/v1", "a2": f"http://127.0.0.1:{free_port()}/v1"}
         config = copy.deepcopy(gateway.config(deps, ctx, urls))  # type: ignore[arg-type]
         config["router_settings"].update(num_retries=0, allowed_fails=1000, cooldown_time=0)
-        with proxy(litellm, config, tmp_path) as url:
+        with proxy(litellm, config, tmp_path, keys(deps)) as url:
             failed = sum(stream(url, "model-a")[0] != 200 for _ in range(12))
     assert failed > 0, "with neither retries nor cooldown a dead replica must cost requests"

@@ -97,7 +97,7 @@ def test_extra_args_resolved_by_the_real_parser_are_refused(name: str, engine: s
         # The static rule, which validate runs without the engine, refuses the same word.
         assert engine_of(data).owner_of(word) is not None, word
     data = copy.deepcopy(base.data)
-    data["extra_args"] = ["--api-key", "k"] if engine == "sglang" else ["--seed", "1"]
+    data["extra_args"] = ["--random-seed", "1"] if engine == "sglang" else ["--seed", "1"]
     assert extra_args_problems(Profile(name, base.path, data)) == []
 
 
