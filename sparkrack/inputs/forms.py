@@ -279,6 +279,13 @@ SWITCH_WORDS = {"true": True, "false": False, "yes": True, "no": False}
 SWITCH = Form("true or false", _switch, example="false")
 
 
+def switch_on(value: Any) -> bool:
+    """An inventory switch's meaning: a YAML boolean, or one of ``SWITCH_WORDS`` as a string."""
+    if isinstance(value, str):
+        return SWITCH_WORDS.get(value.strip().lower(), False)
+    return value is True
+
+
 def list_of(item: Callable[[Any], str | None], max_items: int = 64) -> Callable[[Any], str | None]:
     """A YAML list of at most ``max_items`` values, each of the item's form (empty: none)."""
 

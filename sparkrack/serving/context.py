@@ -13,6 +13,7 @@ from typing import Any
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError, shown
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
+from sparkrack.inputs.forms import switch_on
 from sparkrack.inputs.inventory import Inventory, load_inventory
 from sparkrack.inputs.variables import BY_NAME, RULE
 from sparkrack.serving.trust import TRUST_VARS, Trust, trust_of
@@ -242,13 +243,6 @@ def rdma_access(value: Any) -> str:
             )
         )
     return str(value)
-
-
-def switch_on(value: Any) -> bool:
-    """An inventory switch: a YAML boolean, or its spelling as a string (``-e x=true``)."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "on", "1")
-    return value is True
 
 
 SETTINGS = (

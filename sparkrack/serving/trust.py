@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sparkrack.errors import Problem
+from sparkrack.inputs.forms import switch_on
 from sparkrack.inputs.imageref import without_digest
 from sparkrack.serving.profile.knobs import lookup
 from sparkrack.serving.profile.model import Profile
@@ -74,19 +75,13 @@ def trust_of(variables: Mapping[str, Any]) -> Trust:
     v = {**TRUST_VARS, **{k: val for k, val in variables.items() if val is not None}}
     return Trust(
         images=tuple(str(p) for p in _listed(v["serving_trusted_images"])),
-        allow_undigested_privileged=_switch(v["serving_allow_undigested_privileged"]),
+        allow_undigested_privileged=switch_on(v["serving_allow_undigested_privileged"]),
         remote_code_repos=tuple(str(r) for r in _listed(v["serving_remote_code_repos"])),
     )
 
 
 def _listed(value: Any) -> Sequence[Any]:
     return value if isinstance(value, list | tuple) else [value] if value else []
-
-
-def _switch(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "on", "1")
-    return value is True
 
 
 def remote_code(profile: Profile, engine: Engine) -> bool:

@@ -52,3 +52,13 @@ def test_schema_errors_are_said_in_words_without_the_expression() -> None:
     [err] = validator.iter_errors({"n": True})
     message, fix = forms.schema_problem(err, words)
     assert message == "is the boolean true, not text" and fix.endswith("quote it")
+
+
+def test_a_switch_means_what_the_check_accepts() -> None:
+    for value in (True, "true", " Yes ", "TRUE"):
+        assert forms.SWITCH.problem(value) is None and forms.switch_on(value) is True
+    for value in (False, "false", "no"):
+        assert forms.SWITCH.problem(value) is None and forms.switch_on(value) is False
+    # Words the check refuses never switch anything on.
+    for value in ("on", "1", 1, None, "maybe"):
+        assert forms.SWITCH.problem(value) is not None and forms.switch_on(value) is False
