@@ -212,6 +212,19 @@ def slug(name: str) -> str:
     return text[:SLUG_MAX].rstrip("-") or "profile"
 
 
+SERVING_PRUNE_KINDS: Final = (
+    "StatefulSet",
+    "Service",
+    "ConfigMap",
+    "NetworkPolicy",
+    "Secret",
+    "Pod",
+)
+"""Kinds a switch removes for a deployment that left the list or changed profile, in order; pods
+last, so waiting for them is waiting for their GPUs. A deployment's Secrets (keys, rsync password)
+carry its name but no profile: they go only with the deployment."""
+
+
 def pod_ifname(rail: int) -> str:
     """Name of rail ``rail``'s VF inside a pod: ``net1`` for the first rail, then ``net2``..."""
     return f"net{rail + 1}"
@@ -236,6 +249,7 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "spark_selector": f"{LABEL_ROLE}={ROLE_SPARK}",
         "label_profile": LABEL_PROFILE,
         "label_deployment": LABEL_DEPLOYMENT,
+        "serving_listed_kinds": [k for k in SERVING_PRUNE_KINDS if k != "Secret"],
         "api_service": API_SERVICE,
         "launcher_mount": LAUNCHER_MOUNT,
         "smoke_file": SMOKE_FILE,

@@ -327,10 +327,13 @@ def serving_stale(
     rendered: list[dict[str, Any]],
     live: list[Mapping[str, Any]],
     applied_first: list[dict[str, Any]] | None = None,
+    secrets: list[Mapping[str, Any]] | None = None,
 ) -> list[Any]:
-    """``{{ manifests | sparkrack_stale_serving(found.results, fetch) }}`` with ``found`` a
-    k8s_info loop over kinds: the serving objects to remove, in removal order."""
+    """``{{ manifests | sparkrack_stale_serving(found.results, fetch, secrets) }}`` with
+    ``found`` a k8s_info loop over kinds and ``secrets`` the serving Secrets, listed by a task
+    whose result is hidden: the serving objects to remove, in removal order (names only)."""
     by_kind = {str(r["item"]): list(r.get("resources") or []) for r in live}
+    by_kind["Secret"] = [{"metadata": s.get("metadata") or {}} for s in secrets or []]
     return stale_serving(rendered, by_kind, applied_first or [])
 
 

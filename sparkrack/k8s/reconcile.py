@@ -26,8 +26,7 @@ from sparkrack import contract
 
 WORKLOADS = ("StatefulSet", "Deployment", "DaemonSet", "Job")
 DRY_RUN_SUFFIX = "-dry-run"
-PRUNE_ORDER = ("StatefulSet", "Service", "ConfigMap", "Pod")
-"""Kinds a switch removes, in order; pods last, so waiting for them is waiting for their GPUs."""
+PRUNE_ORDER = contract.SERVING_PRUNE_KINDS
 _MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -153,7 +152,8 @@ def stale_serving(
     applied_first: Iterable[Mapping[str, Any]] = (),
 ) -> list[dict[str, str]]:
     """Live serving objects (``live``: kind -> objects as the API lists them) whose
-    (deployment, profile) labels no rendered object carries, in :data:`PRUNE_ORDER`:
+    (deployment, profile) labels no rendered object carries (a Secret: whose deployment no rendered
+    object names), in :data:`PRUNE_ORDER`:
     ``[{"kind", "namespace", "name"}]``. Objects the play applies before it removes anything
     (``applied_first``: the switch's ConfigMaps, shared with the ranks) are updated in place,
     never removed."""
@@ -164,6 +164,14 @@ def stale_serving(
         if dict(_meta(d).get("labels") or {}).items() >= component.items()
     }
     kept = {(str(d.get("kind")), str(_meta(d).get("name"))) for d in applied_first}
+    listed = {deployment for deployment, _ in wanted}
+
+    def gone(kind: str, obj: Mapping[str, Any]) -> bool:
+        deployment, _ = _pair(obj)
+        if kind == "Secret":
+            return deployment is not None and deployment not in listed
+        return _pair(obj) not in wanted and (kind, str(_meta(obj).get("name"))) not in kept
+
     stale = [
         {
             "kind": kind,
@@ -172,6 +180,6 @@ def stale_serving(
         }
         for kind in PRUNE_ORDER
         for obj in live.get(kind, [])
-        if _pair(obj) not in wanted and (kind, str(_meta(obj).get("name"))) not in kept
+        if gone(kind, obj)
     ]
     return sorted(stale, key=lambda o: (PRUNE_ORDER.index(o["kind"]), o["name"]))

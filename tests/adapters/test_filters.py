@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -210,3 +211,19 @@ def test_the_live_api_filters_dry_run_refusals_jobs_and_stale_serving_objects() 
     assert FILTERS["sparkrack_stale_serving"]([sts], found) == [
         {"kind": "StatefulSet", "namespace": "n", "name": "s"}
     ]
+
+
+def test_stale_serving_takes_the_hidden_secrets_and_returns_names_only() -> None:
+    labels = {"sparkrack.io/component": "serving", "sparkrack.io/deployment": "a",
+              "sparkrack.io/profile": "p"}  # fmt: skip
+    sts = {"kind": "StatefulSet", "metadata": {"name": "s", "namespace": "n", "labels": labels}}
+
+    def secret(name: str, deployment: str) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "n",
+                "labels": {"sparkrack.io/component": "serving", "sparkrack.io/deployment": deployment}}  # fmt: skip
+        return {"kind": "Secret", "metadata": meta, "data": {"key": "c2VjcmV0LXZhbHVl"}}
+
+    secrets = [secret("a-keys", "a"), secret("gone-keys", "gone")]
+    stale = FILTERS["sparkrack_stale_serving"]([sts], [], None, secrets)
+    assert stale == [{"kind": "Secret", "namespace": "n", "name": "gone-keys"}]
+    assert "c2VjcmV0LXZhbHVl" not in repr(stale)

@@ -169,6 +169,46 @@ def test_stale_serving_removes_departed_deployments_and_changed_profiles_only() 
     assert stale_serving(rendered, {"ConfigMap": [switch_map]}) != []
 
 
+def test_a_deployments_policy_goes_with_its_profile_and_its_secrets_only_with_it() -> None:
+    rendered = [statefulset("sparkrack-a-r0", serving_labels("a", "new-profile"))]
+
+    def obj(kind: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
+        return {"kind": kind, "metadata": {"name": name, "namespace": "ns", "labels": labels}}
+
+    def secret_labels(deployment: str) -> dict[str, str]:
+        return {
+            contract.LABEL_COMPONENT: contract.COMPONENT_SERVING,
+            contract.LABEL_DEPLOYMENT: deployment,
+        }
+
+    live = {
+        "NetworkPolicy": [
+            obj("NetworkPolicy", "sparkrack-a", serving_labels("a", "old-profile")),
+            obj("NetworkPolicy", "sparkrack-c", serving_labels("c", "p")),
+        ],
+        "Secret": [
+            obj("Secret", "sparkrack-a-keys", secret_labels("a")),
+            obj("Secret", "sparkrack-c-keys", secret_labels("c")),
+            obj("Secret", "sparkrack-fetch-rsync-c", secret_labels("c")),
+            # Without a deployment label (the gateway's, the HF token's): never a switch's.
+            obj("Secret", "hf-token", {contract.LABEL_COMPONENT: contract.COMPONENT_SERVING}),
+        ],
+        "Pod": [obj("Pod", "sparkrack-c-r0-0", serving_labels("c", "p"))],
+    }
+    assert stale_serving(rendered, live) == [
+        {"kind": "NetworkPolicy", "namespace": "ns", "name": "sparkrack-a"},
+        {"kind": "NetworkPolicy", "namespace": "ns", "name": "sparkrack-c"},
+        {"kind": "Secret", "namespace": "ns", "name": "sparkrack-c-keys"},
+        {"kind": "Secret", "namespace": "ns", "name": "sparkrack-fetch-rsync-c"},
+        {"kind": "Pod", "namespace": "ns", "name": "sparkrack-c-r0-0"},
+    ]
+    # Control: with c still rendered, only a's old-profile policy goes; a's keys stay.
+    both = [*rendered, statefulset("sparkrack-c-r0", serving_labels("c", "p"))]
+    assert stale_serving(both, live) == [
+        {"kind": "NetworkPolicy", "namespace": "ns", "name": "sparkrack-a"}
+    ]
+
+
 # --- the serve play's check against a real API server ---------------------------------------
 
 

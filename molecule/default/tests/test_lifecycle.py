@@ -26,7 +26,18 @@ DROP = (
     "    sparks: [spark4]\n    alias: nemotron-3-super-trtllm\n",
     "",
 )
-KINDS = ("StatefulSet", "Service", "ConfigMap", "Pod", "Job", "Deployment")
+KINDS = (
+    "StatefulSet",
+    "Service",
+    "ConfigMap",
+    "Pod",
+    "Job",
+    "Deployment",
+    "NetworkPolicy",
+    "Secret",
+)
+VERSIONS = {"StatefulSet": "apps/v1", "Deployment": "apps/v1", "Job": "batch/v1",
+            "NetworkPolicy": "networking.k8s.io/v1"}  # fmt: skip
 
 
 def out(proc: Any) -> str:
@@ -44,8 +55,7 @@ def snapshot() -> dict[tuple[str, str], tuple[str, str]]:
     api = dynamic.DynamicClient(admin())
     found = {}
     for kind in KINDS:
-        version = "apps/v1" if kind in ("StatefulSet", "Deployment") else "v1"
-        version = "batch/v1" if kind == "Job" else version
+        version = VERSIONS.get(kind, "v1")
         items = api.resources.get(api_version=version, kind=kind).get(
             namespace=NS, label_selector=contract.contract_fact()["part_of_selector"]
         )

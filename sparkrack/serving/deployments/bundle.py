@@ -130,6 +130,13 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
                 # The key Secret the serve play creates once, and the head's variable holding
                 # the key its smoke client sends (empty: the engine checks none).
                 "key_secret": res.names.keys,
+                # Labels of the deployment's Secrets (keys, rsync password): its name without
+                # its profile, so they are removed with the deployment, kept across a switch.
+                "secret_labels": {
+                    **contract.PART_OF,
+                    contract.LABEL_COMPONENT: contract.COMPONENT_SERVING,
+                    contract.LABEL_DEPLOYMENT: d.name,
+                },
                 "api_key_env": res.engine.client_key_env or "",
                 "head_pod": pods[0],
                 "pods": pods,
