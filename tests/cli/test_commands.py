@@ -168,7 +168,7 @@ ROW_WORDS = {
     "OK": "every check passed",
     "FAILED": "refused input",
     "USAGE": "usage error",
-    "BAD_LEVEL": "for `bench`, a GARBAGE or FAILED level",
+    "BAD_LEVEL": "for `bench`, a GARBAGE, FAILED or WRONG-ANSWERS level",
     "NO_TOKEN_COUNTS": "`bench`: a level without token counts",
 }
 
