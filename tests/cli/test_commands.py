@@ -102,6 +102,7 @@ USAGE_ERRORS: dict[str, list[str]] = {
     "matrix": ["matrix", "{tmp}/no-such-matrix.yml"],
     "watch": ["watch", "--url", "localhost:8000", "--once"],
     "status": ["status", "--namespace", "sparkrack", "--kubeconfig", "{tmp}/no-such-kubeconfig"],
+    "memguard": ["memguard", "--node", "spark-1", "--floor", "lots"],
 }
 
 
