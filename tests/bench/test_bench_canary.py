@@ -153,3 +153,31 @@ def test_watch_with_the_canary_probe(
         assert result["detail"].startswith("canary sum: the last number is 43, not 42")
     if probe == "canary" and verdict == "healthy":
         assert result["detail"].startswith("canary sum right")
+
+
+@pytest.mark.parametrize(
+    ("server_args", "verdict"), [([], "healthy"), (["--wrong-answers"], "wrong-answers")]
+)
+def test_the_watch_loop_asks_the_questions_in_turn(server_args: list[str], verdict: str) -> None:
+    import asyncio
+    import socket
+
+    from sparkrack.watch.loop import LoopConfig, run
+    from sparkrack.watch.metrics import Series
+    from sparkrack.watch.probe import ProbeConfig, ProbeResult
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    seen: list[ProbeResult] = []
+
+    async def on_verdict(result: ProbeResult, _: Series) -> None:
+        seen.append(result)
+
+    with spawn(["--rate", "500", *server_args]) as url:
+        cfg = ProbeConfig(url=url, stall_s=5, max_tokens=64, canary=0)
+        loop = LoopConfig("t", interval_s=0.05, metrics_port=port, probes=4)
+        asyncio.run(run(cfg, loop, on_verdict, printer=lambda _: None))
+    assert [str(r.verdict) for r in seen] == [verdict] * 4
+    asked = [r.detail.removeprefix("canary ").split()[0].rstrip(":") for r in seen]
+    assert asked == ["sum", "copy", "json", "sum"]
