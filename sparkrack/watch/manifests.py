@@ -37,6 +37,8 @@ class WatchdogSettings:
     restart_grace_s: float = 600.0
     evidence_dir: str = EVIDENCE_MOUNT
     """Host directory of the evidence bundles on the control-plane node."""
+    canary: bool = False
+    """Probe with the answer canary (``watch --probe canary``): wrong answers are not healthy."""
 
 
 def name(deployment: str) -> str:
@@ -118,6 +120,8 @@ def manifests(
         "--metrics-port",
         str(METRICS_PORT),
     ]
+    if s.canary:
+        args += ["--probe", "canary"]
     pod = {
         "serviceAccountName": obj,
         "nodeSelector": {contract.LABEL_ROLE: contract.ROLE_CONTROL_PLANE},

@@ -181,3 +181,20 @@ def test_the_watch_loop_asks_the_questions_in_turn(server_args: list[str], verdi
     assert [str(r.verdict) for r in seen] == [verdict] * 4
     asked = [r.detail.removeprefix("canary ").split()[0].rstrip(":") for r in seen]
     assert asked == ["sum", "copy", "json", "sum"]
+
+
+def test_the_watchdog_deployment_probes_with_the_canary_when_asked() -> None:
+    from sparkrack.cli import build_parser
+    from sparkrack.watch.manifests import WatchdogSettings, manifests
+
+    def args(settings: WatchdogSettings) -> list[str]:
+        docs = manifests("alpha", "sparkrack", "http://x:30000", "a", settings)
+        [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+        words: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        return words
+
+    image = "registry.invalid/sparkrack@sha256:" + "0" * 64
+    canary = args(WatchdogSettings(image=image, canary=True))
+    assert canary[-2:] == ["--probe", "canary"]
+    assert build_parser().parse_args(canary).probe == "canary"  # the CLI takes what is rendered
+    assert "--probe" not in args(WatchdogSettings(image=image))  # default: the stream probe
