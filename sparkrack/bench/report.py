@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 
 from sparkrack.bench.runner import RunResult
-from sparkrack.bench.stats import NO_TOKEN_COUNTS, LevelResult, RequestResult
+from sparkrack.bench.stats import NO_TOKEN_COUNTS, WRONG_ANSWERS, LevelResult, RequestResult
 
 SCHEMA_FILE = "results.schema.json"
 
@@ -59,7 +59,7 @@ def _cell(level: LevelResult | None) -> str:
     text = f"{_fmt(level.peak_tok_s)} (agg {_fmt(level.aggregate_tok_s)})"
     if level.overlap_warning:
         text += " ⚠ no overlap"
-    return f"{text} GARBAGE" if level.status == "GARBAGE" else text
+    return f"{text} {level.status}" if level.status in ("GARBAGE", WRONG_ANSWERS) else text
 
 
 def summary_lines(run: RunResult) -> list[str]:
@@ -74,6 +74,10 @@ def summary_lines(run: RunResult) -> list[str]:
             line += f" · {lv.mean_concurrent_streams:.2f} streams open on average"
         lines.append(line)
         lines += [f"  {reason}" for reason in lv.garbage_reasons]
+        if lv.canary is not None:
+            c = lv.canary
+            lines.append(f"  canary: {c['right']}/{c['asked']} right in {c['wall_s']:.2f} s")
+            lines += [f"  {note}" for note in lv.notes if note.startswith("canary ")]
         if lv.overlap_warning:
             lines.append(f"  WARNING {lv.overlap_warning}")
         errors = sorted({r.error for r in lv.requests if r.status != "ok" and r.error})
@@ -118,6 +122,7 @@ def render_testlog(runs: Sequence[RunResult], title: str = "sparkrack bench") ->
             "- n=N = N concurrent requests; peak = Σ per-request decode tok/s over the successful "
             "requests (`peak_tok_s`); aggregate = tokens / wall time (`aggregate_tok_s`, below); "
             "failed = server error or repetition guard; GARBAGE = post-hoc fingerprint; "
+            "WRONG-ANSWERS = a canary question (sum, copy, JSON echo) answered wrong; "
             "⚠ no overlap = fewer than half of the n streams were open on average, so peak is "
             "not backed by concurrency (use aggregate).",
             "",

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparkrack import __version__
+from sparkrack.bench import canary as answer_canary
 from sparkrack.bench.client import LiveCounters, RequestSpec, clip, run_request
 from sparkrack.bench.fingerprint import FingerprintConfig, fingerprint_level
 from sparkrack.bench.mtp import (
@@ -28,7 +29,7 @@ from sparkrack.bench.mtp import (
     generated_tokens,
     parse_metrics,
 )
-from sparkrack.bench.stats import LevelResult
+from sparkrack.bench.stats import FAILED, LevelResult
 from sparkrack.errors import Problem, SparkrackError
 
 SCHEMA_VERSION = 1
@@ -65,6 +66,9 @@ class BenchConfig:
     """Do not refuse a model that GET /v1/models does not list (servers serving a folder)."""
     from_metrics: bool = False
     """Read the engine's generated-token counter before and after each level."""
+    canary: bool = True
+    """Ask the answer canary after each level (a wrong answer: WRONG-ANSWERS)."""
+    canary_max_tokens: int = answer_canary.MAX_TOKENS
 
 
 @dataclass
@@ -352,6 +356,10 @@ async def run_level(
     if config.metrics_url and not samples and state:
         level.notes.append(f"metrics endpoint unavailable: {state['error']}")
     fingerprint_level(level, config.fingerprint)
+    if config.canary and level.status != FAILED:  # nothing answers: nothing to ask
+        answer_canary.mark(
+            level, await answer_canary.ask_level(session, spec, n, config.canary_max_tokens)
+        )
     return level
 
 
@@ -409,6 +417,12 @@ async def run_bench_async(config: BenchConfig, console: Console | None = None) -
         "temperature": spec.temperature,
         "prompt_set": {"file": PROMPT_SET, "version": version, "prompts": len(prompts)},
         "guard": asdict(spec.guard),
+        "canary": {
+            "questions": [q.id for q in answer_canary.QUESTIONS],
+            "max_tokens": config.canary_max_tokens,
+        }
+        if config.canary
+        else None,
         "fingerprint": asdict(config.fingerprint),
         "metrics_url": config.metrics_url,
         "logs_from": config.logs_from,

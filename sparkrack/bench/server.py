@@ -18,6 +18,11 @@ The served model names pick the behaviour (see :data:`MODES`):
 * ``sparkrack-test-uniform`` — seed 003's eager-mode collapse: only ``!`` reasoning tokens, no
   content, ``finish_reason=length``, identical pacing for every request.
 
+In normal mode the server is also a tiny deterministic model (:func:`solve`): asked a sum
+("What is A + B?"), to repeat a line, or to echo a JSON object, it answers (after its reasoning
+tokens, when thinking is on) and stops — right, or, with ``--wrong-answers``, plausibly wrong. The
+other modes answer such questions with their garbage.
+
 Server options model broken deployments: ``--no-usage`` (no token counts), ``--serialize`` (one
 stream at a time, so n requests never overlap), ``--error-after N`` (an error event mid-stream),
 ``--unlisted`` (``/v1/models`` lists nothing), ``--cold-start S`` (the first request waits S
@@ -42,6 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import random
 import re
@@ -109,6 +115,40 @@ _SALAD = [
 ]
 _SALAD_MARKERS = ["self-correct", "stop rambling", "retire retire", "thinking thinking"]
 _FOREVER = 86400.0
+_SUM = re.compile(r"What is (-?\d+) \+ (-?\d+)\?")
+_COPY = re.compile(r"Repeat this line exactly and write nothing else: (.+)$")
+_ECHO = re.compile(r"Reply with this JSON object and nothing else: (\{.*\})$")
+
+
+def solve(prompt: str, wrong: bool = False) -> str | None:
+    """The answer to a question the server can work out (None: not such a question).
+
+    ``wrong``: a fluent answer with the wrong content (the sum off by one, the line's words
+    reversed, the object's values replaced)."""
+    if m := _SUM.search(prompt):
+        return str(int(m.group(1)) + int(m.group(2)) + (1 if wrong else 0))
+    if m := _COPY.search(prompt):
+        words = m.group(1).split()
+        return " ".join(reversed(words) if wrong else words)
+    if m := _ECHO.search(prompt):
+        try:
+            obj = json.loads(m.group(1))
+        except ValueError:
+            return None
+        if not isinstance(obj, dict):
+            return None
+        return json.dumps({k: "?" for k in obj} if wrong else obj)
+    return None
+
+
+def _prompt(request: dict[str, Any]) -> str:
+    messages = request.get("messages")
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        content = messages[-1].get("content")
+        return content if isinstance(content, str) else ""
+    return ""
+
+
 _LOOP = "Therefore the answer repeats because the answer repeats because"
 
 
@@ -194,6 +234,8 @@ class ServerConfig:
     """Drop the connection after this many tokens, without ending the stream."""
     answer: str | None = None
     """A wrong kind of answer to chat requests: one of :data:`BAD_ANSWERS`."""
+    wrong_answers: bool = False
+    """Answer the questions :func:`solve` knows wrongly (fluent, fast, wrong)."""
 
 
 class TestServer:
@@ -347,26 +389,33 @@ class TestServer:
         return "\n".join(lines) + "\n"
 
     # -- generation -----------------------------------------------------------------------------
-    def _plan(self, request: dict[str, Any], mode: str) -> tuple[int, int, str]:
-        """(tokens to send, reasoning tokens among them, finish_reason)."""
+    def _plan(self, request: dict[str, Any], mode: str) -> tuple[Iterator[str], int, int, str]:
+        """(token texts, tokens to send, reasoning tokens among them, finish_reason)."""
         max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or 256)
         kwargs = request.get("chat_template_kwargs") or {}
         thinking = bool(kwargs.get("enable_thinking", True))
-        if mode == "normal" and self.config.natural_tokens < max_tokens:
-            total, finish = self.config.natural_tokens, "stop"
+        tokens = token_stream(mode, int(request.get("seed") or 0))
+        answer = solve(_prompt(request), self.config.wrong_answers) if mode == "normal" else None
+        natural = self.config.natural_tokens
+        if answer is not None:
+            words = re.findall(r"\s*\S+", " " + answer)
+            head = self.config.reasoning_tokens if thinking else 0
+            tokens = itertools.chain(itertools.islice(tokens, head), words)
+            natural = head + len(words)
+        if mode == "normal" and natural < max_tokens:
+            total, finish = natural, "stop"
         else:
             total, finish = max_tokens, "length"
         if mode == "uniform":
             reasoning = total  # the collapse happens inside the thinking block
         else:
             reasoning = min(self.config.reasoning_tokens, total) if thinking else 0
-        return total, reasoning, finish
+        return tokens, total, reasoning, finish
 
     async def _complete(
         self, request: dict[str, Any], mode: str, writer: asyncio.StreamWriter
     ) -> None:
-        total, reasoning, finish = self._plan(request, mode)
-        tokens = token_stream(mode, int(request.get("seed") or 0))
+        tokens, total, reasoning, finish = self._plan(request, mode)
         text = [next(tokens) for _ in range(total)]
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text[reasoning:])}
         if reasoning:
@@ -398,12 +447,11 @@ class TestServer:
         loop = asyncio.get_running_loop()
         t_recv = loop.time()
         self.requests_served += 1
-        total, reasoning, finish = self._plan(request, mode)
+        tokens, total, reasoning, finish = self._plan(request, mode)
         opts = request.get("stream_options") or {}
         include_usage = cfg.usage and bool(opts.get("include_usage"))
         continuous = include_usage and bool(opts.get("continuous_usage_stats"))
         model = request.get("model")
-        tokens = token_stream(mode, int(request.get("seed") or 0))
         created = int(time.time())
 
         writer.write(
@@ -534,6 +582,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http-error", type=int, default=None, help="answer chats with CODE")
     parser.add_argument("--break-after", type=int, default=None, help="drop after N tokens")
     parser.add_argument("--answer", choices=BAD_ANSWERS, default=None, help="a wrong answer")
+    parser.add_argument(
+        "--wrong-answers", action="store_true", help="answer sums, copies and JSON echoes wrongly"
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -561,6 +612,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         http_error=args.http_error,
         break_after=args.break_after,
         answer=args.answer,
+        wrong_answers=args.wrong_answers,
     )
 
 

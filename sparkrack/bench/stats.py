@@ -30,6 +30,10 @@ from typing import Any
 OVERLAP_WARN_SHARE = 0.5
 NO_TOKEN_COUNTS = "NO-TOKEN-COUNTS"
 """Level status when successful requests carried no usage and no tokenizer counted them."""
+FAILED = "FAILED"
+"""Level status when no request of the level succeeded."""
+WRONG_ANSWERS = "WRONG-ANSWERS"
+"""Level status when an answer-canary question was answered wrong (see bench.canary)."""
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -105,7 +109,7 @@ class LevelResult:
     """Generated tokens the engine counted during the level (``--from-metrics``)."""
     server_tok_s: float | None = None
     """``server_tokens`` / the level's wall time: the server-side aggregate."""
-    status: str = "ok"  # ok | GARBAGE | FAILED | NO-TOKEN-COUNTS
+    status: str = "ok"  # ok | GARBAGE | FAILED | NO-TOKEN-COUNTS | WRONG-ANSWERS
     garbage_reasons: list[str] = field(default_factory=list)
     client_cpu_s_per_1k_tok: float | None = None
     """Client CPU seconds per 1 000 received tokens (= cores the client keeps busy per 1 000 tok/s)."""
@@ -113,6 +117,8 @@ class LevelResult:
     mean_concurrent_streams: float | None = None
     overlap_warning: str | None = None
     notes: list[str] = field(default_factory=list)
+    canary: dict[str, Any] | None = None
+    """The answer canary asked after the level (``bench.canary.CanaryResult`` as JSON)."""
 
     def summarize(self) -> None:
         """Fill the level aggregates from ``requests`` (call after the level finished)."""

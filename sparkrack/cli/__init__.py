@@ -71,6 +71,9 @@ COMMANDS: Final[dict[str, Command]] = {
     "diagnose": Command("diagnose", "match SGLang/NCCL logs against the known failure signatures"),
     "watch": Command("watch", "probe a serving endpoint like a user: healthy, stalled, erroring"),
     "status": Command("status", "each deployment's ranks, watchdog state, routing and evidence"),
+    "memguard": Command(
+        "memguard", "per Spark: stop the largest engine pod before memory runs out"
+    ),
     "matrix": Command("matrix", "validate, deploy, bench and record a list of profile variants"),
 }
 

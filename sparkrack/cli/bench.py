@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from sparkrack.bench import canary
 from sparkrack.bench import server as test_server
 from sparkrack.bench.client import DEFAULT_CONNECT_S, DEFAULT_STALL_S, RequestSpec
 from sparkrack.bench.guard import GuardConfig
@@ -23,7 +24,7 @@ from sparkrack.bench.report import (
     write_outputs,
 )
 from sparkrack.bench.runner import BenchConfig, RunResult, parse_url, run_bench
-from sparkrack.bench.stats import NO_TOKEN_COUNTS
+from sparkrack.bench.stats import NO_TOKEN_COUNTS, WRONG_ANSWERS
 from sparkrack.bench.tokens import FileTokenizer
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.errors import Problem, SparkrackError, UsageError
@@ -69,7 +70,9 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
         "Streams chat completions at each concurrency level and writes results.json, "
         "TESTLOG.md and PNG plots. peak_tok_s = Σ per-request decode tok/s of successful "
         "requests; aggregate_tok_s = tokens / wall time. Exit 1: bad input, endpoint down or "
-        "model unknown; exit 2: a level was GARBAGE or FAILED; exit 3: a level had no token "
+        "model unknown; exit 2: a level was GARBAGE, FAILED or WRONG-ANSWERS (the answer "
+        "canary: a sum, a copied line and a JSON echo asked at temperature 0 after every "
+        "level, judged by pattern); exit 3: a level had no token "
         "counts (no usage; see --allow-no-usage)."
     )
     p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
@@ -134,6 +137,17 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
         help="tokenizer.json (or the model folder) to count tokens when the server sends no usage",
     )
     p.add_argument("--no-guard", action="store_true", help="disable the repetition guard")
+    p.add_argument(
+        "--no-canary",
+        action="store_true",
+        help="do not ask the answer canary (a base model without instruction tuning)",
+    )
+    p.add_argument(
+        "--canary-max-tokens",
+        type=int,
+        default=canary.MAX_TOKENS,
+        help=f"tokens a canary answer may take (default {canary.MAX_TOKENS})",
+    )
     g = GuardConfig()
     p.add_argument("--guard-ngram", type=int, default=g.ngram)
     p.add_argument("--guard-max-count", type=int, default=g.ngram_max_count)
@@ -161,6 +175,16 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
     except SparkrackError as exc:
         raise UsageError(exc.problems) from None
     url = endpoint.url
+    if args.canary_max_tokens < 1:
+        raise UsageError(
+            Problem(
+                "--canary-max-tokens",
+                "--canary-max-tokens",
+                "must be 1 or more",
+                f"e.g. --canary-max-tokens {canary.MAX_TOKENS}",
+                "bench-args",
+            )
+        )
     if args.warmup < 0:
         raise UsageError(
             Problem("--warmup", "--warmup", "must be 0 or more", "e.g. --warmup 1", "bench-args")
@@ -220,13 +244,15 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
         warmup=args.warmup,
         skip_model_check=args.skip_model_check,
         from_metrics=args.from_metrics,
+        canary=not args.no_canary,
+        canary_max_tokens=args.canary_max_tokens,
     )
 
 
 def verdict(run: RunResult, allow_no_usage: bool = False) -> ExitCode:
     """The exit code of a finished run (see :class:`ExitCode`)."""
     statuses = {lv.status for lv in run.levels}
-    if statuses & {"GARBAGE", "FAILED"}:
+    if statuses & {"GARBAGE", "FAILED", WRONG_ANSWERS}:
         return ExitCode.BAD_LEVEL
     if NO_TOKEN_COUNTS in statuses and not allow_no_usage:
         return ExitCode.NO_TOKEN_COUNTS

@@ -17,6 +17,7 @@ class ExitCode(enum.IntEnum):
     argument, a file or directory named on it that does not exist (argparse's own errors
     exit 2 as well)."""
     BAD_LEVEL = 2
-    """bench: a concurrency level was GARBAGE (fingerprint) or FAILED (no request succeeded)."""
+    """bench: a concurrency level was GARBAGE (fingerprint), FAILED (no request succeeded) or
+    WRONG-ANSWERS (the answer canary)."""
     NO_TOKEN_COUNTS = 3
     """bench: a level had no token counts (no usage in the stream) without --allow-no-usage."""

@@ -21,6 +21,9 @@ from sparkrack.watch.probe import ProbeConfig, Verdict, run_probe
 from sparkrack.watch.supervisor import Budget, Supervisor
 
 DEFAULT_STALL_S = 10.0
+STREAM_TOKENS = 8
+CANARY_TOKENS = 64
+"""A canary answer is a few words; room for a template's preamble."""
 
 
 def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
@@ -43,7 +46,20 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
         help="stalled when no token for S seconds (default %(default)g); one probe ends within "
         "3 x 5 s + S x (max-tokens + 1) + 1 s",
     )
-    p.add_argument("--max-tokens", type=int, default=8, help="tokens the probe asks for")
+    p.add_argument(
+        "--probe",
+        choices=("stream", "canary"),
+        default="stream",
+        help="stream: any tokens will do; canary: ask the answer canary's questions in turn "
+        "(a sum, a copied line, a JSON echo) and call a wrong answer wrong-answers",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help=f"tokens the probe asks for (default {STREAM_TOKENS}; {CANARY_TOKENS} with "
+        "--probe canary)",
+    )
     p.add_argument("--min-rate", type=float, default=0.0, help="slow below this tok/s (0: off)")
     p.add_argument("--once", action="store_true", help="one probe, one line, exit 0/1")
     p.add_argument("--json", action="store_true", help="print the probe as JSON")
@@ -95,7 +111,11 @@ def probe_config(args: argparse.Namespace) -> ProbeConfig:
                 "watch-url",
             )
         )
-    if not 1 <= args.max_tokens <= 256:
+    canary = args.probe == "canary"
+    max_tokens = args.max_tokens
+    if max_tokens is None:
+        max_tokens = CANARY_TOKENS if canary else STREAM_TOKENS
+    if not 1 <= max_tokens <= 256:
         raise UsageError(
             Problem("--max-tokens", "--max-tokens", "must be 1..256", "e.g. 8", "watch-args")
         )
@@ -104,8 +124,9 @@ def probe_config(args: argparse.Namespace) -> ProbeConfig:
         model=args.model,
         api_key=os.environ.get(args.api_key_env) or None,
         stall_s=args.stall_after,
-        max_tokens=args.max_tokens,
+        max_tokens=max_tokens,
         min_rate=args.min_rate,
+        canary=0 if canary else None,
     )
 
 

@@ -179,6 +179,17 @@ VARIABLES: tuple[Variable, ...] = (
         "seconds a rank waits for its memory to be free",
     ),
     Variable(
+        "serving_memguard_floor",
+        forms.memory_size(GB10_MEMORY_GB * GB, f"a Spark's {GB10_MEMORY_GB:g} GB"),
+        "the memory guard stops a Spark's largest engine pod when MemAvailable falls below "
+        "this (default: the planner's OS headroom)",
+    ),
+    Variable(
+        "serving_memguard_psi_full",
+        forms.Form("a percentage from 1 to 100", forms.integer_between(1, 100), example="10"),
+        "the memory guard also acts when memory PSI full avg10 reaches this percentage",
+    ),
+    Variable(
         "serving_trusted_images",
         forms.IMAGE_PREFIXES,
         "image repository prefixes a profile may name (README: What sparkrack trusts)",

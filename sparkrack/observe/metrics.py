@@ -35,6 +35,19 @@ METRICS: Final[tuple[Metric, ...]] = (
         NODE_EXPORTER,
         "prometheus/node_exporter:collector/meminfo.go",
     ),
+    # collector/pressure_linux.go: /proc/pressure/memory, "some" and "full" totals in seconds
+    Metric(
+        "node_pressure_memory_waiting_seconds_total",
+        "counter",
+        NODE_EXPORTER,
+        "prometheus/node_exporter:collector/pressure_linux.go",
+    ),
+    Metric(
+        "node_pressure_memory_stalled_seconds_total",
+        "counter",
+        NODE_EXPORTER,
+        "prometheus/node_exporter:collector/pressure_linux.go",
+    ),
     Metric(
         "node_infiniband_port_data_received_bytes",
         "counter",

@@ -22,6 +22,7 @@ from sparkrack.serving import list_profiles, load_profile
 from sparkrack.serving.engines import ENGINES
 from sparkrack.serving.engines.base import AcceptRatio, Quantity
 from sparkrack.watch.metrics import PREFIX as WATCH
+from sparkrack.watch.probe import Verdict
 
 THROUGHPUT_FRACTION: Final = 0.7
 """Alert when generation throughput falls below this fraction of the profile's measured figure
@@ -33,6 +34,12 @@ POOL_FULL: Final = 0.95
 GPU_TEMP_C: Final = 85.0
 """GPU temperature alert bound (a chosen default)."""
 RESTARTS_PER_HOUR: Final = 3
+PSI_SOME_SHARE: Final = 0.2
+"""Share of wall time some task waited for memory (PSI ``some``) that warns: reclaim is eating
+into the engine's time (a chosen default)."""
+PSI_FULL_SHARE: Final = 0.05
+"""Share of wall time all tasks stalled on memory (PSI ``full``) that is critical: on unified
+memory the next step is a host that no longer answers (a chosen default)."""
 RULE_NAME: Final = "sparkrack"
 
 BY: Final = ", ".join(GROUP_BY)
@@ -280,6 +287,35 @@ def alert_rules() -> list[dict[str, Any]]:
             "critical",
             "{{ $labels.target }}: the watchdog's probe is {{ $labels.verdict }}",
             "`sparkrack status`; `sparkrack diagnose` the newest evidence bundle",
+        ),
+        _alert(
+            "SparkrackServingWrongAnswers",
+            f'{WATCH}_verdict{{verdict="{Verdict.WRONG}"}} == 1',
+            "2m",
+            "critical",
+            "{{ $labels.target }}: tokens flow but the answer canary gets wrong answers",
+            "`sparkrack bench` it (WRONG-ANSWERS per level); suspect kernels, patches, "
+            "quantization or the image; the watchdog keeps it out of routing",
+        ),
+        _alert(
+            "SparkrackNodeMemoryPressure",
+            f"rate({s('node_pressure_memory_waiting_seconds_total')}[2m]) > {PSI_SOME_SHARE:g}",
+            "5m",
+            "warning",
+            "{{ $labels.instance }}: tasks wait for memory {{ $value | humanizePercentage }} "
+            "of the time (PSI some)",
+            "unified memory is short: lower the engine's memory fraction or stop what else "
+            "runs on the Spark before the memory guard has to",
+        ),
+        _alert(
+            "SparkrackNodeMemoryStalled",
+            f"rate({s('node_pressure_memory_stalled_seconds_total')}[2m]) > {PSI_FULL_SHARE:g}",
+            "1m",
+            "critical",
+            "{{ $labels.instance }}: all tasks stalled on memory {{ $value | humanizePercentage }} "
+            "of the time (PSI full)",
+            "the host is close to wedging: the memory guard stops the largest engine pod; "
+            "read its event and `sparkrack plan` the deployment with more headroom",
         ),
         _alert(
             "SparkrackRestartBudgetSpent",

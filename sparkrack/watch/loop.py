@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiohttp import web
 
@@ -63,7 +63,10 @@ async def run(
     try:
         while not stop.is_set():
             t0 = loop.time()
-            result = await bounded_probe(probe_cfg)
+            cfg = probe_cfg
+            if cfg.canary is not None:  # the canary questions in turn, one per probe
+                cfg = replace(cfg, canary=cfg.canary + series.probes)
+            result = await bounded_probe(cfg)
             series.record(result)
             if result.verdict is not previous:
                 printer(result.line())

@@ -16,9 +16,11 @@ no image is named here, the inventory gives one pinned by digest.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sparkrack import contract
+from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
+from sparkrack.watch.memguard import DEFAULT_FULL_AVG10
 
 COMPONENT = "watchdog"
 METRICS_PORT = 9464
@@ -35,6 +37,8 @@ class WatchdogSettings:
     restart_grace_s: float = 600.0
     evidence_dir: str = EVIDENCE_MOUNT
     """Host directory of the evidence bundles on the control-plane node."""
+    canary: bool = False
+    """Probe with the answer canary (``watch --probe canary``): wrong answers are not healthy."""
 
 
 def name(deployment: str) -> str:
@@ -49,6 +53,28 @@ def rules() -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "patch"]},
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["list", "patch"]},
+    ]
+
+
+def account(meta: dict[str, Any], granted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A ServiceAccount, a Role granting ``granted`` and their RoleBinding, all named and
+    labelled by ``meta``."""
+    obj, namespace = meta["name"], meta["namespace"]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": dict(meta),
+            "rules": granted,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": dict(meta),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": obj},
+            "subjects": [{"kind": "ServiceAccount", "name": obj, "namespace": namespace}],
+        },
     ]
 
 
@@ -94,6 +120,8 @@ def manifests(
         "--metrics-port",
         str(METRICS_PORT),
     ]
+    if s.canary:
+        args += ["--probe", "canary"]
     pod = {
         "serviceAccountName": obj,
         "nodeSelector": {contract.LABEL_ROLE: contract.ROLE_CONTROL_PLANE},
@@ -127,20 +155,7 @@ def manifests(
         ],
     }
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": dict(meta),
-            "rules": rules(),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": dict(meta),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": obj},
-            "subjects": [{"kind": "ServiceAccount", "name": obj, "namespace": namespace}],
-        },
+        *account(meta, rules()),
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -160,6 +175,111 @@ def manifests(
                     },
                     "spec": pod,
                 },
+            },
+        },
+    ]
+
+
+# --- the memory guard: one pod per Spark --------------------------------------------------------
+
+MEMGUARD: Final = "memguard"
+HOST_PROC: Final = "/host/proc"
+HOST_CGROUP: Final = "/host/sys/fs/cgroup"
+
+
+@dataclass(frozen=True)
+class MemguardSettings:
+    image: str
+    floor: str = f"{DEFAULT_OS_HEADROOM_GB:g}G"
+    """MemAvailable below which the guard acts (the planner's OS headroom by default)."""
+    psi_full: float = DEFAULT_FULL_AVG10
+    interval_s: float = 2.0
+    grace_s: int = 10
+
+
+def memguard_rules() -> list[dict[str, Any]]:
+    """List the serving pods, delete one, record why: nothing more."""
+    return [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ]
+
+
+def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[str, Any]]:
+    """ServiceAccount, Role, RoleBinding and the DaemonSet of the memory guard: one pod on every
+    Spark, reading the host's /proc and cgroup tree read-only, acting on ``namespace``'s pods.
+
+    A DaemonSet and not a sidecar: the guard must outlive the pod it stops and watch a Spark
+    with no engine on it yet. Requests equal to limits (Guaranteed QoS) put it last in the
+    kernel OOM killer's order, after the engine pods."""
+    obj = f"{contract.OBJECT_PREFIX}-{MEMGUARD}"
+    labels = {**contract.PART_OF, contract.LABEL_COMPONENT: MEMGUARD}
+    meta = {"name": obj, "namespace": namespace, "labels": dict(labels)}
+    s = settings
+    args = [
+        "memguard",
+        "--node",
+        "$(NODE_NAME)",
+        "--namespace",
+        namespace,
+        "--proc",
+        HOST_PROC,
+        "--cgroup",
+        HOST_CGROUP,
+        "--floor",
+        s.floor,
+        "--psi-full",
+        f"{s.psi_full:g}",
+        "--interval",
+        f"{s.interval_s:g}",
+        "--grace",
+        str(s.grace_s),
+    ]
+    resources = {"cpu": "20m", "memory": "96Mi"}
+    pod = {
+        "serviceAccountName": obj,
+        "nodeSelector": {contract.LABEL_ROLE: contract.ROLE_SPARK},
+        "tolerations": [{"operator": "Exists"}],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532},
+        "containers": [
+            {
+                "name": MEMGUARD,
+                "image": s.image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sparkrack"],
+                "args": args,
+                "env": [
+                    {
+                        "name": "NODE_NAME",
+                        "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                    }
+                ],
+                "resources": {"requests": dict(resources), "limits": dict(resources)},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+                "volumeMounts": [
+                    {"name": "proc", "mountPath": HOST_PROC, "readOnly": True},
+                    {"name": "cgroup", "mountPath": HOST_CGROUP, "readOnly": True},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "proc", "hostPath": {"path": "/proc", "type": "Directory"}},
+            {"name": "cgroup", "hostPath": {"path": "/sys/fs/cgroup", "type": "Directory"}},
+        ],
+    }
+    return [
+        *account(meta, memguard_rules()),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": dict(meta),
+            "spec": {
+                "selector": {"matchLabels": dict(labels)},
+                "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
             },
         },
     ]

@@ -11,6 +11,8 @@ keeps answering ``/health`` while no token comes out.
 * **erroring** — the server answered, but wrongly: an HTTP error, an error event, a broken
   stream, something that is not an event stream of JSON chunks, a redirect.
 * **down** — nothing answers at that address (refused, no route, no such host).
+* **wrong-answers** — with the answer canary as the probe (``ProbeConfig.canary``): the stream
+  was healthy but its answer to the canary question is wrong (:mod:`sparkrack.bench.canary`).
 
 Time bound: a probe returns within :meth:`ProbeConfig.deadline_s` seconds, and a stall is
 reported at most ``stall_s`` (plus the event loop's lateness) after the last token.
@@ -26,6 +28,7 @@ from typing import Any
 
 import aiohttp
 
+from sparkrack.bench import canary as answer_canary
 from sparkrack.bench.client import StreamError, choice_texts, clip, decode_event, token_count
 from sparkrack.bench.mtp import generated_tokens
 
@@ -39,6 +42,7 @@ class Verdict(enum.StrEnum):
     STALLED = "stalled"
     ERRORING = "erroring"
     DOWN = "down"
+    WRONG = "wrong-answers"
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class ProbeConfig:
     """Decode tokens/s below which a progressing stream is ``slow`` (0: never)."""
     connect_s: float = 5.0
     """Connecting, ``/health``, ``/metrics`` and ``/v1/models`` each get at most this long."""
+    canary: int | None = None
+    """Ask canary question number ``canary`` (taken in turn) instead of :data:`PROMPT` and judge
+    the answer; None: any tokens will do."""
 
     def deadline_s(self) -> float:
         """Upper bound of one probe: the side requests, then the first token and every further
@@ -180,6 +187,8 @@ class _Stream:
         self.t_last = self.t_send
         self.first_tokens = 0
         self.ended = False
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
 
     def _stalled(self) -> _Verdict:
         r = self.result
@@ -207,14 +216,17 @@ class _Stream:
 
     async def read(self, session: aiohttp.ClientSession, model: str) -> None:
         cfg = self.cfg
-        body = {
+        prompt = PROMPT if cfg.canary is None else answer_canary.question(cfg.canary).prompt
+        body: dict[str, Any] = {
             "model": model,
-            "messages": [{"role": "user", "content": PROMPT}],
+            "messages": [{"role": "user", "content": prompt}],
             "max_tokens": cfg.max_tokens,
             "temperature": 0,
             "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         }
+        if cfg.canary is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": False}
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(cfg.stall_s):
@@ -291,6 +303,8 @@ class _Stream:
             raise _Verdict(Verdict.ERRORING, f"after {self.result.tokens} tokens: {exc}") from None
         if reasoning or content or (count is not None and count > self.result.tokens):
             self._token(count)
+        self.content.append(content)
+        self.reasoning.append(reasoning)
         if finish:
             self.ended = True
         return False
@@ -322,6 +336,8 @@ async def probe(cfg: ProbeConfig) -> ProbeResult:
                     f"{result.rate:.2f} tok/s, below the floor of {cfg.min_rate:g} tok/s "
                     f"({result.tokens} tokens)"
                 )
+            if cfg.canary is not None:
+                _judge(cfg.canary, stream, result)
         except _Verdict as v:
             stream.finish()
             result.verdict, result.detail = v.verdict, v.detail
@@ -331,6 +347,17 @@ async def probe(cfg: ProbeConfig) -> ProbeResult:
             result.engine_tokens = after - before
     result.elapsed_s = time.monotonic() - t0
     return result
+
+
+def _judge(index: int, stream: _Stream, result: ProbeResult) -> None:
+    """A healthy stream's answer to canary question ``index``: wrong makes it wrong-answers."""
+    q = answer_canary.question(index)
+    answer = answer_canary.judge(q, "".join(stream.content), "".join(stream.reasoning))
+    if answer.right:
+        result.detail = f"canary {q.id} right; {result.detail}"
+    else:
+        result.verdict = Verdict.WRONG
+        result.detail = f"canary {q.id}: {answer.why}; answered {answer.text!r}"
 
 
 def _healthy_detail(r: ProbeResult) -> str:

@@ -18,7 +18,9 @@ def _run(model: str, n: int, tokens: int, guard: bool, rate: int = 3000) -> RunR
         spec = RequestSpec(
             url=url, model=model, max_tokens=tokens, guard=GuardConfig(enabled=guard)
         )
-        return run_bench(BenchConfig(spec=spec, concurrency=[n], progress=False))
+        # The fingerprint alone: the answer canary would call these levels WRONG-ANSWERS.
+        config = BenchConfig(spec=spec, concurrency=[n], progress=False, canary=False)
+        return run_bench(config)
 
 
 def test_uniform_collapse_at_n8_is_garbage_even_when_the_guard_missed_it() -> None:

@@ -266,7 +266,8 @@ ALL_CASES = CHAT_CASES + DEADLINE_CASES + PREFLIGHT_CASES
 def _bench(url: str, out: Path, *extra: str) -> list[str]:
     return [
         "bench", "--url", url, "--model", MODEL, "--concurrency", "1", "--warmup", "0",
-        "--max-tokens", "50", "--no-metrics", "--no-progress", "--out", str(out), *extra,
+        "--max-tokens", "50", "--no-metrics", "--no-progress", "--out", str(out), "--no-canary",
+        *extra,
     ]  # fmt: skip
 
 

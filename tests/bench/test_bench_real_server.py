@@ -294,7 +294,7 @@ def _results(out: Path) -> dict[str, Any]:
 def test_guard_fails_the_looping_requests_live(
     served: str, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(_bench(served, model_dir, tmp_path))
+    code = main(_bench(served, model_dir, tmp_path, "--no-canary"))
     output = "".join(capsys.readouterr())
     assert "Traceback" not in output
     assert code == 2, output
@@ -311,7 +311,7 @@ def test_guard_fails_the_looping_requests_live(
 def test_token_counts_match_usage_and_the_fingerprint_flags_the_loop(
     served: str, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(_bench(served, model_dir, tmp_path, "--no-guard"))
+    code = main(_bench(served, model_dir, tmp_path, "--no-guard", "--no-canary"))
     output = "".join(capsys.readouterr())
     assert "Traceback" not in output
     assert code == 2, output  # GARBAGE, not ok
@@ -383,3 +383,25 @@ def test_unmet_requirements_names_a_dependency_the_lock_lacks(tmp_path: Path) ->
     assert _unmet_requirements(python) == [
         "jinja2 3.1.6 requires markupsafe, which is not installed."
     ]
+
+
+def test_canary_flags_the_random_weight_model_at_every_level(
+    served: str, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The answer canary (a sum, a copied line, a JSON echo at temperature 0) finds every answer
+    of the random-weight model wrong at every level: WRONG-ANSWERS, exit 2, the fingerprint's
+    reasons kept beside it."""
+    args = _bench(served, model_dir, tmp_path, "--no-guard", "--canary-max-tokens", "32")
+    code = main(args)
+    output = "".join(capsys.readouterr())
+    assert "Traceback" not in output
+    levels = {lv["concurrency"]: lv for lv in _results(tmp_path)["levels"]}
+    assert sorted(levels) == [1, 4]
+    for n, level in levels.items():
+        canary = level["canary"]
+        assert canary["asked"] == max(3, n) and canary["right"] == 0, canary
+        assert {a["question"] for a in canary["answers"]} == {"sum", "copy", "json"}
+        assert level["status"] == "WRONG-ANSWERS" and level["ok"] == n, level["notes"]
+        print(f"canary n={n}: {canary['wall_s']:.2f} s")
+    assert "canary sum: no number in the answer" in output
+    assert code == 2

@@ -113,6 +113,7 @@ def test_garbage_level_exits_2(
             "--model",
             f"{server.BASE_MODEL}-uniform",
             "--no-guard",
+            "--no-canary",
             "--max-tokens",
             "300",
             "--concurrency",

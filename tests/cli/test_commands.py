@@ -102,6 +102,7 @@ USAGE_ERRORS: dict[str, list[str]] = {
     "matrix": ["matrix", "{tmp}/no-such-matrix.yml"],
     "watch": ["watch", "--url", "localhost:8000", "--once"],
     "status": ["status", "--namespace", "sparkrack", "--kubeconfig", "{tmp}/no-such-kubeconfig"],
+    "memguard": ["memguard", "--node", "spark-1", "--floor", "lots"],
 }
 
 
@@ -168,7 +169,7 @@ ROW_WORDS = {
     "OK": "every check passed",
     "FAILED": "refused input",
     "USAGE": "usage error",
-    "BAD_LEVEL": "for `bench`, a GARBAGE or FAILED level",
+    "BAD_LEVEL": "for `bench`, a GARBAGE, FAILED or WRONG-ANSWERS level",
     "NO_TOKEN_COUNTS": "`bench`: a level without token counts",
 }
 

@@ -69,11 +69,11 @@ def test_metrics_are_switched_on(name: str, ctx: ServingContext) -> None:
     assert ("--enable-metrics" in argv) == (eng.name == "sglang")
 
 
-def test_every_engine_but_trtllm_is_scraped(ctx: ServingContext) -> None:
+def test_every_engine_is_scraped(ctx: ServingContext) -> None:
     engines = {
         engine_of(load_profile(n).data).name: engine_of(load_profile(n).data) for n in SHIPPED
     }
-    assert {n for n, e in engines.items() if e.metrics_path} == {"sglang", "vllm"}
+    assert {n for n, e in engines.items() if e.metrics_path} == {"sglang", "trtllm", "vllm"}
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -100,3 +100,42 @@ def test_scrape_job_keeps_annotated_pods_and_copies_labels() -> None:
     copied = {r["target_label"]: r["source_labels"][0] for r in job["relabel_configs"][3:]}
     assert copied[DEPLOYMENT] == "__meta_kubernetes_pod_label_sparkrack_io_deployment"
     assert copied[PROFILE] == "__meta_kubernetes_pod_label_sparkrack_io_profile"
+
+
+TRTLLM = "nemotron-3-super-120b-a12b-nvfp4-trtllm"
+
+
+def test_trtllm_is_scraped_on_its_prometheus_path_with_the_switch_on(ctx: ServingContext) -> None:
+    """trtllm-serve's /metrics is JSON; its Prometheus endpoint is /prometheus/metrics and exists
+    only with return_perf_metrics in its LLM API config: the annotation, the PodMonitor and the
+    rendered config agree."""
+    import yaml
+
+    profile = load_profile(TRTLLM)
+    eng = engine_of(profile.data)
+    assert eng.name == "trtllm" and eng.metrics_path == "/prometheus/metrics"
+    docs = render_manifests(profile, ctx)
+    head = rank_pods(docs)["0"]
+    assert head["metadata"]["annotations"][contract.PROMETHEUS_PATH_ANNOTATION] == (
+        "/prometheus/metrics"
+    )
+    monitor = pod_monitor(resolve(profile, ctx))
+    assert monitor is not None
+    assert [e["path"] for e in monitor["spec"]["podMetricsEndpoints"]] == ["/prometheus/metrics"]
+    [config_map] = [
+        d
+        for d in docs
+        if d["kind"] == "ConfigMap" and any(k.endswith(".yml") for k in d.get("data", {}))
+    ]
+    [text] = [v for k, v in config_map["data"].items() if k.endswith(".yml")]
+    assert yaml.safe_load(text)["return_perf_metrics"] is True
+    assert eng.table_problems(head["spec"]["containers"][0]["args"], profile) == []
+
+
+def test_the_metrics_switch_is_checked_against_the_release_table() -> None:
+    """Negative control: a misspelt switch is refused by the source table of the release."""
+    from sparkrack.serving.engines.trtllm import table_check
+
+    assert table_check([], {"return_perf_metrics": True}) == []
+    [problem] = table_check([], {"return_perf_metric": True})
+    assert "unknown key 'return_perf_metric'" in problem

@@ -392,6 +392,75 @@ CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, Any]]]] = 
 ]
 
 
+def verdicts(now: str, minutes: int = 10) -> list[dict[str, str]]:
+    """The watchdog's verdict series of target alpha, ``now`` being 1 for ``minutes``."""
+    return [
+        {
+            "series": f'sparkrack_watch_verdict{{{NS},target="alpha",verdict="{v}"}}',
+            "values": f"{int(v == now)}x{minutes}",
+        }
+        for v in ("healthy", "stalled", "wrong-answers")
+    ]
+
+
+def psi(kind: str, share: float, minutes: int = 10) -> list[dict[str, str]]:
+    """A node's PSI counter growing by ``share`` seconds per second (60 x share a minute)."""
+    name = {"some": "waiting", "full": "stalled"}[kind]
+    series = f'node_pressure_memory_{name}_seconds_total{{instance="spark-1:9100"}}'
+    return [{"series": series, "values": counter(60 * share, minutes)}]
+
+
+NODE = {"instance": "spark-1:9100"}
+CASES += [
+    (
+        "SparkrackServingWrongAnswers",
+        "fires",
+        verdicts("wrong-answers"),
+        "5m",
+        [
+            fires(
+                "SparkrackServingWrongAnswers",
+                {"namespace": "sparkrack", "target": "alpha", "verdict": "wrong-answers"},
+                "alpha: tokens flow but the answer canary gets wrong answers",
+            )
+        ],
+    ),
+    # a stall is the stall alert's, a healthy stream nobody's
+    ("SparkrackServingWrongAnswers", "quiet", verdicts("stalled"), "5m", []),
+    ("SparkrackServingWrongAnswers", "quiet", verdicts("healthy"), "5m", []),
+    (
+        "SparkrackNodeMemoryPressure",
+        "fires",
+        psi("some", 0.5),
+        "9m",
+        [
+            fires(
+                "SparkrackNodeMemoryPressure",
+                NODE,
+                "spark-1:9100: tasks wait for memory 50% of the time (PSI some)",
+            )
+        ],
+    ),
+    ("SparkrackNodeMemoryPressure", "quiet", psi("some", 0.1), "9m", []),
+    (
+        "SparkrackNodeMemoryStalled",
+        "fires",
+        psi("full", 0.25),
+        "5m",
+        [
+            fires(
+                "SparkrackNodeMemoryStalled",
+                NODE,
+                "spark-1:9100: all tasks stalled on memory 25% of the time (PSI full)",
+            )
+        ],
+    ),
+    ("SparkrackNodeMemoryStalled", "quiet", psi("full", 0.02), "5m", []),
+    # "some" pressure alone is not a stall of every task
+    ("SparkrackNodeMemoryStalled", "quiet", psi("some", 0.9), "5m", []),
+]
+
+
 def throughput_case(running: int, tok_s: float) -> list[dict[str, str]]:
     return [
         {"series": f'sglang:num_running_reqs{{{SERVE},tp_rank="0"}}', "values": f"{running}x40"},

@@ -225,6 +225,10 @@ IMAGES: dict[str, ImageFacts] = {
 
 # --- the engine check: trtllm-serve's release is not on PyPI, its source is the table ------------
 
+METRICS_SWITCH: Mapping[str, Any] = MappingProxyType({"return_perf_metrics": True})
+"""The LLM API argument without which trtllm-serve mounts no Prometheus endpoint. Not a knob:
+a profile cannot turn it off (sparkrack owns the scrape)."""
+
 TABLE = "trtllm-1.3.0rc9.json"
 """``trtllm-serve`` options and ``extra-llm-api-config.yml`` keys of the image's release, taken
 from its source (``sparkrack/data/enginecheck/``)."""
@@ -305,10 +309,12 @@ class TRTLLM(SingleSparkEngine):
     # serving namespace's NetworkPolicy alone (the gateway, monitoring and its own pod).
     key_env = MappingProxyType({})
     client_key_env = None
-    # trtllm-serve's /metrics answers iteration statistics as JSON, not the Prometheus text
-    # format; a Prometheus collector exists in later TensorRT-LLM sources but is not verified
-    # against 1.3.0rc9, so nothing is scraped from this engine.
-    metrics_path = None
+    # trtllm-serve's /metrics answers iteration statistics as JSON. Its Prometheus text format
+    # is on /prometheus/metrics (tensorrt_llm/serve/openai_server.py, OpenAIServer
+    # register_routes -> mount_metrics: a prometheus_client ASGI app mounted there), and only
+    # when the LLM API argument return_perf_metrics is true, which config() sets. No rule reads
+    # a series of it by name yet (metrics = ()): it is scraped so that it is not invisible.
+    metrics_path = "/prometheus/metrics"
     # The PyTorch flow's kernels: FlashInfer, Triton, inductor, and the CuTe-DSL and DeepGEMM MoE
     # backends of moe_config.backend. TensorRT-LLM's own kernel caches, if any, are not verified
     # against 1.3.0rc9 and are not listed.
@@ -319,10 +325,11 @@ class TRTLLM(SingleSparkEngine):
         return table_check(argv, self.config(profile.data))
 
     def config(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """The ``extra-llm-api-config.yml`` mapping, keys in the table's (= the seed's) order."""
+        """The ``extra-llm-api-config.yml`` mapping, keys in the table's (= the seed's) order,
+        then :data:`METRICS_SWITCH` (what mounts :attr:`metrics_path`)."""
         block = section(data, "trtllm_config")
         keys = [knob.name for knob in KNOBS if knob.section == "trtllm_config"]
-        return {key: block[key] for key in keys if key in block}
+        return {**{key: block[key] for key in keys if key in block}, **METRICS_SWITCH}
 
     def serving(self, data: Mapping[str, Any]) -> Serving:
         topo, tr = section(data, "topology"), section(data, "trtllm")

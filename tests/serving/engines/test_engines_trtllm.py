@@ -103,6 +103,8 @@ def test_config_file_is_the_seed_config_in_the_seed_order(ctx: ServingContext) -
     (body,) = cm["data"].values()
     rendered = yaml.safe_load(body)
     seed = yaml.safe_load(SEED_CONFIG)
+    # The one deliberate addition, last: the switch that mounts /prometheus/metrics.
+    assert rendered.pop("return_perf_metrics") is True
     assert rendered == seed
     assert list(rendered) == list(seed)
     assert list(rendered["kv_cache_config"]) == list(seed["kv_cache_config"])

@@ -1,0 +1,235 @@
+"""The memory guard: one per Spark, it stops the largest engine pod before the host wedges.
+
+A GB10's 128 GB are shared by the CPU and the GPU; when they run out the host stops answering
+and leaves nothing to read. Memory pressure (PSI, ``/proc/pressure/memory``) rises before that:
+``full`` is the share of time every task stalled on memory. The guard reads it and
+``MemAvailable`` (``/proc/meminfo``); below the floor — less available than
+:attr:`Floor.available_bytes` (the planner's OS headroom by default) or ``full avg10`` at
+:attr:`Floor.full_avg10` percent or more — it deletes the serving pod using the most memory on
+its node, and records why in an Event on that pod.
+
+:func:`decide` is pure (the tests feed it real-format ``/proc`` files); :func:`pod_usage` reads
+each pod's ``memory.current`` from the node's cgroup v2 tree; :class:`Guard` makes the API
+calls. What a pod uses is its memory cgroup's charge when the pod's cgroup is found, else its
+containers' memory requests. Whether the GB10's CUDA allocations are charged to the pod's memory
+cgroup is not verified here: a pod whose GPU memory is not charged looks smaller than it is.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkrack import contract
+from sparkrack.inputs.forms import memory_bytes
+from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB, GB
+
+DEFAULT_FULL_AVG10 = 10.0
+"""PSI ``full`` avg10 (percent) at which the guard acts: every task stalled a tenth of the last
+ten seconds (a chosen default)."""
+SERVING_SELECTOR = contract.LABEL_RANK
+"""Pods that carry a rank label are engine pods (the serving render's ranks)."""
+EVENT_REASON = "SparkrackMemoryGuard"
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """What the node's /proc says now."""
+
+    some_avg10: float
+    full_avg10: float
+    available_bytes: float
+    total_bytes: float
+
+
+@dataclass(frozen=True)
+class Floor:
+    available_bytes: float = DEFAULT_OS_HEADROOM_GB * GB
+    """Act when MemAvailable is below this (default: the planner's OS headroom)."""
+    full_avg10: float = DEFAULT_FULL_AVG10
+    """Act when PSI full avg10 reaches this percentage."""
+
+
+@dataclass(frozen=True)
+class PodMemory:
+    name: str
+    namespace: str
+    uid: str
+    bytes: float
+    source: str
+    """``cgroup`` (memory.current) or ``requests``."""
+
+
+@dataclass
+class Decision:
+    stop: PodMemory | None
+    reasons: list[str] = field(default_factory=list)
+    """Why the node is below its floor (empty: it is not)."""
+
+    def message(self, pressure: Pressure) -> str:
+        """The evidence, one line: what was read, what crossed the floor, what was stopped."""
+        read = (
+            f"MemAvailable {pressure.available_bytes / GB:.1f} GB of "
+            f"{pressure.total_bytes / GB:.1f} GB, PSI some avg10 {pressure.some_avg10:.2f}%, "
+            f"full avg10 {pressure.full_avg10:.2f}%"
+        )
+        if not self.reasons:
+            return f"above the floor: {read}"
+        why = "; ".join(self.reasons)
+        if self.stop is None:
+            return f"below the floor ({why}) but no engine pod on this node: {read}"
+        return (
+            f"stopped {self.stop.namespace}/{self.stop.name}, the largest engine pod on this "
+            f"node ({self.stop.bytes / GB:.1f} GB, from its {self.stop.source}): {why}; {read}"
+        )
+
+
+def parse_psi(text: str) -> tuple[float, float]:
+    """(some avg10, full avg10) of ``/proc/pressure/memory``; ValueError when it is not one."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        m = re.match(r"(some|full)\s+avg10=([0-9.]+)\s", line)
+        if m:
+            found[m.group(1)] = float(m.group(2))
+    if "some" not in found:
+        raise ValueError("no 'some avg10=' line: not /proc/pressure/memory")
+    return found["some"], found.get("full", 0.0)
+
+
+def parse_meminfo(text: str) -> tuple[float, float]:
+    """(MemAvailable, MemTotal) in bytes of ``/proc/meminfo``; ValueError when one is missing."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        m = re.match(r"(MemAvailable|MemTotal):\s+([0-9]+) kB$", line.strip())
+        if m:
+            values[m.group(1)] = float(m.group(2)) * 1024
+    if set(values) != {"MemAvailable", "MemTotal"}:
+        raise ValueError("no MemAvailable/MemTotal line: not /proc/meminfo")
+    return values["MemAvailable"], values["MemTotal"]
+
+
+def read_pressure(proc: Path) -> Pressure:
+    some, full = parse_psi((proc / "pressure" / "memory").read_text())
+    available, total = parse_meminfo((proc / "meminfo").read_text())
+    return Pressure(some, full, available, total)
+
+
+def below(pressure: Pressure, floor: Floor) -> list[str]:
+    """Why the node is below its floor (empty: it is not)."""
+    reasons = []
+    if pressure.available_bytes < floor.available_bytes:
+        reasons.append(
+            f"MemAvailable {pressure.available_bytes / GB:.1f} GB < floor "
+            f"{floor.available_bytes / GB:.1f} GB"
+        )
+    if pressure.full_avg10 >= floor.full_avg10:
+        reasons.append(f"PSI full avg10 {pressure.full_avg10:.2f}% >= {floor.full_avg10:g}%")
+    return reasons
+
+
+def decide(pressure: Pressure, floor: Floor, pods: list[PodMemory]) -> Decision:
+    """Below the floor: stop the pod using the most memory (ties: by name, so the choice is
+    the same every time); above it: nothing."""
+    reasons = below(pressure, floor)
+    if not reasons or not pods:
+        return Decision(None, reasons)
+    return Decision(max(pods, key=lambda p: (p.bytes, p.name)), reasons)
+
+
+def pod_usage(cgroup_root: Path, uids: list[str]) -> dict[str, float]:
+    """uid -> bytes charged to the pod's memory cgroup (``memory.current``), for the pods whose
+    cgroup is found under ``cgroup_root/kubepods*`` (systemd: ``..-pod<uid with _>.slice``,
+    cgroupfs: ``pod<uid>``)."""
+    wanted = {uid.replace("-", "_"): uid for uid in uids} | {uid: uid for uid in uids}
+    found: dict[str, float] = {}
+    for top in sorted(cgroup_root.glob("kubepods*")):
+        for path in top.rglob("memory.current"):
+            m = re.search(r"pod([0-9a-f_-]{36})(?:\.slice)?$", path.parent.name)
+            if m and m.group(1) in wanted:
+                try:
+                    found[wanted[m.group(1)]] = float(path.read_text().strip())
+                except (OSError, ValueError):
+                    continue
+    return found
+
+
+def requested_bytes(pod: Any) -> float:
+    total = 0.0
+    for c in pod.spec.containers or []:
+        requests = (c.resources.requests if c.resources else None) or {}
+        size = memory_bytes(str(requests.get("memory", "0")))
+        total += size or 0.0
+    return total
+
+
+class Guard:
+    """The API side: list the engine pods on the node, delete the chosen one, record why."""
+
+    def __init__(self, api: Any, node: str, namespace: str, grace_s: int = 10) -> None:
+        from kubernetes import client
+
+        self.core = client.CoreV1Api(api)
+        self.node = node
+        self.namespace = namespace
+        """The serving namespace: the only one whose pods the guard lists and stops."""
+        self.grace_s = grace_s
+
+    def pods(self, cgroup_root: Path | None = None) -> list[PodMemory]:
+        found: list[Any] = self.core.list_namespaced_pod(
+            self.namespace,
+            label_selector=SERVING_SELECTOR,
+            field_selector=f"spec.nodeName={self.node}",
+        ).items
+        live = [p for p in found if p.metadata.deletion_timestamp is None]
+        usage = pod_usage(cgroup_root, [p.metadata.uid for p in live]) if cgroup_root else {}
+        out = []
+        for p in live:
+            uid = p.metadata.uid
+            if uid in usage:
+                out.append(
+                    PodMemory(p.metadata.name, p.metadata.namespace, uid, usage[uid], "cgroup")
+                )
+            else:
+                out.append(
+                    PodMemory(
+                        p.metadata.name, p.metadata.namespace, uid, requested_bytes(p), "requests"
+                    )
+                )
+        return out
+
+    def check(self, pressure: Pressure, floor: Floor, cgroup_root: Path | None = None) -> Decision:
+        """One look: decide, and when a pod is to be stopped, record why and delete it."""
+        pods = self.pods(cgroup_root) if below(pressure, floor) else []
+        decision = decide(pressure, floor, pods)
+        if decision.stop is not None:
+            self._record(decision, pressure)
+            self.core.delete_namespaced_pod(
+                decision.stop.name, decision.stop.namespace, grace_period_seconds=self.grace_s
+            )
+        return decision
+
+    def _record(self, decision: Decision, pressure: Pressure) -> None:
+        pod = decision.stop
+        assert pod is not None
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body: Any = {
+            "metadata": {"generateName": f"{pod.name}.memguard-", "namespace": pod.namespace},
+            "involvedObject": {
+                "kind": "Pod",
+                "name": pod.name,
+                "namespace": pod.namespace,
+                "uid": pod.uid,
+                "apiVersion": "v1",
+            },
+            "reason": EVENT_REASON,
+            "message": decision.message(pressure)[:1024],
+            "type": "Warning",
+            "source": {"component": "sparkrack-memguard", "host": self.node},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        self.core.create_namespaced_event(pod.namespace, body)

@@ -1,0 +1,291 @@
+"""The memory guard: its decision on real-format /proc files (and this machine's own), the
+pods' cgroup charge, and the API action against a real control plane (KWOK nodes).
+
+Negative controls: above the floor nothing is stopped; pods of another node, pods without a
+rank label and pods already being deleted are never chosen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from sparkrack import contract
+from sparkrack.fabric.addressplan import NodeInput
+from sparkrack.inputs.inventory import load_inventory
+from sparkrack.k3s import config as k3s
+from sparkrack.k3s.node import registered_node
+from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB, GB
+from sparkrack.watch import memguard
+from sparkrack.watch.memguard import Floor, PodMemory, decide, read_pressure
+
+# /proc/pressure/memory and /proc/meminfo as a Linux 6.8 kernel writes them (a GB10 under load).
+PSI_CALM = """some avg10=0.00 avg60=0.00 avg300=0.00 total=13995460
+full avg10=0.00 avg60=0.00 avg300=0.00 total=3743701
+"""
+PSI_STALLING = """some avg10=61.27 avg60=33.90 avg300=9.12 total=912334551
+full avg10=24.51 avg60=12.07 avg300=3.30 total=402118733
+"""
+MEMINFO = """MemTotal:       128443756 kB
+MemFree:          {free} kB
+MemAvailable:     {available} kB
+Buffers:            10240 kB
+Cached:           2201632 kB
+SwapCached:             0 kB
+"""
+
+
+def proc(tmp: Path, psi: str, available_kb: int) -> Path:
+    (tmp / "pressure").mkdir(parents=True, exist_ok=True)
+    (tmp / "pressure" / "memory").write_text(psi)
+    (tmp / "meminfo").write_text(MEMINFO.format(free=available_kb // 2, available=available_kb))
+    return tmp
+
+
+PODS = [
+    PodMemory("sparkrack-alpha-r0-0", "sparkrack", "u1", 61 * GB, "cgroup"),
+    PodMemory("sparkrack-beta-r0-0", "sparkrack", "u2", 38 * GB, "cgroup"),
+]
+
+
+def test_above_the_floor_nothing_is_stopped(tmp_path: Path) -> None:
+    pressure = read_pressure(proc(tmp_path, PSI_CALM, 40 * 1024 * 1024))
+    decision = decide(pressure, Floor(), PODS)
+    assert decision.stop is None and decision.reasons == []
+    assert decision.message(pressure).startswith("above the floor: MemAvailable 42.9 GB")
+
+
+def test_this_machines_own_proc_files_are_read() -> None:
+    pressure = read_pressure(Path("/proc"))
+    assert 0 < pressure.available_bytes <= pressure.total_bytes
+    assert 0.0 <= pressure.full_avg10 <= pressure.some_avg10 <= 100.0
+
+
+def test_low_memavailable_stops_the_largest_engine_pod(tmp_path: Path) -> None:
+    pressure = read_pressure(proc(tmp_path, PSI_CALM, 3 * 1024 * 1024))
+    decision = decide(pressure, Floor(), PODS)
+    assert decision.stop == PODS[0]
+    assert decision.reasons == [
+        f"MemAvailable 3.2 GB < floor {DEFAULT_OS_HEADROOM_GB:.1f} GB"
+    ]  # fmt: skip
+    assert "stopped sparkrack/sparkrack-alpha-r0-0" in decision.message(pressure)
+
+
+def test_psi_full_stops_before_memavailable_runs_out(tmp_path: Path) -> None:
+    pressure = read_pressure(proc(tmp_path, PSI_STALLING, 20 * 1024 * 1024))
+    assert (pressure.some_avg10, pressure.full_avg10) == (61.27, 24.51)
+    decision = decide(pressure, Floor(), list(reversed(PODS)))
+    assert decision.stop == PODS[0] and decision.reasons == ["PSI full avg10 24.51% >= 10%"]
+    # a higher PSI floor: the same pressure is tolerated
+    assert decide(pressure, Floor(full_avg10=30), PODS).stop is None
+
+
+def test_below_the_floor_without_engine_pods_stops_nothing(tmp_path: Path) -> None:
+    pressure = read_pressure(proc(tmp_path, PSI_STALLING, 1024 * 1024))
+    decision = decide(pressure, Floor(), [])
+    assert decision.stop is None and len(decision.reasons) == 2
+    assert "no engine pod on this node" in decision.message(pressure)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("pressure/memory", "garbage\n"), ("meminfo", "MemTotal: 1 kB\n")],
+)
+def test_files_that_are_not_proc_are_refused(tmp_path: Path, name: str, text: str) -> None:
+    root = proc(tmp_path, PSI_CALM, 1024)
+    (root / name).write_text(text)
+    with pytest.raises(ValueError, match="not /proc"):
+        read_pressure(root)
+
+
+def test_pod_usage_reads_memory_current_of_systemd_and_cgroupfs_pods(tmp_path: Path) -> None:
+    a, b, c = (str(uuid.uuid4()) for _ in range(3))
+    slice_a = tmp_path / "kubepods.slice" / "kubepods-burstable.slice"
+    slice_a = slice_a / f"kubepods-burstable-pod{a.replace('-', '_')}.slice"
+    slice_a.mkdir(parents=True)
+    (slice_a / "memory.current").write_text(f"{61 * 2**30}\n")
+    (slice_a / "cri-containerd-x.scope").mkdir()
+    (slice_a / "cri-containerd-x.scope" / "memory.current").write_text("5\n")  # a container
+    slice_b = tmp_path / "kubepods" / "besteffort" / f"pod{b}"
+    slice_b.mkdir(parents=True)
+    (slice_b / "memory.current").write_text("1048576\n")
+    assert memguard.pod_usage(tmp_path, [a, b, c]) == {a: 61 * 2**30, b: 1048576}
+
+
+# --- against a real control plane ----------------------------------------------------------------
+
+
+def pod(name: str, node: str, memory: str | None, rank: bool = True) -> dict[str, Any]:
+    labels = {**contract.PART_OF, contract.LABEL_DEPLOYMENT: name.split("-")[0]}
+    if rank:
+        labels[contract.LABEL_RANK] = "0"
+    container: dict[str, Any] = {"name": "engine", "image": "registry.invalid/engine:1"}
+    if memory:
+        container["resources"] = {"requests": {"memory": memory}}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"nodeName": node, "containers": [container]},
+    }
+
+
+@pytest.fixture(scope="module")
+def nodes(kube_api: Any) -> Iterator[tuple[Any, list[str]]]:
+    api = kube_api.client()
+    core = client.CoreV1Api(api)
+    plan = load_inventory("inventories/lab").plan()
+    cp = NodeInput("cp1", "172.28.250.10")
+    names, made = [], []
+    for host in ("spark3", "spark4"):
+        node = registered_node(k3s.agent_config(plan, host, cp, k3s.options_from({})), "aarch64")
+        names.append(node["metadata"]["name"])
+        with contextlib.suppress(client.ApiException):
+            core.create_node(node)
+            made.append(node["metadata"]["name"])
+    try:
+        yield api, names
+    finally:
+        for name in made:
+            with contextlib.suppress(client.ApiException):
+                core.delete_node(name)
+
+
+def live(core: Any, ns: str) -> set[str]:
+    return {
+        p.metadata.name
+        for p in core.list_namespaced_pod(ns).items
+        if p.metadata.deletion_timestamp is None
+    }
+
+
+def test_the_guard_stops_the_largest_engine_pod_on_its_node_with_evidence(
+    kube_api: Any, nodes: tuple[Any, list[str]], tmp_path: Path
+) -> None:
+    api, (here, there) = nodes
+    core = client.CoreV1Api(api)
+    ns = kube_api.namespace("memguard", {"pod-security.kubernetes.io/enforce": "privileged"})
+    try:
+        for body in (
+            pod("alpha-r0", here, "40Gi"),
+            pod("beta-r0", here, "20Gi"),
+            pod("gamma-r0", there, "90Gi"),  # bigger, but on another Spark
+            pod("fetch", here, "100Gi", rank=False),  # bigger, but not an engine pod
+        ):
+            core.create_namespaced_pod(ns, body)
+        guard = memguard.Guard(api, here, ns, grace_s=0)
+        calm = read_pressure(proc(tmp_path / "calm", PSI_CALM, 60 * 1024 * 1024))
+        assert guard.check(calm, Floor()).stop is None  # negative control
+        assert live(core, ns) == {"alpha-r0", "beta-r0", "gamma-r0", "fetch"}
+
+        tight = read_pressure(proc(tmp_path / "tight", PSI_STALLING, 2 * 1024 * 1024))
+        decision = guard.check(tight, Floor())
+        assert decision.stop is not None and decision.stop.name == "alpha-r0"
+        assert decision.stop.source == "requests" and decision.stop.bytes == 40 * 2**30
+        deadline = time.monotonic() + 30
+        while "alpha-r0" in live(core, ns) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert live(core, ns) == {"beta-r0", "gamma-r0", "fetch"}
+        [event] = [
+            e for e in core.list_namespaced_event(ns).items if e.reason == memguard.EVENT_REASON
+        ]
+        assert event.involved_object.name == "alpha-r0" and event.type == "Warning"
+        assert "MemAvailable 2.1 GB < floor" in event.message
+        assert "PSI full avg10 24.51% >= 10%" in event.message
+
+        # Next look: the largest left on this node is beta (alpha is gone, gamma elsewhere).
+        beta = str(core.read_namespaced_pod("beta-r0", ns).metadata.uid)
+        assert guard.check(tight, Floor()).stop == PodMemory(
+            "beta-r0", ns, beta, 20 * 2**30, "requests"
+        )
+    finally:
+        core.delete_namespace(ns)
+
+
+def test_the_deployed_guard_stops_a_pod_with_its_role_and_no_more(
+    kube_api: Any, nodes: tuple[Any, list[str]], tmp_path: Path
+) -> None:
+    """The rendered DaemonSet is accepted by the API and runs one pod per Spark; its
+    ServiceAccount's token is enough for ``sparkrack memguard --once`` to stop the engine pod,
+    and reads no Secret and deletes no StatefulSet."""
+    from kubernetes import config as kube_config
+    from kubernetes.dynamic import DynamicClient
+    from test_watch_cluster import sa_kubeconfig
+
+    from sparkrack.k8s.common import validated
+    from sparkrack.watch.cluster import Cluster
+    from sparkrack.watch.manifests import MemguardSettings, memguard_manifests
+
+    api, (here, _) = nodes
+    core = client.CoreV1Api(api)
+    ns = kube_api.namespace("memguard", {"pod-security.kubernetes.io/enforce": "privileged"})
+    try:
+        settings = MemguardSettings(image="registry.invalid/sparkrack@sha256:" + "0" * 64)
+        docs = validated(memguard_manifests(ns, settings), "test")
+        dyn = DynamicClient(api)
+        for doc in docs:
+            dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).create(
+                body=doc, namespace=ns
+            )
+        apps = client.AppsV1Api(api)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ds = apps.read_namespaced_daemon_set("sparkrack-memguard", ns)
+            if ds.status.desired_number_scheduled and ds.status.current_number_scheduled == (
+                ds.status.desired_number_scheduled
+            ):
+                break
+            time.sleep(0.5)
+        assert ds.status.desired_number_scheduled >= 2  # one per registered Spark
+        core.create_namespaced_pod(ns, pod("alpha-r0", here, "40Gi"))
+        config = sa_kubeconfig(kube_api, Cluster(api, ns), "sparkrack-memguard", tmp_path / "sa")
+        root = proc(tmp_path / "proc", PSI_STALLING, 2 * 1024 * 1024)
+        run = subprocess.run(
+            [sys.executable, "-m", "sparkrack", "memguard", "--once", "--node", here]
+            + ["--namespace", ns, "--proc", str(root), "--kubeconfig", str(config)]
+            + ["--grace", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+        assert run.stdout.startswith(f"stopped {ns}/alpha-r0, the largest engine pod"), run.stdout
+        assert "alpha-r0" not in live(core, ns)
+
+        as_guard = client.AuthorizationV1Api(
+            kube_config.new_client_from_config(config_file=str(config))
+        )
+
+        def allowed(verb: str, resource: str, group: str = "") -> bool:
+            attrs = {"namespace": ns, "verb": verb, "resource": resource, "group": group}
+            review = as_guard.create_self_subject_access_review(
+                {"spec": {"resourceAttributes": attrs}}
+            )
+            return bool(review.status.allowed)
+
+        assert allowed("delete", "pods") and allowed("create", "events")  # negative control
+        assert not allowed("get", "secrets")
+        assert not allowed("delete", "statefulsets", "apps")
+        assert not allowed("create", "pods")
+    finally:
+        core.delete_namespace(ns)
+
+
+def test_the_inventory_variables_take_the_guards_defaults_and_refuse_nonsense() -> None:
+    from sparkrack.inputs.variables import VARIABLES
+    from sparkrack.watch.manifests import MemguardSettings
+
+    forms = {v.name: v.form for v in VARIABLES}
+    floor, psi = forms["serving_memguard_floor"], forms["serving_memguard_psi_full"]
+    defaults = MemguardSettings(image="x")
+    assert floor.problem(defaults.floor) is None and psi.problem(int(defaults.psi_full)) is None
+    assert defaults.floor == f"{DEFAULT_OS_HEADROOM_GB:g}G"  # the planner's headroom
+    assert floor.problem("200G") and floor.problem("lots") and floor.problem("0G")
+    assert psi.problem(0) and psi.problem(101) and psi.problem("ten")
