@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -210,3 +211,30 @@ def test_the_live_api_filters_dry_run_refusals_jobs_and_stale_serving_objects() 
     assert FILTERS["sparkrack_stale_serving"]([sts], found) == [
         {"kind": "StatefulSet", "namespace": "n", "name": "s"}
     ]
+
+
+def test_stale_watchdogs_are_those_of_deployments_that_left_the_list() -> None:
+    def obj(kind: str, name: str, deployment: str) -> dict[str, Any]:
+        labels = {"sparkrack.io/component": "watchdog", "sparkrack.io/deployment": deployment}
+        return {"kind": kind, "metadata": {"name": name, "namespace": "n", "labels": labels}}
+
+    found = [
+        {"item": "ServiceAccount", "resources": [obj("ServiceAccount", "a-w", "a")]},
+        {"item": "Deployment", "resources": [obj("Deployment", "a-w", "a"), obj("Deployment", "b-w", "b")]},
+    ]  # fmt: skip
+    # The pod first, its rights last; a kept deployment's watchdog stays (negative control).
+    assert FILTERS["sparkrack_stale_watchdogs"](found, ["b"]) == [
+        {"kind": "Deployment", "namespace": "n", "name": "a-w"},
+        {"kind": "ServiceAccount", "namespace": "n", "name": "a-w"},
+    ]
+    assert FILTERS["sparkrack_stale_watchdogs"](found, ["a", "b"]) == []
+
+
+def test_a_dry_run_pod_runs_as_default_while_its_account_is_applied_in_the_same_run() -> None:
+    sa = {"kind": "ServiceAccount", "metadata": {"name": "w", "namespace": "n"}}
+    dep = {"kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+           "spec": {"template": {"spec": {"serviceAccountName": "w", "containers": []}}}}  # fmt: skip
+    [pod] = [o for o in FILTERS["sparkrack_dry_run_objects"]([sa, dep], []) if o["kind"] == "Pod"]
+    assert pod["spec"]["serviceAccountName"] == "default"
+    [pod] = [o for o in FILTERS["sparkrack_dry_run_objects"]([dep], []) if o["kind"] == "Pod"]
+    assert pod["spec"]["serviceAccountName"] == "w"
