@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -310,3 +311,50 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
         Actions(NAME, "", cluster, supervisor=Supervisor(Budget(100, 600, 0))).apply(
             run_probe(ProbeConfig(url=url, stall_s=1.5))
         )
+
+
+def test_status_watch_redraws_a_state_change_and_ends_on_its_bound_or_ctrl_c(
+    kube_api: Any, served: Cluster, tmp_path: Path
+) -> None:
+    """Two frames of one ``status --watch`` run show the state the watchdog wrote in between;
+    ``--count`` ends it with the last frame's code, ^C ends it without a traceback."""
+    cluster = served
+    wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+    with spawn(["--rate", "100"]) as url:
+        healthy = run_probe(ProbeConfig(url=url, stall_s=1.5))
+    with spawn(["--rate", "100", "--stall-after", "1"]) as url:
+        stalled = run_probe(ProbeConfig(url=url, stall_s=1.0))
+    actions = Actions(NAME, "", cluster, supervisor=Supervisor(Budget(100, 600, 0)))
+    actions.apply(healthy)
+    assert actions.apply(healthy).state is State.HEALTHY
+    argv = [sys.executable, "-m", "sparkrack", "status", "--namespace", cluster.namespace]
+    argv += ["--kubeconfig", str(kube_api.kubeconfig), "--watch", "1"]
+
+    def frames(text: str) -> list[str]:
+        return [f for f in text.split("--- ")[1:] if NAME in f]
+
+    proc = subprocess.Popen([*argv, "--count", "6"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline() + proc.stdout.readline()
+    assert f"{NAME}: healthy" in first, first
+    actions.supervisor.state = State.STALLED  # a stall seen: this verdict restarts the group
+    assert actions.apply(stalled).restart
+    out, _ = proc.communicate(timeout=60)
+    shown = frames(first + out)
+    assert len(shown) == 6, shown
+    assert f"{NAME}: healthy" in shown[0] and f"{NAME}: restarting" in shown[-1], shown
+    assert "NOT ROUTED" in shown[-1]
+    assert proc.returncode == 1, "the last frame is not healthy"
+
+    wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+    actions.apply(healthy)
+    done = subprocess.run([*argv, "--count", "2"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and f"{NAME}: recovered" in done.stdout, done.stdout
+
+    interrupted = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert interrupted.stdout is not None
+    assert NAME in interrupted.stdout.readline() + interrupted.stdout.readline()
+    interrupted.send_signal(signal.SIGINT)
+    out, err = interrupted.communicate(timeout=30)
+    assert interrupted.returncode in (0, 1) and "Traceback" not in err, err
+    actions.apply(healthy)
