@@ -358,3 +358,36 @@ def test_status_watch_redraws_a_state_change_and_ends_on_its_bound_or_ctrl_c(
     out, err = interrupted.communicate(timeout=30)
     assert interrupted.returncode in (0, 1) and "Traceback" not in err, err
     actions.apply(healthy)
+
+
+def test_the_rendered_watchdog_passes_the_api_server_before_its_account_exists(
+    kube_api: Any,
+) -> None:
+    """The serve play's check: every watchdog object of the lab's render and its pod, dry-run
+    against the real API in a namespace where the watchdog's account does not exist yet."""
+    from sparkrack.k8s.reconcile import dry_run_objects, template_pod
+    from sparkrack.serving.deployments.bundle import from_inventory
+
+    api = kube_api.client()
+    ns = kube_api.namespace("wdry", {"pod-security.kubernetes.io/enforce": "privileged"})
+    everything = render_serving(from_inventory("inventories/lab"))["manifests"]
+    mine = [
+        {**d, "metadata": {**d["metadata"], "namespace": ns}}
+        for d in everything
+        if d["metadata"].get("labels", {}).get(contract.LABEL_COMPONENT) == "watchdog"
+        and d["metadata"]["labels"][contract.LABEL_DEPLOYMENT] == "gemma"
+    ]
+    assert sorted(d["kind"] for d in mine) == [
+        "Deployment", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount",
+    ]  # fmt: skip
+    dyn = DynamicClient(api)
+    for doc in dry_run_objects(mine):
+        dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).create(
+            body=doc, namespace=ns, dry_run="All"
+        )
+    # Negative control: the pod as its Deployment names it is refused while its account is
+    # missing (what the dry-run's substitution avoids).
+    [deployment] = [d for d in mine if d["kind"] == "Deployment"]
+    with pytest.raises(client.ApiException) as refused:
+        client.CoreV1Api(api).create_namespaced_pod(ns, template_pod(deployment), dry_run="All")
+    assert "service account" in str(refused.value.body)
