@@ -21,7 +21,15 @@ from sparkrack import contract
 from sparkrack.k3s.network import K3S_API_PORT
 from sparkrack.k8s import scanner
 from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL, tcp
-from sparkrack.serving.objects.pod import hardened, meta, pod_spec, tmp_volume
+from sparkrack.serving.objects.pod import (
+    hardened,
+    meta,
+    no_expansion,
+    pod_ip_env,
+    pod_spec,
+    tmp_volume,
+)
+from sparkrack.serving.profile.knobs import PodVariable
 from sparkrack.watch.settings import EVIDENCE_DIR, WatchdogSettings, labels
 
 COMPONENT = contract.COMPONENT_WATCHDOG
@@ -68,7 +76,7 @@ def manifests(
     obj = name(deployment)
     own = labels(deployment)
     s = settings
-    args = [
+    args: list[str] = [
         "watch",
         "--url",
         url,
@@ -93,7 +101,7 @@ def manifests(
         "--evidence",
         EVIDENCE_MOUNT,
         "--metrics-host",
-        "0.0.0.0",
+        PodVariable.of(contract.POD_IP_ENV),
         "--metrics-port",
         str(METRICS_PORT),
     ]
@@ -103,7 +111,10 @@ def manifests(
             "image": s.image,
             "imagePullPolicy": "IfNotPresent",
             "command": ["sparkrack"],
-            "args": args,
+            # Every word reaches the process as written; the pod's address is Kubernetes' to
+            # fill in (metrics on the pod's cluster address only).
+            "args": [no_expansion(w) for w in args],
+            "env": [pod_ip_env()],
             "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
             "resources": {
                 "requests": {"cpu": "10m", "memory": "64Mi"},
