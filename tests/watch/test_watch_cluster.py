@@ -260,6 +260,16 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
     config = sa_kubeconfig(kube_api, cluster, account, tmp_path / "sa.kubeconfig")
     wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
     before = uids(cluster)
+    # The watchdog's own pod carries the deployment's label too: never part of the group.
+    watchdog_pods = f"{contract.LABEL_COMPONENT}={contract.COMPONENT_WATCHDOG}"
+
+    def own_pods() -> set[str]:
+        found = cluster.core.list_namespaced_pod(cluster.namespace, label_selector=watchdog_pods)
+        return {p.metadata.uid for p in found.items}
+
+    wait("the watchdog's pod exists", lambda: len(own_pods()) == 1)
+    mine = own_pods()
+    assert len(before) == 2
     with spawn(["--rate", "100", "--stall-after", "2"]) as url:
         proc = subprocess.run(
             [sys.executable, "-m", "sparkrack", "watch", "--once", "--url", url]
@@ -273,6 +283,7 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "restarted the group" in proc.stdout, proc.stdout
     wait("pods replaced", lambda: not (uids(cluster) & before))
+    assert own_pods() == mine, "the group restart deleted the watchdog's own pod"
     assert len(bundle.bundles(tmp_path / "ev")) == 1
     assert cluster.view(NAME).annotations()[contract.WATCHDOG_STATE_ANNOTATION] == "restarting"
 
