@@ -76,6 +76,12 @@ def test_every_deployment_has_its_watchdog(rendered: dict[str, Any]) -> None:
     assert evidence.mode == 0o750
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -211,6 +217,7 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
     try:
         with server(port):
             wait("healthy", lambda: state() == "healthy", 60)
+        cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
         code, row = status_rows(admin_kc)
         assert row["watchdog"] == "healthy" and row["routed"], row
 
@@ -257,6 +264,10 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
 
         with server(port):
             wait("recovered", lambda: state() == "recovered", 60)
+            cpu, wall = cpu_seconds(proc.pid) - cpu0, time.monotonic() - wall0
+            print(
+                f"lab: watch CPU {cpu:.2f} s in {wall:.0f} s at a 3 s interval, restarts included"
+            )
             # Stopped while it says recovered (the next healthy probe would say healthy).
             proc.terminate()
             proc.wait(timeout=20)
