@@ -76,6 +76,9 @@ def test_every_deployment_has_its_watchdog(rendered: dict[str, Any]) -> None:
     assert evidence.mode == 0o750
 
 
+FIGURES = ROOT / "lab" / ".state" / "watchdog-lab.json"
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (``/proc/PID/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -238,7 +241,7 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
                 lambda: not (uids() & before) and len(uids()) == ranks,
                 60,
             )
-            print(f"lab: stall verdict -> every rank pod replaced: {restarted - detected:.1f} s")
+            figures = {"stall_verdict_to_group_replaced_s": round(restarted - detected, 1)}
             assert restarted - detected <= 60
             assert state() in ("restarting", "failed")
             wait("restart budget spent", lambda: state() == "failed", 60)
@@ -265,9 +268,9 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
         with server(port):
             wait("recovered", lambda: state() == "recovered", 60)
             cpu, wall = cpu_seconds(proc.pid) - cpu0, time.monotonic() - wall0
-            print(
-                f"lab: watch CPU {cpu:.2f} s in {wall:.0f} s at a 3 s interval, restarts included"
-            )
+            figures.update(watch_cpu_s=round(cpu, 2), over_s=round(wall), interval_s=3)
+            # The figures beside molecule's own step timings (lab/.state, not committed).
+            FIGURES.write_text(json.dumps({**figures, "load": os.getloadavg()}) + "\n")
             # Stopped while it says recovered (the next healthy probe would say healthy).
             proc.terminate()
             proc.wait(timeout=20)
