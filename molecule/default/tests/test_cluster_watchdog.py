@@ -220,9 +220,9 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
     try:
         with server(port):
             wait("healthy", lambda: state() == "healthy", 60)
-        cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
-        code, row = status_rows(admin_kc)
-        assert row["watchdog"] == "healthy" and row["routed"], row
+            cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
+            code, row = status_rows(admin_kc)
+            assert row["watchdog"] == "healthy" and row["routed"], row
 
         # Nothing listens: out of routing, nothing restarted (the kubelet's business).
         before = uids()
@@ -275,6 +275,7 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
             proc.terminate()
             proc.wait(timeout=20)
         wait("endpoints back", lambda: len(cluster.ready_endpoints(api_service)) == 1)
+        wait("ranks Ready", lambda: cluster.view(TARGET).ranks_ready() == (ranks, ranks))
         code, row = status_rows(admin_kc)
         assert (code, row["watchdog"], row["routed"]) == (0, "recovered", True), row
         print(lines.text())
