@@ -269,7 +269,7 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
             wait("recovered", lambda: state() == "recovered", 60)
             cpu, wall = cpu_seconds(proc.pid) - cpu0, time.monotonic() - wall0
             figures.update(watch_cpu_s=round(cpu, 2), over_s=round(wall), interval_s=3)
-            # The figures beside molecule's own step timings (lab/.state, not committed).
+            # The lab figures beside the step timings lab.py writes (not committed).
             FIGURES.write_text(json.dumps({**figures, "load": os.getloadavg()}) + "\n")
             # Stopped while it says recovered (the next healthy probe would say healthy).
             proc.terminate()
