@@ -18,6 +18,7 @@ LABEL_COMPONENT: Final = "sparkrack.io/component"
 COMPONENT_SERVING: Final = "serving"
 COMPONENT_GATEWAY: Final = "gateway"
 COMPONENT_FABRIC_CHECK: Final = "fabric-check"
+COMPONENT_WATCHDOG: Final = "watchdog"
 LABEL_ROLE: Final = "sparkrack.io/role"
 ROLE_CONTROL_PLANE: Final = "control-plane"
 ROLE_SPARK: Final = "spark"
@@ -185,6 +186,11 @@ SERVING_DEFAULTS: Final[dict[str, Any]] = {
     "serving_prepull_timeout": 3600,
     "serving_rdma_access": "privileged",
     "serving_rdma_resource": "rdma/hca_shared_devices_a",
+    "serving_watchdog_stall_s": 10,
+    "serving_watchdog_interval_s": 10,
+    "serving_watchdog_max_restarts": 3,
+    "serving_watchdog_restart_window_s": 1800,
+    "serving_watchdog_evidence_dir": "/var/lib/sparkrack/evidence",
 }
 
 LABEL_VALUE_MAX: Final = 63

@@ -27,7 +27,13 @@ from sparkrack.k3s import config as k3s
 from sparkrack.k8s import render_addons, validated
 from sparkrack.k8s.fabric_check import render_fabric_check
 from sparkrack.k8s.options import options_from
-from sparkrack.k8s.reconcile import dry_run_objects, job_plan, refusals, stale_serving
+from sparkrack.k8s.reconcile import (
+    dry_run_objects,
+    job_plan,
+    refusals,
+    stale_serving,
+    stale_watchdogs,
+)
 from sparkrack.node.driverlock import check_driver_version
 
 T = TypeVar("T")
@@ -337,6 +343,13 @@ def serving_stale(
     return stale_serving(rendered, by_kind, applied_first or [])
 
 
+def watchdog_stale(live: list[Mapping[str, Any]], deployments: list[str]) -> list[Any]:
+    """``{{ found.results | sparkrack_stale_watchdogs(names) }}`` with ``found`` a k8s_info loop
+    over the watchdog's kinds: the watchdogs of deployments that left the list."""
+    by_kind = {str(r["item"]): list(r.get("resources") or []) for r in live}
+    return stale_watchdogs(by_kind, deployments)
+
+
 def fetch_secret_data(password: str) -> dict[str, str]:
     """``{{ password | sparkrack_fetch_secret_data }}``: the rsync Secret's keys, one password."""
     from sparkrack.serving.switch.plan import rsync_secret_data
@@ -384,6 +397,7 @@ FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_api_refusals": api_refusals,
     "sparkrack_job_plan": jobs_plan,
     "sparkrack_stale_serving": serving_stale,
+    "sparkrack_stale_watchdogs": watchdog_stale,
     "sparkrack_nccl_problems": nccl_problems,
     "sparkrack_diagnose": diagnose_lines,
 }

@@ -35,6 +35,8 @@ def image_rows(inventory: str) -> list[dict[str, str]]:
     ]
     if deployments.ctx.fetch_image:
         used.append(("weight copy (push and receiver Jobs)", deployments.ctx.fetch_image))
+    if deployments.ctx.watchdog is not None:
+        used.append(("stall watchdog (every deployment)", deployments.ctx.watchdog.image))
     used.append(("gateway (LiteLLM)", gateway.IMAGE))
     return [
         {"used_by": who, "image": image, "pin": pin_state(image), "digest": digest_of(image) or ""}

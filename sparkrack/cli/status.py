@@ -1,8 +1,10 @@
 """``sparkrack status``: the owner's view of the running deployments, through the kubeconfig.
 
 Per deployment: ranks Ready, container restarts, the watchdog's state and last verdict, its group
-restarts, whether the gateway routes to it, and the newest evidence bundle. Exit 0 when every
-deployment is healthy (or recovered) with all ranks Ready, 1 otherwise.
+restarts, whether the gateway routes to it, the newest evidence bundle and, with
+``--prometheus``, its generated tokens/s. Exit 0 when every deployment is healthy (or recovered)
+with all ranks Ready, 1 otherwise; ``--watch`` redraws every S seconds until ^C or ``--count``
+frames, and exits with the last frame's code.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.cli.options import add_inventory
 from sparkrack.cli.watch import api_client
 from sparkrack.diagnose import bundle
+from sparkrack.errors import Problem, UsageError
+from sparkrack.observe.query import tokens_per_s
 from sparkrack.watch.cluster import Cluster, DeploymentView
 from sparkrack.watch.supervisor import State
 
@@ -31,6 +35,15 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--evidence", type=Path, default=None, help="evidence root to show bundles of")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--watch", type=float, default=None, metavar="S", help="refresh every S s")
+    p.add_argument(
+        "--count", type=int, default=None, metavar="N", help="with --watch: stop after N frames"
+    )
+    p.add_argument(
+        "--prometheus",
+        default=None,
+        metavar="URL",
+        help="Prometheus' base URL: tokens/s per deployment from the engines' metrics",
+    )
     p.set_defaults(handler=cmd_status)
 
 
@@ -64,13 +77,22 @@ def row(view: DeploymentView, evidence: Path | None) -> dict[str, Any]:
     }
 
 
-def snapshot(cluster: Cluster, evidence: Path | None) -> list[dict[str, Any]]:
-    return [row(cluster.view(name), evidence) for name in cluster.deployment_names()]
+def snapshot(
+    cluster: Cluster, evidence: Path | None, prometheus: str | None = None
+) -> list[dict[str, Any]]:
+    rows = [row(cluster.view(name), evidence) for name in cluster.deployment_names()]
+    if prometheus:
+        rates = tokens_per_s(prometheus, cluster.namespace)
+        for r in rows:
+            r["tokens_per_s"] = rates.by_deployment.get(r["deployment"])
+            r["tokens_per_s_error"] = rates.error
+    return rows
 
 
-def show(rows: list[dict[str, Any]], as_json: bool) -> None:
+def show(rows: list[dict[str, Any]], as_json: bool, lines: bool = False) -> None:
+    """Text, or JSON (``lines``: one line per frame, for ``--watch --json``)."""
     if as_json:
-        print(json.dumps(rows, indent=2), flush=True)
+        print(json.dumps(rows, indent=None if lines else 2), flush=True)
         return
     if not rows:
         print("no serving deployments", flush=True)
@@ -79,7 +101,7 @@ def show(rows: list[dict[str, Any]], as_json: bool) -> None:
         print(
             f"{r['deployment']}: {r['watchdog']}, ranks {r['ranks_ready']} ready, "
             f"{r['watchdog_restarts']} watchdog restarts, {r['container_restarts']} container "
-            f"restarts, {routed}",
+            f"restarts, {routed}{_rate(r)}",
             flush=True,
         )
         if r["last_verdict"]:
@@ -88,12 +110,48 @@ def show(rows: list[dict[str, Any]], as_json: bool) -> None:
             print(f"  evidence: {r['evidence']}", flush=True)
 
 
+def _rate(r: dict[str, Any]) -> str:
+    if "tokens_per_s" not in r:
+        return ""
+    if r["tokens_per_s_error"]:
+        return f", tokens/s unknown (Prometheus: {r['tokens_per_s_error']})"
+    if r["tokens_per_s"] is None:
+        return ", no tokens/s series"
+    return f", {r['tokens_per_s']:.1f} tokens/s"
+
+
+def code(rows: list[dict[str, Any]]) -> int:
+    return ExitCode.OK if rows and all(r["ok"] for r in rows) else ExitCode.FAILED
+
+
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.count is not None and (args.watch is None or args.count < 1):
+        raise UsageError(
+            Problem(
+                "--count",
+                "--count",
+                "needs --watch and at least 1",
+                "e.g. --watch 5 --count 3",
+                "status-args",
+            )
+        )
     namespace = _namespace(args)
     cluster = Cluster(api_client(args.kubeconfig), namespace)
-    while True:
-        rows = snapshot(cluster, args.evidence)
+    if args.watch is None:
+        rows = snapshot(cluster, args.evidence, args.prometheus)
         show(rows, args.json)
-        if args.watch is None:
-            return ExitCode.OK if rows and all(r["ok"] for r in rows) else ExitCode.FAILED
-        time.sleep(max(1.0, args.watch))
+        return code(rows)
+    last: int = ExitCode.FAILED
+    frames = 0
+    try:
+        while args.count is None or frames < args.count:
+            if frames:
+                time.sleep(max(1.0, args.watch))
+            rows = snapshot(cluster, args.evidence, args.prometheus)
+            if not args.json:
+                print(f"--- {time.strftime('%H:%M:%S')} {namespace}", flush=True)
+            show(rows, args.json, lines=True)
+            last, frames = code(rows), frames + 1
+    except KeyboardInterrupt:
+        pass
+    return last

@@ -229,6 +229,36 @@ VARIABLES: tuple[Variable, ...] = (
         ),
         "the RDMA device plugin's resource each rank asks for (serving_rdma_access: device-plugin)",
     ),
+    Variable(
+        "serving_watchdog_image",
+        forms.IMAGE,
+        "the stall watchdog's image (carries sparkrack), pinned by digest; empty: no watchdog",
+    ),
+    Variable(
+        "serving_watchdog_stall_s",
+        forms.seconds(1, 600),
+        "seconds without a token after which the watchdog calls a deployment stalled",
+    ),
+    Variable(
+        "serving_watchdog_interval_s",
+        forms.seconds(1, 3600),
+        "seconds between the watchdog's probes of each deployment",
+    ),
+    Variable(
+        "serving_watchdog_max_restarts",
+        forms.Form("a whole number from 0 to 100", forms.integer_between(0, 100), example="3"),
+        "group restarts allowed per restart window; past them the deployment is marked failed",
+    ),
+    Variable(
+        "serving_watchdog_restart_window_s",
+        forms.seconds(60, WEEK_S),
+        "the window (seconds) of the watchdog's restart budget",
+    ),
+    Variable(
+        "serving_watchdog_evidence_dir",
+        forms.HOST_DIR,
+        "host directory of the evidence bundles on the control-plane node (owned by uid 65532)",
+    ),
     Variable("serving_prepull", forms.SWITCH, "pre-pull every image before a switch"),
     Variable(
         "serving_prepull_timeout", forms.seconds(1, WEEK_S), "seconds the pre-pull Jobs may take"

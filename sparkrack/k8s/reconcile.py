@@ -27,6 +27,8 @@ from sparkrack import contract
 WORKLOADS = ("StatefulSet", "Deployment", "DaemonSet", "Job")
 DRY_RUN_SUFFIX = "-dry-run"
 PRUNE_ORDER = contract.SERVING_PRUNE_KINDS
+WATCHDOG_KINDS = ("Deployment", "NetworkPolicy", "RoleBinding", "Role", "ServiceAccount")
+"""Kinds of a deployment's watchdog, in removal order (the pod first, its rights last)."""
 _MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -71,7 +73,19 @@ def dry_run_objects(
         if d.get("kind") not in ("Job", "Namespace")
         and (str(d.get("kind")), str(_meta(d).get("name"))) not in skip
     ]
-    return objects + [template_pod(d) for d in docs if d.get("kind") in WORKLOADS]
+    accounts = {str(_meta(d).get("name")) for d in docs if d.get("kind") == "ServiceAccount"}
+    return objects + [
+        _own_account(template_pod(d), accounts) for d in docs if d.get("kind") in WORKLOADS
+    ]
+
+
+def _own_account(pod: dict[str, Any], applied: set[str]) -> dict[str, Any]:
+    """A dry-run pod whose ServiceAccount is applied in the same run runs as the namespace's
+    default one: the API refuses a pod whose account does not exist yet."""
+    spec = pod["spec"]
+    if spec.get("serviceAccountName") in applied:
+        pod = {**pod, "spec": {**spec, "serviceAccountName": "default"}}
+    return pod
 
 
 def _results(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -183,3 +197,21 @@ def stale_serving(
         if gone(kind, obj)
     ]
     return sorted(stale, key=lambda o: (PRUNE_ORDER.index(o["kind"]), o["name"]))
+
+
+def stale_watchdogs(
+    live: Mapping[str, Iterable[Mapping[str, Any]]], deployments: Iterable[str]
+) -> list[dict[str, str]]:
+    """Live watchdog objects (``live``: kind -> objects) of deployments no longer rendered, in
+    :data:`WATCHDOG_KINDS` order. A kept deployment's watchdog is updated in place."""
+    kept = set(deployments)
+    return [
+        {
+            "kind": kind,
+            "namespace": str(_meta(obj).get("namespace", "")),
+            "name": str(_meta(obj).get("name")),
+        }
+        for kind in WATCHDOG_KINDS
+        for obj in live.get(kind, [])
+        if (_meta(obj).get("labels") or {}).get(contract.LABEL_DEPLOYMENT) not in kept
+    ]

@@ -186,6 +186,9 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
     if found.ctx.fetch_image:
         image = found.ctx.fetch_image
         report.lines.append(f"image weight copy: {image} ({pin_state(image)})")
+    if found.ctx.watchdog is not None:
+        image = found.ctx.watchdog.image
+        report.lines.append(f"image stall watchdog: {image} ({pin_state(image)})")
     report.lines.append(f"image gateway: {gateway.IMAGE} ({pin_state(gateway.IMAGE)})")
     try:
         rendered = render_serving(found)

@@ -17,6 +17,7 @@ from sparkrack.inputs.forms import switch_on
 from sparkrack.inputs.inventory import Inventory, load_inventory
 from sparkrack.inputs.variables import BY_NAME, RULE
 from sparkrack.serving.trust import TRUST_VARS, Trust, trust_of
+from sparkrack.watch.settings import WatchdogSettings
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class ServingContext:
     the cluster)."""
     trust: Trust = field(default_factory=Trust)
     """The images and model repos whose code the inventory lets run (nothing by default)."""
+    watchdog: WatchdogSettings | None = None
+    """The stall watchdog of every deployment (``serving_watchdog_*``; None: no image given,
+    no watchdog)."""
 
     @property
     def nodes(self) -> int:
@@ -164,6 +168,24 @@ def context_from_vars(
         spark=None if v.get("serving_spark") is None else str(v["serving_spark"]),
         gateway_clients=tuple(str(c) for c in variables.get("serving_gateway_clients") or ()),
         trust=trust_of(variables),
+        watchdog=watchdog_settings(v),
+    )
+
+
+def watchdog_settings(v: Mapping[str, Any]) -> WatchdogSettings | None:
+    """The watchdog's settings from checked ``serving_*`` values; its restart grace is the
+    startup budget (bad verdicts while a restarted group loads are not a new failure)."""
+    image = str(v.get("serving_watchdog_image") or "")
+    if not image:
+        return None
+    return WatchdogSettings(
+        image=image,
+        stall_s=float(v["serving_watchdog_stall_s"]),
+        interval_s=float(v["serving_watchdog_interval_s"]),
+        max_restarts=int(v["serving_watchdog_max_restarts"]),
+        restart_window_s=float(v["serving_watchdog_restart_window_s"]),
+        restart_grace_s=float(v["serving_startup_timeout"]),
+        evidence_dir=str(v["serving_watchdog_evidence_dir"]),
     )
 
 
@@ -248,6 +270,7 @@ def rdma_access(value: Any) -> str:
 SETTINGS = (
     *contract.SERVING_DEFAULTS,
     "serving_fetch_image",
+    "serving_watchdog_image",
     "serving_gateway_clients",
     *TRUST_VARS,
 )

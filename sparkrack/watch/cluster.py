@@ -1,6 +1,7 @@
 """What the watchdog reads from and does to the cluster, through the Kubernetes API.
 
-A deployment is found by its labels (``sparkrack.io/deployment``): its rank StatefulSets (one
+A deployment is found by its labels (``sparkrack.io/deployment`` and the serving component): its
+rank StatefulSets (one
 per rank, :mod:`sparkrack.serving.objects.ranks`), their pods and its OpenAI-API Service. The
 watchdog's own state lives in annotations of the rank-0 StatefulSet, so a restarted watchdog
 keeps its restart budget and ``sparkrack status`` reads the same facts.
@@ -74,7 +75,12 @@ class Cluster:
         self.namespace = namespace
 
     def _selector(self, name: str) -> str:
-        return f"{contract.LABEL_DEPLOYMENT}={name}"
+        """The deployment's serving objects: its ranks and Services, never its watchdog (which
+        carries the deployment's label too, and must survive the group restart it makes)."""
+        return (
+            f"{contract.LABEL_DEPLOYMENT}={name},"
+            f"{contract.LABEL_COMPONENT}={contract.COMPONENT_SERVING}"
+        )
 
     def deployment_names(self) -> list[str]:
         sets: list[Any] = self.apps.list_namespaced_stateful_set(

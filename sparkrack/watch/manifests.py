@@ -19,26 +19,41 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sparkrack import contract
+from sparkrack.k3s.network import K3S_API_PORT
+from sparkrack.k8s import scanner
 from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
+from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL, tcp
+from sparkrack.serving.objects.pod import (
+    hardened,
+    meta,
+    no_expansion,
+    pod_ip_env,
+    pod_spec,
+    tmp_volume,
+)
+from sparkrack.serving.profile.knobs import PodVariable
 from sparkrack.watch.memguard import DEFAULT_FULL_AVG10
+from sparkrack.watch.settings import EVIDENCE_DIR, WatchdogSettings, labels
 
-COMPONENT = "watchdog"
+COMPONENT = contract.COMPONENT_WATCHDOG
 METRICS_PORT = 9464
-EVIDENCE_MOUNT = "/var/lib/sparkrack/evidence"
+EVIDENCE_MOUNT = EVIDENCE_DIR
+DNS_PORT = 53
+DNS_LABELS = {"k8s-app": "kube-dns"}
+"""CoreDNS of K3s (kube-system): the watchdog resolves rank 0's name through it."""
+RESOURCES = {
+    "CKV_K8S_11": "the watchdog sleeps between probes; a CPU limit would only delay a verdict",
+}
 
-
-@dataclass(frozen=True)
-class WatchdogSettings:
-    image: str
-    stall_s: float = 10.0
-    interval_s: float = 10.0
-    max_restarts: int = 3
-    restart_window_s: float = 1800.0
-    restart_grace_s: float = 600.0
-    evidence_dir: str = EVIDENCE_MOUNT
-    """Host directory of the evidence bundles on the control-plane node."""
-    canary: bool = False
-    """Probe with the answer canary (``watch --probe canary``): wrong answers are not healthy."""
+__all__ = [
+    "MemguardSettings",
+    "WatchdogSettings",
+    "labels",
+    "manifests",
+    "memguard_manifests",
+    "name",
+    "rules",
+]
 
 
 def name(deployment: str) -> str:
@@ -56,22 +71,22 @@ def rules() -> list[dict[str, Any]]:
     ]
 
 
-def account(meta: dict[str, Any], granted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def account(metadata: dict[str, Any], granted: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A ServiceAccount, a Role granting ``granted`` and their RoleBinding, all named and
-    labelled by ``meta``."""
-    obj, namespace = meta["name"], meta["namespace"]
+    labelled by ``metadata``."""
+    obj, namespace = metadata["name"], metadata["namespace"]
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(metadata)},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": dict(meta),
+            "metadata": dict(metadata),
             "rules": granted,
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": dict(meta),
+            "metadata": dict(metadata),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": obj},
             "subjects": [{"kind": "ServiceAccount", "name": obj, "namespace": namespace}],
         },
@@ -79,19 +94,22 @@ def account(meta: dict[str, Any], granted: list[dict[str, Any]]) -> list[dict[st
 
 
 def manifests(
-    deployment: str, namespace: str, url: str, alias: str, settings: WatchdogSettings
+    deployment: str,
+    namespace: str,
+    url: str,
+    alias: str,
+    settings: WatchdogSettings,
+    head: dict[str, str] | None = None,
+    api_port: int = contract.SERVING_DEFAULTS["serving_api_port"],
 ) -> list[dict[str, Any]]:
-    """ServiceAccount, Role, RoleBinding and the Deployment of one serving deployment's
-    watchdog (``url``: the deployment's OpenAI-API Service)."""
+    """ServiceAccount, Role, RoleBinding, NetworkPolicy and the Deployment of one serving
+    deployment's watchdog. ``url``: rank 0's engine (its stable pod name, never the API Service,
+    which the watchdog takes out of routing); ``head``: the labels of rank 0's pod, the one
+    destination its NetworkPolicy lets it probe, on ``api_port``."""
     obj = name(deployment)
-    labels = {
-        **contract.PART_OF,
-        contract.LABEL_COMPONENT: COMPONENT,
-        contract.LABEL_DEPLOYMENT: deployment,
-    }
-    meta = {"name": obj, "namespace": namespace, "labels": dict(labels)}
+    own = labels(deployment)
     s = settings
-    args = [
+    args: list[str] = [
         "watch",
         "--url",
         url,
@@ -116,57 +134,72 @@ def manifests(
         "--evidence",
         EVIDENCE_MOUNT,
         "--metrics-host",
-        "0.0.0.0",
+        PodVariable.of(contract.POD_IP_ENV),
         "--metrics-port",
         str(METRICS_PORT),
     ]
     if s.canary:
         args += ["--probe", "canary"]
-    pod = {
-        "serviceAccountName": obj,
-        "nodeSelector": {contract.LABEL_ROLE: contract.ROLE_CONTROL_PLANE},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532},
-        "containers": [
-            {
-                "name": COMPONENT,
-                "image": s.image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["sparkrack"],
-                "args": args,
-                "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
-                "resources": {
-                    "requests": {"cpu": "10m", "memory": "64Mi"},
-                    "limits": {"memory": "256Mi"},
+    container = hardened(
+        {
+            "name": COMPONENT,
+            "image": s.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["sparkrack"],
+            # Every word reaches the process as written; the pod's address is Kubernetes' to
+            # fill in (metrics on the pod's cluster address only).
+            "args": [no_expansion(w) for w in args],
+            "env": [pod_ip_env()],
+            "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
+            "resources": {
+                "requests": {"cpu": "10m", "memory": "64Mi"},
+                "limits": {"memory": "256Mi"},
+            },
+            "livenessProbe": {
+                "httpGet": {"path": "/metrics", "port": "metrics"},
+                "periodSeconds": 30,
+                "timeoutSeconds": 5,
+            },
+            "readinessProbe": {
+                "httpGet": {"path": "/metrics", "port": "metrics"},
+                "periodSeconds": 10,
+            },
+            "volumeMounts": [{"name": "evidence", "mountPath": EVIDENCE_MOUNT}],
+        }
+    )
+    pod = pod_spec(
+        {
+            # The one pod of the namespace that talks to the API: its own ServiceAccount's token.
+            "automountServiceAccountToken": True,
+            "serviceAccountName": obj,
+            "nodeSelector": {contract.LABEL_ROLE: contract.ROLE_CONTROL_PLANE},
+            "containers": [container],
+            "volumes": [
+                {
+                    "name": "evidence",
+                    # Created by the serve play on the control-plane node, owned by the pod's
+                    # user; the bundle format keeps it bounded (rotation, per-log cap).
+                    "hostPath": {"path": s.evidence_dir, "type": "Directory"},
                 },
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-                "volumeMounts": [{"name": "evidence", "mountPath": EVIDENCE_MOUNT}],
-            }
-        ],
-        "volumes": [
-            {
-                "name": "evidence",
-                # Must exist, owned by the pod's user: created by the play that deploys this.
-                "hostPath": {"path": s.evidence_dir, "type": "Directory"},
-            }
-        ],
-    }
+                tmp_volume(),
+            ],
+        },
+        nonroot=True,
+    )
     return [
-        *account(meta, rules()),
+        *account(meta(obj, namespace, own), rules()),
+        policy(deployment, namespace, head or {}, api_port),
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": dict(meta),
+            "metadata": meta(obj, namespace, own, scanner.skips(scanner.IMAGES, RESOURCES)),
             "spec": {
                 "replicas": 1,
                 "strategy": {"type": "Recreate"},
-                "selector": {"matchLabels": dict(labels)},
+                "selector": {"matchLabels": dict(own)},
                 "template": {
                     "metadata": {
-                        "labels": dict(labels),
+                        "labels": dict(own),
                         "annotations": {
                             contract.PROMETHEUS_SCRAPE_ANNOTATION: "true",
                             contract.PROMETHEUS_PATH_ANNOTATION: "/metrics",
@@ -178,6 +211,37 @@ def manifests(
             },
         },
     ]
+
+
+def policy(deployment: str, namespace: str, head: dict[str, str], api_port: int) -> dict[str, Any]:
+    """In: the metrics port from the monitoring namespace. Out: rank 0's engine port, the API
+    server's port and the cluster DNS; nothing else."""
+    monitoring = {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: contract.MONITORING_NAMESPACE}}
+    }
+    dns = {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
+        "podSelector": {"matchLabels": dict(DNS_LABELS)},
+    }
+    egress: list[dict[str, Any]] = [
+        {"to": [{"podSelector": {"matchLabels": dict(head)}}], "ports": tcp(api_port)},
+        # The API Service's address is translated to the server's own before a policy sees the
+        # packet, and a policy cannot name the server: its port, to wherever it listens.
+        {"ports": tcp(K3S_API_PORT)},
+        {"to": [dns], "ports": [*tcp(DNS_PORT), {"protocol": "UDP", "port": DNS_PORT}]},
+    ]
+    own = labels(deployment)
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": meta(name(deployment), namespace, own),
+        "spec": {
+            "podSelector": {"matchLabels": dict(own)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [monitoring], "ports": tcp(METRICS_PORT)}],
+            "egress": egress,
+        },
+    }
 
 
 # --- the memory guard: one pod per Spark --------------------------------------------------------
@@ -214,7 +278,7 @@ def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[
     kernel OOM killer's order, after the engine pods."""
     obj = f"{contract.OBJECT_PREFIX}-{MEMGUARD}"
     labels = {**contract.PART_OF, contract.LABEL_COMPONENT: MEMGUARD}
-    meta = {"name": obj, "namespace": namespace, "labels": dict(labels)}
+    metadata = {"name": obj, "namespace": namespace, "labels": dict(labels)}
     s = settings
     args = [
         "memguard",
@@ -272,11 +336,11 @@ def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[
         ],
     }
     return [
-        *account(meta, memguard_rules()),
+        *account(metadata, memguard_rules()),
         {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",
-            "metadata": dict(meta),
+            "metadata": dict(metadata),
             "spec": {
                 "selector": {"matchLabels": dict(labels)},
                 "template": {"metadata": {"labels": dict(labels)}, "spec": pod},

@@ -227,3 +227,30 @@ def test_stale_serving_takes_the_hidden_secrets_and_returns_names_only() -> None
     stale = FILTERS["sparkrack_stale_serving"]([sts], [], None, secrets)
     assert stale == [{"kind": "Secret", "namespace": "n", "name": "gone-keys"}]
     assert "c2VjcmV0LXZhbHVl" not in repr(stale)
+
+
+def test_stale_watchdogs_are_those_of_deployments_that_left_the_list() -> None:
+    def obj(kind: str, name: str, deployment: str) -> dict[str, Any]:
+        labels = {"sparkrack.io/component": "watchdog", "sparkrack.io/deployment": deployment}
+        return {"kind": kind, "metadata": {"name": name, "namespace": "n", "labels": labels}}
+
+    found = [
+        {"item": "ServiceAccount", "resources": [obj("ServiceAccount", "a-w", "a")]},
+        {"item": "Deployment", "resources": [obj("Deployment", "a-w", "a"), obj("Deployment", "b-w", "b")]},
+    ]  # fmt: skip
+    # The pod first, its rights last; a kept deployment's watchdog stays (negative control).
+    assert FILTERS["sparkrack_stale_watchdogs"](found, ["b"]) == [
+        {"kind": "Deployment", "namespace": "n", "name": "a-w"},
+        {"kind": "ServiceAccount", "namespace": "n", "name": "a-w"},
+    ]
+    assert FILTERS["sparkrack_stale_watchdogs"](found, ["a", "b"]) == []
+
+
+def test_a_dry_run_pod_runs_as_default_while_its_account_is_applied_in_the_same_run() -> None:
+    sa = {"kind": "ServiceAccount", "metadata": {"name": "w", "namespace": "n"}}
+    dep = {"kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+           "spec": {"template": {"spec": {"serviceAccountName": "w", "containers": []}}}}  # fmt: skip
+    [pod] = [o for o in FILTERS["sparkrack_dry_run_objects"]([sa, dep], []) if o["kind"] == "Pod"]
+    assert pod["spec"]["serviceAccountName"] == "default"
+    [pod] = [o for o in FILTERS["sparkrack_dry_run_objects"]([dep], []) if o["kind"] == "Pod"]
+    assert pod["spec"]["serviceAccountName"] == "w"

@@ -56,9 +56,10 @@ def test_table_marks_moving_tags_and_digests(
     code, out = run(["images", "-i", str(inv)], capsys)
     assert code is ExitCode.OK
     lines = out.splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 4
     assert "digest" in lines[0] and DIGEST in lines[0]
     assert "digest" in lines[1] and "example.org/fetch:1" in lines[1]
+    assert "stall watchdog" in lines[2] and "tag " in lines[2]
     assert "MOVING TAG" not in out
     code, out = run(["images", "-i", "inventories/lab"], capsys)
     assert "MOVING TAG  vllm/vllm-openai:cu130-nightly" in out

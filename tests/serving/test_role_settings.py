@@ -59,6 +59,7 @@ LAB_TRUST = {k: load_inventory("inventories/lab").var(k) for k in TRUST_VARS}
 # device-plugin in the base, so the RDMA resource (read only then) reaches the render.
 BASE: dict[str, Any] = {
     "serving_fetch_image": "registry.example/fetch:1",
+    "serving_watchdog_image": "registry.example/watchdog:1",
     "serving_prepull": True,
     "serving_rdma_access": "device-plugin",
     **LAB_TRUST,
@@ -74,6 +75,9 @@ OTHER: dict[str, Any] = {
     "serving_jit_cache": "/srv/jit",
     "serving_fetch_secret": "other-fetch",
     "serving_fetch_image": "registry.example/fetch:2",
+    "serving_watchdog_image": "registry.example/watchdog:2",
+    "serving_watchdog_evidence_dir": "/srv/evidence",
+    "serving_watchdog_max_restarts": 0,
     "serving_prepull": False,
     "serving_gateway_clients": ["192.0.2.0/24"],
     "serving_rdma_access": "privileged",

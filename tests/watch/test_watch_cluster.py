@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -259,6 +260,16 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
     config = sa_kubeconfig(kube_api, cluster, account, tmp_path / "sa.kubeconfig")
     wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
     before = uids(cluster)
+    # The watchdog's own pod carries the deployment's label too: never part of the group.
+    watchdog_pods = f"{contract.LABEL_COMPONENT}={contract.COMPONENT_WATCHDOG}"
+
+    def own_pods() -> set[str]:
+        found = cluster.core.list_namespaced_pod(cluster.namespace, label_selector=watchdog_pods)
+        return {p.metadata.uid for p in found.items}
+
+    wait("the watchdog's pod exists", lambda: len(own_pods()) == 1)
+    mine = own_pods()
+    assert len(before) == 2
     with spawn(["--rate", "100", "--stall-after", "2"]) as url:
         proc = subprocess.run(
             [sys.executable, "-m", "sparkrack", "watch", "--once", "--url", url]
@@ -272,6 +283,7 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "restarted the group" in proc.stdout, proc.stdout
     wait("pods replaced", lambda: not (uids(cluster) & before))
+    assert own_pods() == mine, "the group restart deleted the watchdog's own pod"
     assert len(bundle.bundles(tmp_path / "ev")) == 1
     assert cluster.view(NAME).annotations()[contract.WATCHDOG_STATE_ANNOTATION] == "restarting"
 
@@ -310,3 +322,83 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
         Actions(NAME, "", cluster, supervisor=Supervisor(Budget(100, 600, 0))).apply(
             run_probe(ProbeConfig(url=url, stall_s=1.5))
         )
+
+
+def test_status_watch_redraws_a_state_change_and_ends_on_its_bound_or_ctrl_c(
+    kube_api: Any, served: Cluster, tmp_path: Path
+) -> None:
+    """Two frames of one ``status --watch`` run show the state the watchdog wrote in between;
+    ``--count`` ends it with the last frame's code, ^C ends it without a traceback."""
+    cluster = served
+    wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+    with spawn(["--rate", "100"]) as url:
+        healthy = run_probe(ProbeConfig(url=url, stall_s=1.5))
+    with spawn(["--rate", "100", "--stall-after", "1"]) as url:
+        stalled = run_probe(ProbeConfig(url=url, stall_s=1.0))
+    actions = Actions(NAME, "", cluster, supervisor=Supervisor(Budget(100, 600, 0)))
+    actions.apply(healthy)
+    assert actions.apply(healthy).state is State.HEALTHY
+    argv = [sys.executable, "-m", "sparkrack", "status", "--namespace", cluster.namespace]
+    argv += ["--kubeconfig", str(kube_api.kubeconfig), "--watch", "1"]
+
+    def frames(text: str) -> list[str]:
+        return [f for f in text.split("--- ")[1:] if NAME in f]
+
+    proc = subprocess.Popen([*argv, "--count", "6"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline() + proc.stdout.readline()
+    assert f"{NAME}: healthy" in first, first
+    actions.supervisor.state = State.STALLED  # a stall seen: this verdict restarts the group
+    assert actions.apply(stalled).restart
+    out, _ = proc.communicate(timeout=60)
+    shown = frames(first + out)
+    assert len(shown) == 6, shown
+    assert f"{NAME}: healthy" in shown[0] and f"{NAME}: restarting" in shown[-1], shown
+    assert "NOT ROUTED" in shown[-1]
+    assert proc.returncode == 1, "the last frame is not healthy"
+
+    wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
+    actions.apply(healthy)
+    done = subprocess.run([*argv, "--count", "2"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and f"{NAME}: recovered" in done.stdout, done.stdout
+
+    interrupted = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert interrupted.stdout is not None
+    assert NAME in interrupted.stdout.readline() + interrupted.stdout.readline()
+    interrupted.send_signal(signal.SIGINT)
+    out, err = interrupted.communicate(timeout=30)
+    assert interrupted.returncode in (0, 1) and "Traceback" not in err, err
+    actions.apply(healthy)
+
+
+def test_the_rendered_watchdog_passes_the_api_server_before_its_account_exists(
+    kube_api: Any,
+) -> None:
+    """The serve play's check: every watchdog object of the lab's render and its pod, dry-run
+    against the real API in a namespace where the watchdog's account does not exist yet."""
+    from sparkrack.k8s.reconcile import dry_run_objects, template_pod
+    from sparkrack.serving.deployments.bundle import from_inventory
+
+    api = kube_api.client()
+    ns = kube_api.namespace("wdry", {"pod-security.kubernetes.io/enforce": "privileged"})
+    everything = render_serving(from_inventory("inventories/lab"))["manifests"]
+    mine = [
+        {**d, "metadata": {**d["metadata"], "namespace": ns}}
+        for d in everything
+        if d["metadata"].get("labels", {}).get(contract.LABEL_COMPONENT) == "watchdog"
+        and d["metadata"]["labels"][contract.LABEL_DEPLOYMENT] == "gemma"
+    ]
+    assert sorted(d["kind"] for d in mine) == [
+        "Deployment", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount",
+    ]  # fmt: skip
+    dyn = DynamicClient(api)
+    for doc in dry_run_objects(mine):
+        dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).create(
+            body=doc, namespace=ns, dry_run="All"
+        )
+    # Negative control: the pod as its Deployment names it is refused while its account is
+    # missing (what the dry-run's substitution avoids).
+    [deployment] = [d for d in mine if d["kind"] == "Deployment"]
+    with pytest.raises(client.ApiException) as refused:
+        client.CoreV1Api(api).create_namespaced_pod(ns, template_pod(deployment), dry_run="All")
+    assert "service account" in str(refused.value.body)

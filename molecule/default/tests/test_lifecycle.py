@@ -175,7 +175,10 @@ def test_a_one_line_model_switch_replaces_only_that_deployment(tmp_path: Path) -
     head = apps.read_namespaced_stateful_set("sparkrack-gemma-r0", NS)
     assert head.metadata.labels[contract.LABEL_PROFILE] == "nemotron-3-super-120b-a12b-nvfp4"
     pods = client.CoreV1Api(admin()).list_namespaced_pod(
-        NS, label_selector=f"{contract.LABEL_DEPLOYMENT}=gemma"
+        # The rank pods (the deployment's watchdog carries its label too, and no profile).
+        NS,
+        label_selector=f"{contract.LABEL_DEPLOYMENT}=gemma,"
+        f"{contract.LABEL_COMPONENT}={contract.COMPONENT_SERVING}",
     )
     assert {p.metadata.labels[contract.LABEL_PROFILE] for p in pods.items} == {
         "nemotron-3-super-120b-a12b-nvfp4"

@@ -14,6 +14,7 @@ from typing import Any
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs.inventory import Inventory, load_inventory
+from sparkrack.k8s.reconcile import WATCHDOG_KINDS
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving.context import SETTINGS, ServingContext, context_of
 from sparkrack.serving.deployments import gateway
@@ -30,6 +31,7 @@ from sparkrack.serving.switch.objects import (
     switch_objects,
 )
 from sparkrack.serving.trust import trust_problems
+from sparkrack.watch import manifests as watchdog
 
 DEPLOYMENT_VARS = (KEY, "serving_profile", "serving_profile_file", "serving_spark")
 
@@ -112,7 +114,7 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
     for d in deployments.deployments:
         res = d.res
         switch = switch_objects(res)
-        objects = deployment_objects(res, switch.init_containers)
+        objects = deployment_objects(res, switch.init_containers) + watchdog_objects(d)
         docs += objects
         fetch += switch.objects
         pods = [res.names.pod(r.rank) for r in res.ranks]
@@ -157,6 +159,15 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
         "manifests": docs,
         "contract": contract.contract_fact(),
         # Objects of deployments that left the list: removed by label, never from a kept list.
+        # The watchdogs: their kinds (removal order) and label, the evidence directory the play
+        # gives the pod's user on the control-plane node.
+        "watchdog": {
+            "enabled": ctx.watchdog is not None,
+            "kinds": list(WATCHDOG_KINDS),
+            "selector": f"{contract.LABEL_COMPONENT}={contract.COMPONENT_WATCHDOG}",
+            "evidence_dir": ctx.watchdog.evidence_dir if ctx.watchdog else "",
+            "owner": contract.SERVING_UID,
+        },
         "prune_selectors": [
             serving_selector(),
             f"{contract.LABEL_DEPLOYMENT} notin ({','.join(listed)})",
@@ -193,6 +204,24 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
     if problems:
         raise SparkrackError(problems)
     return rendered
+
+
+def watchdog_objects(d: Deployment) -> list[dict[str, Any]]:
+    """The deployment's stall watchdog (none without ``serving_watchdog_image``): it probes
+    rank 0 by its stable pod name, which the watchdog's routing changes never touch."""
+    res, ctx = d.res, d.res.ctx
+    if ctx.watchdog is None:
+        return []
+    head = f"{res.names.pod(0)}.{res.names.headless}.{ctx.namespace}.svc"
+    return watchdog.manifests(
+        d.name,
+        ctx.namespace,
+        f"http://{head}:{ctx.api_port}",
+        d.alias,
+        ctx.watchdog,
+        {**res.labels, contract.LABEL_RANK: "0"},
+        ctx.api_port,
+    )
 
 
 def in_apply_order(

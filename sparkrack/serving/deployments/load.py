@@ -369,6 +369,7 @@ def load_deployments(
             ]
         )
     found += _fetch_image(out, base, sources.get("serving_fetch_image", home))
+    found += _watchdog_image(out, base, sources.get("serving_watchdog_image", home))
     if warnings is not None:
         warnings += found
     return out
@@ -455,25 +456,58 @@ def _fetch_image(
                 "fetch-image",
             )
         )
+    return _pinned("serving_fetch_image", image, file, "what copies the weights", "fetch-image")
+
+
+def _watchdog_image(
+    deployments: Sequence[Deployment], base: ServingContext, file: str
+) -> list[Problem]:
+    """``serving_watchdog_image``: unset is reported (no deployment is watched), a moving tag
+    refused, a tag without a digest reported."""
+    if not deployments:
+        return []
+    if base.watchdog is None:
+        return [
+            Problem(
+                file,
+                "serving_watchdog_image",
+                "is not set: no watchdog runs, a stalled deployment stays in the gateway's routing "
+                "and is never restarted",
+                "set serving_watchdog_image to an image carrying sparkrack, pinned by digest "
+                "(README: Observing)",
+                "watchdog-image",
+            )
+        ]
+    return _pinned(
+        "serving_watchdog_image",
+        base.watchdog.image,
+        file,
+        "what restarts a stalled deployment",
+        "watchdog-image",
+    )
+
+
+def _pinned(key: str, image: str, file: str, what: str, rule: str) -> list[Problem]:
+    """A moving tag refused, a tag without a digest reported."""
     if is_moving_tag(image):
         raise SparkrackError(
             Problem(
                 file,
-                "serving_fetch_image",
-                f"{shown(image)} is a moving tag (latest, *nightly*, or no tag at all): what "
-                "copies the weights could change without the inventory changing",
+                key,
+                f"{shown(image)} is a moving tag (latest, *nightly*, or no tag at all): {what} "
+                "could change without the inventory changing",
                 "pin it by digest: repo:tag@sha256:<digest>",
-                "fetch-image",
+                rule,
             )
         )
     if digest_of(image) is None:
         return [
             Problem(
                 file,
-                "serving_fetch_image",
+                key,
                 f"{image} is pinned by tag, not by digest",
                 "pin it by digest: repo:tag@sha256:<digest>",
-                "fetch-image",
+                rule,
             )
         ]
     return []

@@ -1,8 +1,8 @@
 """Who may reach a serving pod: the serving namespace's NetworkPolicies.
 
 Every pod of the namespace refuses inbound traffic by default. A deployment's engine port takes
-connections from the gateway, the monitoring namespace (Prometheus) and the deployment's own
-ranks only; its distributed-init port from its own ranks only. The gateway's port takes them
+connections from the gateway, the monitoring namespace (Prometheus), the deployment's watchdog
+and the deployment's own ranks only; its distributed-init port from its own ranks only. The gateway's port takes them
 from ``serving_gateway_clients`` (CIDR blocks), else from every pod of the cluster. Policies act
 on the pod's cluster interface; the fabric VF that Multus adds is outside them (NCCL's traffic
 stays on the fabric, which the address plan keeps to the Sparks).
@@ -16,6 +16,7 @@ from sparkrack import contract
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.objects.pod import meta
 from sparkrack.serving.resolution import Resolution
+from sparkrack.watch.settings import labels as watchdog_labels
 
 DEFAULT_DENY = f"{contract.OBJECT_PREFIX}-default-deny"
 GATEWAY_POLICY = f"{contract.OBJECT_PREFIX}-gateway"
@@ -60,6 +61,9 @@ def deployment_policy(res: Resolution) -> dict[str, Any]:
         },
         own,
     ]
+    if ctx.watchdog is not None:
+        # The deployment's own watchdog probes its engine.
+        engine_from.append({"podSelector": {"matchLabels": watchdog_labels(res.name)}})
     ingress: list[dict[str, Any]] = [{"from": engine_from, "ports": tcp(ctx.api_port)}]
     if res.engine.uses_fabric:
         ingress.append({"from": [own], "ports": tcp(ctx.dist_port)})

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sparkrack import contract
 from sparkrack.cli import main
 from sparkrack.errors import SparkrackError
 from sparkrack.fabric.addressplan import nodes_from_hostvars
@@ -381,7 +382,12 @@ def test_the_cli_renders_the_gateway_with_the_inventorys_key_secret(
     group_vars.write_text(group_vars.read_text() + "serving_gateway_key_secret: my-gateway-key\n")
 
     def key_secret(docs: list[dict[str, Any]]) -> str:
-        [gw] = [d for d in docs if d["kind"] == "Deployment"]
+        [gw] = [
+            d
+            for d in docs
+            if d["kind"] == "Deployment"
+            and d["metadata"]["labels"][contract.LABEL_COMPONENT] == contract.COMPONENT_GATEWAY
+        ]
         env = gw["spec"]["template"]["spec"]["containers"][0]["env"]
         return str(env[0]["valueFrom"]["secretKeyRef"]["name"])
 

@@ -19,6 +19,7 @@ from sparkrack import contract
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.serving.deployments.gateway import PORT as GATEWAY_PORT
 from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL
+from sparkrack.watch.manifests import name as watchdog_name
 
 NS = "sparkrack"
 Peer = tuple[dict[str, str], str]
@@ -117,6 +118,50 @@ def test_engine_ports_admit_the_gateway_monitoring_and_own_ranks_only(
                 assert not any(admits(docs, pod, dist, other) for other in others)
 
 
+def test_an_engine_port_admits_its_own_watchdog_only(rendered: dict[str, Any]) -> None:
+    docs = rendered["manifests"]
+    api, dist = contract.SERVING_DEFAULTS["serving_api_port"], 20000
+    pods = rank_pods(rendered)
+
+    def watchdog(deployment: str) -> Peer:
+        [dep] = [
+            d
+            for d in docs
+            if d["kind"] == "Deployment" and d["metadata"]["name"] == watchdog_name(deployment)
+        ]
+        return dep["spec"]["template"]["metadata"]["labels"], NS
+
+    for name, ranks in pods.items():
+        head = ranks[0]
+        assert admits(docs, head, api, watchdog(name))
+        assert not admits(docs, head, dist, watchdog(name))
+        assert not any(admits(docs, head, api, watchdog(other)) for other in pods if other != name)
+
+
+def test_the_watchdog_takes_only_the_metrics_scrape_and_reaches_only_what_it_calls(
+    rendered: dict[str, Any],
+) -> None:
+    for dep in rendered["deployments"]:
+        [policy] = [
+            d
+            for d in dep["manifests"]
+            if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == watchdog_name(dep["name"])
+        ]
+        [wd] = [d for d in dep["manifests"] if d["kind"] == "Deployment"]
+        labels = wd["spec"]["template"]["metadata"]["labels"]
+        prometheus: Peer = ({"app": "prometheus"}, contract.MONITORING_NAMESPACE)
+        assert admits([policy], (labels, NS), 9464, prometheus)
+        assert not admits([policy], (labels, NS), 9464, ({"app": "x"}, NS))
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        ports = sorted(
+            (q["protocol"], q["port"]) for r in policy["spec"]["egress"] for q in r["ports"]
+        )
+        assert ports == [("TCP", 53), ("TCP", 6443), ("TCP", 30000), ("UDP", 53)]
+        [probe] = [r for r in policy["spec"]["egress"] if r["ports"][0]["port"] == 30000]
+        head = probe["to"][0]["podSelector"]["matchLabels"]
+        assert head[contract.LABEL_RANK] == "0" and head[contract.LABEL_DEPLOYMENT] == dep["name"]
+
+
 def test_the_gateway_admits_the_cluster_or_the_listed_clients(
     rendered: dict[str, Any], gateway_pod: Peer
 ) -> None:
@@ -178,7 +223,9 @@ def test_the_api_server_accepts_every_policy(kube_api: Any, rendered: dict[str, 
     ns = kube_api.namespace("netpol")
     api = client.NetworkingV1Api(kube_api.client())
     policies = [d for d in rendered["manifests"] if d["kind"] == "NetworkPolicy"]
-    assert len(policies) == 5
+    # The namespace's default deny, the gateway's, and per deployment its engine's and its
+    # watchdog's.
+    assert len(policies) == 2 + 2 * len(rendered["deployments"])
     for doc in policies:
         body = copy.deepcopy(doc)
         body["metadata"]["namespace"] = ns

@@ -39,6 +39,7 @@ from sparkrack.serving.deployments.bundle import (
     render_serving,
 )
 from sparkrack.serving.switch.objects import RECEIVER_SECURITY
+from sparkrack.watch.manifests import name as watchdog_name
 
 INVENTORIES = ["inventories/example", "inventories/lab"]
 PSA = "pod-security.kubernetes.io/enforce"
@@ -92,7 +93,18 @@ def env(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def token_mounts(all_pods: list[Pod]) -> list[str]:
-    return [i for i, _m, spec in all_pods if spec.get("automountServiceAccountToken") is not False]
+    """Pods that mount a ServiceAccount token, except each watchdog with its own account (the
+    one pod that calls the API, with a Role of what it calls)."""
+    return [
+        i
+        for i, meta, spec in all_pods
+        if spec.get("automountServiceAccountToken") is not False
+        and not (
+            component(meta) == contract.COMPONENT_WATCHDOG
+            and spec.get("serviceAccountName")
+            == watchdog_name(meta["labels"][contract.LABEL_DEPLOYMENT])
+        )
+    ]
 
 
 def not_hardened(all_pods: list[Pod]) -> list[str]:
@@ -202,6 +214,11 @@ def test_every_kind_of_pod_is_rendered(render: tuple[str, list[Pod]]) -> None:
 
 def test_no_pod_mounts_a_service_account_token(render: tuple[str, list[Pod]]) -> None:
     assert token_mounts(render[1]) == []
+    # Negative control: a watchdog on the namespace's default account is found.
+    watchdogs = [p for p in render[1] if component(p[1]) == contract.COMPONENT_WATCHDOG]
+    assert watchdogs
+    ident, meta, spec = watchdogs[0]
+    assert token_mounts([(ident, meta, {**spec, "serviceAccountName": "default"})]) == [ident]
 
 
 def test_every_container_but_the_engine_is_hardened(render: tuple[str, list[Pod]]) -> None:
@@ -301,6 +318,9 @@ def test_negative_controls_each_checker_finds_a_broken_pod() -> None:
 def admitted(pods_api: Any, namespace: str, pod: dict[str, Any]) -> bool:
     body = copy.deepcopy(pod)
     body["metadata"]["namespace"] = namespace
+    # Pod Security is judged here; the play applies the watchdog's account beside its pod.
+    if "serviceAccountName" in body["spec"]:
+        body["spec"]["serviceAccountName"] = "default"
     try:
         pods_api.create(body=body, namespace=namespace, dry_run="All")
     except ApiException as exc:
