@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
+
 # --- labels ----------------------------------------------------------------------------------
 LABEL_PART_OF: Final = "app.kubernetes.io/part-of"
 PART_OF_VALUE: Final = "sparkrack"
@@ -191,6 +193,10 @@ SERVING_DEFAULTS: Final[dict[str, Any]] = {
     "serving_watchdog_max_restarts": 3,
     "serving_watchdog_restart_window_s": 1800,
     "serving_watchdog_evidence_dir": "/var/lib/sparkrack/evidence",
+    # The memory guard acts below the planner's OS headroom, or at PSI full avg10 of 10 %
+    # (every task stalled a tenth of the last ten seconds: a chosen default).
+    "serving_memguard_floor": f"{DEFAULT_OS_HEADROOM_GB:g}G",
+    "serving_memguard_psi_full": 10,
 }
 
 LABEL_VALUE_MAX: Final = 63

@@ -46,6 +46,14 @@ SECRET_ENV: Final = {
     "CKV_K8S_35": "the client reads its secret from this variable only (huggingface_hub's "
     "HF_TOKEN, LiteLLM's master key); the value comes from a Secret reference",
 }
+ENGINE_KEY: Final = {
+    "CKV_K8S_35": "the engine reads its API key from this variable only (SGLang's and vLLM's "
+    "server options); the value comes from the deployment's key Secret by reference",
+}
+TOKEN: Final = {
+    "CKV_K8S_38": "the pod calls the Kubernetes API with its own ServiceAccount, whose Role grants "
+    "only what its actions need (sparkrack/watch/manifests.py)",
+}
 ENGINE: Final = {
     "CKV_K8S_10": "the engine takes the whole Spark; the planner budgets its unified memory",
     "CKV_K8S_11": "the engine takes the whole Spark; a CPU limit would throttle the scheduler "

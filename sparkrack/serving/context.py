@@ -17,7 +17,7 @@ from sparkrack.inputs.forms import switch_on
 from sparkrack.inputs.inventory import Inventory, load_inventory
 from sparkrack.inputs.variables import BY_NAME, RULE
 from sparkrack.serving.trust import TRUST_VARS, Trust, trust_of
-from sparkrack.watch.settings import WatchdogSettings
+from sparkrack.watch.settings import MemguardSettings, WatchdogSettings
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,9 @@ class ServingContext:
     watchdog: WatchdogSettings | None = None
     """The stall watchdog of every deployment (``serving_watchdog_*``; None: no image given,
     no watchdog)."""
+    memguard: MemguardSettings | None = None
+    """The memory guard of every Spark (``serving_memguard_*``, the watchdog's image; None: no
+    watchdog image, no guard)."""
 
     @property
     def nodes(self) -> int:
@@ -169,6 +172,7 @@ def context_from_vars(
         gateway_clients=tuple(str(c) for c in variables.get("serving_gateway_clients") or ()),
         trust=trust_of(variables),
         watchdog=watchdog_settings(v),
+        memguard=memguard_settings(v),
     )
 
 
@@ -186,6 +190,18 @@ def watchdog_settings(v: Mapping[str, Any]) -> WatchdogSettings | None:
         restart_window_s=float(v["serving_watchdog_restart_window_s"]),
         restart_grace_s=float(v["serving_startup_timeout"]),
         evidence_dir=str(v["serving_watchdog_evidence_dir"]),
+    )
+
+
+def memguard_settings(v: Mapping[str, Any]) -> MemguardSettings | None:
+    """The memory guard's settings from checked ``serving_*`` values (the watchdog's image)."""
+    image = str(v.get("serving_watchdog_image") or "")
+    if not image:
+        return None
+    return MemguardSettings(
+        image=image,
+        floor=str(v["serving_memguard_floor"]),
+        psi_full=float(v["serving_memguard_psi_full"]),
     )
 
 

@@ -15,13 +15,11 @@ no image is named here, the inventory gives one pinned by digest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final
 
 from sparkrack import contract
 from sparkrack.k3s.network import K3S_API_PORT
 from sparkrack.k8s import scanner
-from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
 from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL, tcp
 from sparkrack.serving.objects.pod import (
     hardened,
@@ -32,8 +30,7 @@ from sparkrack.serving.objects.pod import (
     tmp_volume,
 )
 from sparkrack.serving.profile.knobs import PodVariable
-from sparkrack.watch.memguard import DEFAULT_FULL_AVG10
-from sparkrack.watch.settings import EVIDENCE_DIR, WatchdogSettings, labels
+from sparkrack.watch.settings import EVIDENCE_DIR, MemguardSettings, WatchdogSettings, labels
 
 COMPONENT = contract.COMPONENT_WATCHDOG
 METRICS_PORT = 9464
@@ -192,7 +189,9 @@ def manifests(
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": meta(obj, namespace, own, scanner.skips(scanner.IMAGES, RESOURCES)),
+            "metadata": meta(
+                obj, namespace, own, scanner.skips(scanner.IMAGES, scanner.TOKEN, RESOURCES)
+            ),
             "spec": {
                 "replicas": 1,
                 "strategy": {"type": "Recreate"},
@@ -247,18 +246,16 @@ def policy(deployment: str, namespace: str, head: dict[str, str], api_port: int)
 # --- the memory guard: one pod per Spark --------------------------------------------------------
 
 MEMGUARD: Final = "memguard"
+MEMGUARD_NAME: Final = f"{contract.OBJECT_PREFIX}-{MEMGUARD}"
+"""The guard's DaemonSet, ServiceAccount, Role and RoleBinding."""
 HOST_PROC: Final = "/host/proc"
 HOST_CGROUP: Final = "/host/sys/fs/cgroup"
-
-
-@dataclass(frozen=True)
-class MemguardSettings:
-    image: str
-    floor: str = f"{DEFAULT_OS_HEADROOM_GB:g}G"
-    """MemAvailable below which the guard acts (the planner's OS headroom by default)."""
-    psi_full: float = DEFAULT_FULL_AVG10
-    interval_s: float = 2.0
-    grace_s: int = 10
+MEMGUARD_PROBES: Final = dict.fromkeys(
+    ("CKV_K8S_8", "CKV_K8S_9"),
+    "the guard serves no port and no traffic; the kubelet restarts it when its loop exits",
+)
+NODE_NAME_ENV: Final = "NODE_NAME"
+NODE_NAME_WORD: Final = PodVariable.of(NODE_NAME_ENV)
 
 
 def memguard_rules() -> list[dict[str, Any]]:
@@ -276,14 +273,14 @@ def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[
     A DaemonSet and not a sidecar: the guard must outlive the pod it stops and watch a Spark
     with no engine on it yet. Requests equal to limits (Guaranteed QoS) put it last in the
     kernel OOM killer's order, after the engine pods."""
-    obj = f"{contract.OBJECT_PREFIX}-{MEMGUARD}"
+    obj = MEMGUARD_NAME
     labels = {**contract.PART_OF, contract.LABEL_COMPONENT: MEMGUARD}
     metadata = {"name": obj, "namespace": namespace, "labels": dict(labels)}
     s = settings
-    args = [
+    args: list[str] = [
         "memguard",
         "--node",
-        "$(NODE_NAME)",
+        NODE_NAME_WORD,
         "--namespace",
         namespace,
         "--proc",
@@ -300,47 +297,53 @@ def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[
         str(s.grace_s),
     ]
     resources = {"cpu": "20m", "memory": "96Mi"}
-    pod = {
-        "serviceAccountName": obj,
-        "nodeSelector": {contract.LABEL_ROLE: contract.ROLE_SPARK},
-        "tolerations": [{"operator": "Exists"}],
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532},
-        "containers": [
-            {
-                "name": MEMGUARD,
-                "image": s.image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["sparkrack"],
-                "args": args,
-                "env": [
-                    {
-                        "name": "NODE_NAME",
-                        "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
-                    }
-                ],
-                "resources": {"requests": dict(resources), "limits": dict(resources)},
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-                "volumeMounts": [
-                    {"name": "proc", "mountPath": HOST_PROC, "readOnly": True},
-                    {"name": "cgroup", "mountPath": HOST_CGROUP, "readOnly": True},
-                ],
-            }
-        ],
-        "volumes": [
-            {"name": "proc", "hostPath": {"path": "/proc", "type": "Directory"}},
-            {"name": "cgroup", "hostPath": {"path": "/sys/fs/cgroup", "type": "Directory"}},
-        ],
-    }
+    container = hardened(
+        {
+            "name": MEMGUARD,
+            "image": s.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["sparkrack"],
+            # The node's name is Kubernetes' to fill in; every other word reaches the process
+            # as written.
+            "args": [no_expansion(w) for w in args],
+            "env": [
+                {
+                    "name": NODE_NAME_ENV,
+                    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                }
+            ],
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "volumeMounts": [
+                {"name": "proc", "mountPath": HOST_PROC, "readOnly": True},
+                {"name": "cgroup", "mountPath": HOST_CGROUP, "readOnly": True},
+            ],
+        }
+    )
+    pod = pod_spec(
+        {
+            # Lists and deletes pods through its own ServiceAccount's token.
+            "automountServiceAccountToken": True,
+            "serviceAccountName": obj,
+            "nodeSelector": {contract.LABEL_ROLE: contract.ROLE_SPARK},
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [container],
+            "volumes": [
+                {"name": "proc", "hostPath": {"path": "/proc", "type": "Directory"}},
+                {"name": "cgroup", "hostPath": {"path": "/sys/fs/cgroup", "type": "Directory"}},
+                tmp_volume(),
+            ],
+        },
+        nonroot=True,
+    )
     return [
         *account(metadata, memguard_rules()),
         {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",
-            "metadata": dict(metadata),
+            "metadata": {
+                **metadata,
+                "annotations": scanner.skips(scanner.IMAGES, scanner.TOKEN, MEMGUARD_PROBES),
+            },
             "spec": {
                 "selector": {"matchLabels": dict(labels)},
                 "template": {"metadata": {"labels": dict(labels)}, "spec": pod},

@@ -27,9 +27,8 @@ from sparkrack import contract
 from sparkrack.inputs.forms import memory_bytes
 from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB, GB
 
-DEFAULT_FULL_AVG10 = 10.0
-"""PSI ``full`` avg10 (percent) at which the guard acts: every task stalled a tenth of the last
-ten seconds (a chosen default)."""
+DEFAULT_FULL_AVG10 = float(contract.SERVING_DEFAULTS["serving_memguard_psi_full"])
+"""PSI ``full`` avg10 (percent) at which the guard acts (``serving_memguard_psi_full``)."""
 SERVING_SELECTOR = contract.LABEL_RANK
 """Pods that carry a rank label are engine pods (the serving render's ranks)."""
 EVENT_REASON = "SparkrackMemoryGuard"

@@ -23,6 +23,18 @@ class WatchdogSettings:
     """Probe with the answer canary (``watch --probe canary``): wrong answers are not healthy."""
 
 
+@dataclass(frozen=True)
+class MemguardSettings:
+    """The memory guard's settings (``serving_memguard_*``); its image is the watchdog's."""
+
+    image: str
+    floor: str = str(contract.SERVING_DEFAULTS["serving_memguard_floor"])
+    """MemAvailable below which the guard acts (the planner's OS headroom by default)."""
+    psi_full: float = float(contract.SERVING_DEFAULTS["serving_memguard_psi_full"])
+    interval_s: float = 2.0
+    grace_s: int = 10
+
+
 def labels(deployment: str) -> dict[str, str]:
     """The labels of a deployment's watchdog objects (and the selector of its pod)."""
     return {

@@ -289,3 +289,39 @@ def test_the_inventory_variables_take_the_guards_defaults_and_refuse_nonsense() 
     assert defaults.floor == f"{DEFAULT_OS_HEADROOM_GB:g}G"  # the planner's headroom
     assert floor.problem("200G") and floor.problem("lots") and floor.problem("0G")
     assert psi.problem(0) and psi.problem(101) and psi.problem("ten")
+
+
+def test_the_serve_render_adds_one_guard_with_the_inventorys_floor_and_only_with_an_image(
+    tmp_path: Path,
+) -> None:
+    """``render -i`` (the serve role's render) carries the guard beside the watchdogs, with
+    their image and the inventory's floor and PSI level; no watchdog image, no guard (negative
+    control)."""
+    import shutil
+
+    import yaml
+
+    lab = tmp_path / "lab"
+    shutil.copytree(Path("inventories/lab"), lab)
+    group_vars = lab / "group_vars" / "all.yml"
+    base = yaml.safe_load(group_vars.read_text())
+
+    def guards(**changes: Any) -> list[dict[str, Any]]:
+        group_vars.write_text(yaml.safe_dump({**base, **changes}))
+        out = subprocess.run(
+            [sys.executable, "-m", "sparkrack", "render", "-i", str(lab), "--what", "manifests"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+        return [d for d in yaml.safe_load_all(out) if d and d.get("kind") == "DaemonSet"]
+
+    [guard] = guards(serving_memguard_floor="12G", serving_memguard_psi_full=25)
+    [container] = guard["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--floor") + 1] == "12G"
+    assert args[args.index("--psi-full") + 1] == "25"
+    assert args[args.index("--node") + 1] == "$(NODE_NAME)"
+    assert container["image"] == base["serving_watchdog_image"]
+    assert guards(serving_watchdog_image="") == []

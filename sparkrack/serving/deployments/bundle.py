@@ -150,6 +150,8 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
     prepull = prepull_jobs([d.res for d in deployments.deployments], ctx)
     gateway_docs = gateway.manifests(deployments.deployments, ctx)
     docs += gateway_docs
+    # One memory guard per Spark, beside the watchdogs (same image).
+    docs += watchdog.memguard_manifests(ctx.namespace, ctx.memguard) if ctx.memguard else []
     listed = [d.name for d in deployments.deployments]
     rendered = {
         "namespace": ctx.namespace,

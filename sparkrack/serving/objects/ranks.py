@@ -218,6 +218,8 @@ def _statefulset(
 def scanner_skips(res: Resolution, rank: Rank) -> dict[str, str]:
     """The policy scanner's findings a rank's StatefulSet accepts (:mod:`sparkrack.k8s.scanner`)."""
     sets = [scanner.IMAGES, scanner.ENGINE]
+    if res.engine.key_env:
+        sets.append(scanner.ENGINE_KEY)
     if rank.rank > 0:
         sets.append(scanner.ENGINE_WORKER)
     if res.engine.uses_fabric and res.ctx.rdma_access == "privileged":

@@ -39,6 +39,7 @@ from sparkrack.serving.deployments.bundle import (
     render_serving,
 )
 from sparkrack.serving.switch.objects import RECEIVER_SECURITY
+from sparkrack.watch.manifests import MEMGUARD, MEMGUARD_NAME
 from sparkrack.watch.manifests import name as watchdog_name
 
 INVENTORIES = ["inventories/example", "inventories/lab"]
@@ -93,8 +94,8 @@ def env(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def token_mounts(all_pods: list[Pod]) -> list[str]:
-    """Pods that mount a ServiceAccount token, except each watchdog with its own account (the
-    one pod that calls the API, with a Role of what it calls)."""
+    """Pods that mount a ServiceAccount token, except each watchdog and the memory guard with
+    their own accounts (the pods that call the API, with a Role of what they call)."""
     return [
         i
         for i, meta, spec in all_pods
@@ -104,6 +105,7 @@ def token_mounts(all_pods: list[Pod]) -> list[str]:
             and spec.get("serviceAccountName")
             == watchdog_name(meta["labels"][contract.LABEL_DEPLOYMENT])
         )
+        and not (component(meta) == MEMGUARD and spec.get("serviceAccountName") == MEMGUARD_NAME)
     ]
 
 
