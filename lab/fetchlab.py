@@ -114,7 +114,9 @@ def up(prefix: str, names: list[str], rails: int, image: str, mtu: int) -> Fabri
 def shape(fabric: Fabric, rate_mbit: int) -> str:
     """Every container's egress on every rail limited to ``rate_mbit`` (tbf; htb where the
     kernel has no tbf). Returns the qdisc used."""
-    burst = max(64, rate_mbit // 8)  # KiB: about 8 ms at the rate, at least one GSO packet
+    # KiB: about 8 ms at the rate, and never below 256 KiB: a bucket smaller than one GSO packet
+    # (64 KiB on a veth) would drop it.
+    burst = max(256, rate_mbit // 8)
     tbf = f"tc qdisc replace dev {{dev}} root tbf rate {rate_mbit}mbit burst {burst}kb latency 50ms"
     htb = (
         "tc qdisc replace dev {dev} root handle 1: htb default 10 && "
