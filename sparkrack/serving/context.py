@@ -64,6 +64,9 @@ class ServingContext:
     """The VF index the deployment's pods use on every rail (None: the plan's serving VF)."""
     deployment: str = ""
     """The deployment's name (empty: derived from the profile's name)."""
+    deployment_fetch_port: int | None = None
+    """The deployment's receivers' port, resolved across the inventory's deployments so that no
+    two on one Spark share it (``switch.plan.deployment_ports``); None: derived from its name."""
     gateway_clients: tuple[str, ...] = ()
     """CIDR blocks that may call the gateway (``serving_gateway_clients``; empty: every pod of
     the cluster)."""

@@ -35,7 +35,7 @@ from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.rules import validate
 from sparkrack.serving.profile.rules import warnings as profile_warnings
 from sparkrack.serving.resolution import Resolution, resolve
-from sparkrack.serving.switch.plan import FETCH_IMAGE_NEEDS
+from sparkrack.serving.switch.plan import FETCH_IMAGE_NEEDS, deployment_ports
 from sparkrack.serving.trust import trust_problems
 
 NAME_MAX = contract.DEPLOYMENT_NAME_MAX
@@ -350,8 +350,22 @@ def load_deployments(
     problems += _replicas([(alias, p.name) for _n, alias, p, _s, _v, _e in chosen], home)
     if problems:
         raise SparkrackError(problems)
+    ports = deployment_ports(base.fetch_port, [(c[0], c[3] or all_sparks) for c in chosen])
     out = [
-        Deployment(resolve(p, replace(base, sparks=sparks, vf_index=vf, deployment=name), e), alias)
+        Deployment(
+            resolve(
+                p,
+                replace(
+                    base,
+                    sparks=sparks,
+                    vf_index=vf,
+                    deployment=name,
+                    deployment_fetch_port=ports[name],
+                ),
+                e,
+            ),
+            alias,
+        )
         for name, alias, p, sparks, vf, e in chosen
     ]
     table, over = memory_table(out)

@@ -1,6 +1,7 @@
 """The copy of a snapshot between Sparks (STDLIB ONLY, plus the rsync binary): ``receive`` serves
-the HF cache through a real ``rsync --daemon`` (one write-only module) until the pusher's marker
-arrives; ``push`` rsyncs the snapshot to every peer in parallel, resumable, the marker last.
+the HF cache through a real ``rsync --daemon`` per fabric rail (write-only modules) until a
+pushed round verifies; ``push`` rsyncs the snapshot to every peer in parallel, one stream per
+rail per peer (the files split across the rails, balanced by bytes), resumable, the marker last.
 
 Shipped verbatim beside ``fetch_step.py`` (the entry point) and ``fetch_base.py``.
 """
@@ -11,12 +12,13 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 if __package__:  # imported as sparkrack.serving.scripts.* (the renderer and the tests)
@@ -30,13 +32,13 @@ else:  # run in a pod: the switch ConfigMap's files sit side by side
 
 def _children(pid: int) -> list[int]:
     kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for proc in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = proc.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
         if int(fields[1]) == pid:
-            kids.append(int(stat.parent.name))
+            kids.append(int(proc.parent.name))
     return kids
 
 
@@ -63,10 +65,17 @@ writing into files in place, and any option naming a second directory on the rec
 
 
 def rsyncd_config(
-    modules: dict[str, Path], status: Path, secrets: Path, log: Path, allow: str, uid: int
+    modules: dict[str, Path],
+    status: Path,
+    secrets: Path,
+    log: Path,
+    allow: str | Sequence[str],
+    uid: int,
 ) -> str:
     """rsyncd.conf: write-only modules (the model's folder, the shared blob store, the push's
-    manifest), a read-only status module (the verdict), each chrooted, one user, one host."""
+    manifest), a read-only status module (the verdict), each chrooted, one user, the pushing
+    Spark's addresses only (one per rail)."""
+    hosts = allow if isinstance(allow, str) else " ".join(allow)
     common_lines = [
         "use chroot = yes",
         # A pushed symlink is stored as /rsyncd-munged/<target>: dead until the receiver has
@@ -78,7 +87,7 @@ def rsyncd_config(
         f"auth users = {common.RSYNC_USER}",
         f"secrets file = {secrets}",
         "strict modes = yes",
-        f"hosts allow = {allow}",
+        f"hosts allow = {hosts}",
         "hosts deny = *",
         "reverse lookup = no",
         "list = no",
@@ -93,7 +102,7 @@ def rsyncd_config(
         "log format = %o %m %n %l",
         "timeout = 600",
         "max connections = 16",
-        f"lock file = {log.with_name('rsyncd.lock')}",
+        f"lock file = {log.with_suffix('.lock')}",
     ]
     for name, path in modules.items():
         lines += [
@@ -176,12 +185,15 @@ def receive(
     need: int,
     port: int,
     secrets_file: Path,
-    address: str | None,
+    addresses: Sequence[str],
     expect: tuple[str, str],
-    allow: str,
+    allow: Sequence[str],
     timeout: float,
     interval: float,
 ) -> None:
+    """Serve ``expect`` (repo, revision) to the pusher at ``allow`` (its address on every rail):
+    one daemon per address of ``addresses`` (this Spark's rail addresses; empty: one daemon on
+    every address), until a round verifies."""
     try:
         lines = secrets_file.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
@@ -195,8 +207,12 @@ def receive(
         raise common.StepError(
             f"--secrets-file {secrets_file} has no '{common.RSYNC_USER}:<password>' line"
         )
-    if not common.HOST_RE.match(allow):
-        raise common.StepError(f"--allow {allow!r} is not an address")
+    if not allow:
+        raise common.StepError("--allow names no address")
+    for flag, hosts in (("--allow", allow), ("--address", addresses)):
+        for host in hosts:
+            if not common.HOST_RE.match(host):
+                raise common.StepError(f"{flag} {host!r} is not an address")
     if shutil.which("rsync") is None:
         raise common.StepError("rsync is not installed in this image")
     if os.geteuid() != 0:
@@ -223,46 +239,57 @@ def receive(
         fd = os.open(secrets, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write("\n".join(lines) + "\n")
-        log = Path(tmp, "rsyncd.log")
-        conf = Path(tmp, "rsyncd.conf")
         modules = {MODULE_MODEL: base, MODULE_SHARED: store, MODULE_META: meta}
-        conf.write_text(
-            rsyncd_config(modules, status, secrets, log, allow, TRANSFER_UID), encoding="utf-8"
-        )
-        cmd = ["rsync", "--daemon", "--no-detach", f"--config={conf}", f"--port={port}"]
-        if address:
-            cmd.append(f"--address={address}")
-        common.say(
-            "receive",
-            f"rsync daemon on {address or '*'}:{port} for {allow} only: modules "
-            f"{MODULE_MODEL} -> {base}, {MODULE_SHARED} -> {store}",
-        )
+        daemons: list[subprocess.Popen[bytes]] = []
+        logs: list[Path] = []
         start = time.monotonic()
-        daemon = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
         try:
-            _serve(cache, repo, revision, daemon, meta, status, log, start, timeout, interval)
+            # One daemon per rail address (rsync binds one address, or all); they share the
+            # modules, each writes its own log.
+            for rail, address in enumerate(addresses or [None]):
+                log = Path(tmp, f"rsyncd-{rail}.log")
+                conf = Path(tmp, f"rsyncd-{rail}.conf")
+                conf.write_text(
+                    rsyncd_config(modules, status, secrets, log, allow, TRANSFER_UID),
+                    encoding="utf-8",
+                )
+                cmd = ["rsync", "--daemon", "--no-detach", f"--config={conf}", f"--port={port}"]
+                if address:
+                    cmd.append(f"--address={address}")
+                common.say(
+                    "receive",
+                    f"rsync daemon on {address or '*'}:{port} for {', '.join(allow)} only: "
+                    f"modules {MODULE_MODEL} -> {base}, {MODULE_SHARED} -> {store}",
+                )
+                daemons.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL))
+                logs.append(log)
+            _serve(cache, repo, revision, daemons, meta, status, logs, start, timeout, interval)
         finally:
-            _stop(daemon)
-    common.say("receive", f"done after {time.monotonic() - start:.0f} s; daemon stopped")
+            for daemon in daemons:
+                _stop(daemon)
+    common.say("receive", f"done after {time.monotonic() - start:.0f} s; daemons stopped")
 
 
 class _LogTail:
-    """Echo the daemon's log lines (one per file received) as they are written."""
+    """Echo the daemons' log lines (one per file received) as they are written."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self.offsets = {path: 0 for path in paths}
         self.last = ""
         self.sent: set[str] = set()
 
     def echo(self) -> None:
-        if not self.path.exists():
+        for path in self.offsets:
+            self._echo(path)
+
+    def _echo(self, path: Path) -> None:
+        if not path.exists():
             return
-        with self.path.open("rb") as f:
-            f.seek(self.offset)
+        with path.open("rb") as f:
+            f.seek(self.offsets[path])
             data = f.read()
         cut = data.rfind(b"\n") + 1
-        self.offset += cut
+        self.offsets[path] += cut
         for line in data[:cut].decode(errors="replace").splitlines():
             if line.strip():
                 self.last = line.strip()
@@ -289,10 +316,10 @@ def _serve(
     cache: Path,
     repo: str,
     revision: str,
-    daemon: subprocess.Popen[bytes],
+    daemons: Sequence[subprocess.Popen[bytes]],
     meta: Path,
     status: Path,
-    log: Path,
+    logs: Sequence[Path],
     start: float,
     timeout: float,
     interval: float,
@@ -301,22 +328,23 @@ def _serve(
     pushed files against the pushed manifest (every file the first time, the bad ones after),
     answer in ``status/verdict.json``; when nothing is bad write manifest and marker."""
     last = start
-    tail = _LogTail(log)
+    tail = _LogTail(logs)
     seen = _state(meta / ROUND_FILE)
     bad: dict[str, str] = {}
     while True:
         tail.echo()
         now = time.monotonic()
-        if daemon.poll() is not None:
+        gone = next((d for d in daemons if d.poll() is not None), None)
+        if gone is not None:
             tail.echo()
             raise common.StepError(
-                f"rsync daemon exited with code {daemon.returncode} after {now - start:.0f} s"
+                f"rsync daemon exited with code {gone.returncode} after {now - start:.0f} s"
                 + (f": {tail.last}" if tail.last else "")
             )
         state = _state(meta / ROUND_FILE)
         if state is not None and state != seen:
             seen = state
-            _drain(daemon, 60.0)
+            _drain(daemons, 60.0)
             tail.echo()
             tail.sent.clear()  # from here on, a "send verdict.json" is this round's
             bad, raw, snap = _check_round(cache, repo, revision, meta, bad)
@@ -326,7 +354,7 @@ def _serve(
             if not bad and snap is not None:
                 path = common.write_marker(cache, snap, raw)
                 common.say("receive", f"round {round_}: every file verified; marker {path}")
-                _await_fetch(tail, daemon, 60.0)
+                _await_fetch(tail, daemons, 60.0)
                 return
             common.say("receive", f"round {round_}: {len(bad)} files to send again")
         if now - start >= timeout:
@@ -382,7 +410,7 @@ def _check_round(
     return found, raw, snap
 
 
-def _await_fetch(tail: _LogTail, daemon: subprocess.Popen[bytes], limit: float) -> None:
+def _await_fetch(tail: _LogTail, daemons: Sequence[subprocess.Popen[bytes]], limit: float) -> None:
     """Keep serving until the pusher has read the final verdict (or ``limit`` s)."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -390,13 +418,13 @@ def _await_fetch(tail: _LogTail, daemon: subprocess.Popen[bytes], limit: float) 
         if VERDICT_FILE in tail.sent:
             break
         time.sleep(0.2)
-    _drain(daemon, 10.0)
+    _drain(daemons, 10.0)
 
 
-def _drain(daemon: subprocess.Popen[bytes], limit: float) -> None:
-    """Let the connection that wrote the marker finish its exchange before the daemon stops."""
+def _drain(daemons: Sequence[subprocess.Popen[bytes]], limit: float) -> None:
+    """Let the connections of a round finish their exchange (before the check, or the stop)."""
     deadline = time.monotonic() + limit
-    while _children(daemon.pid) and time.monotonic() < deadline:
+    while any(_children(d.pid) for d in daemons) and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
@@ -432,12 +460,29 @@ _STAT_RE = re.compile(r"^(Total file size|Literal data|Matched data|Total bytes 
 
 
 @dataclass
+class RailCopy:
+    """What one rail carried to one peer over all rounds."""
+
+    sent_bytes: int = 0
+    """Bytes rsync put on the wire on this rail (its ``Total bytes sent``)."""
+    literal_bytes: int = 0
+    """File data sent as literal data (the rest was matched against partial files)."""
+    files: int = 0
+    """Paths this rail was given (the snapshot's entries and blobs, split by bytes)."""
+    seconds: float = 0.0
+    """Wall time of this rail's streams, summed over the rounds."""
+
+
+@dataclass
 class PushResult:
     host: str
+    """The peer, by its address on the first rail."""
     seconds: float = 0.0
     stats: dict[str, int] = field(default_factory=dict)
     error: common.StepError | None = None
     rounds: int = 0
+    per_rail: dict[int, RailCopy] = field(default_factory=dict)
+    """Rail index (position in the address plan's ``fabric.rails``) -> what it carried."""
 
 
 def _rsync(
@@ -488,9 +533,9 @@ def _rsync(
                         f"{label}: {common.gb(sent)} ({progress.group(2)} %) at {progress.group(3)} "
                         f"after {last - start:.0f} s",
                     )
-                stat = _STAT_RE.match(line.strip())
-                if stat:
-                    stats[stat.group(1)] = int(stat.group(2).replace(",", ""))
+                counted = _STAT_RE.match(line.strip())
+                if counted:
+                    stats[counted.group(1)] = int(counted.group(2).replace(",", ""))
                     common.say("push", f"{label}: {line.strip()}")
         proc.wait()
     finally:
@@ -548,8 +593,76 @@ def round_listing(snap: common.Snapshot, names: set[str] | None, cache: Path) ->
     return Listing(part.model_paths, part.shared_paths)
 
 
-def _push_one(
+def split_by_rail(listing: Listing, folder: Path, store: Path, rails: int) -> list[Listing]:
+    """``listing`` split into ``rails`` parts of about equal bytes (largest file first, each to
+    the rail with the fewest bytes so far). Deterministic, so an interrupted copy's rerun sends a
+    file on the same rail again (its partial file is found either way: it lies in the peer's
+    ``.rsync-partial/`` beside the file)."""
+    items = [(MODULE_MODEL, p, _size(folder / p)) for p in listing.model]
+    items += [(MODULE_SHARED, p, _size(store / p)) for p in listing.shared]
+    items.sort(key=lambda item: (-item[2], item[0], item[1]))
+    load = [0] * rails
+    parts: list[dict[str, list[str]]] = [
+        {MODULE_MODEL: [], MODULE_SHARED: []} for _ in range(rails)
+    ]
+    for module, path, size in items:
+        rail = min(range(rails), key=lambda r: (load[r], r))
+        load[rail] += size
+        parts[rail][module].append(path)
+    return [
+        Listing(tuple(sorted(part[MODULE_MODEL])), tuple(sorted(part[MODULE_SHARED])))
+        for part in parts
+    ]
+
+
+def _size(path: Path) -> int:
+    """Bytes of a file to send (a symlink is sent as a link: nothing)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+_Outcome = dict[int, tuple[dict[str, int], common.StepError | None]]
+"""Per rail: rsync's ``--stats`` summed, and the error that stopped it (None: done)."""
+
+
+def _push_rail(
     host: str,
+    rail: int,
+    several: bool,
+    part: Listing,
+    sources: tuple[Path, Path],
+    url: str,
+    opts: list[str],
+    work: Path,
+    env: dict[str, str],
+    deadline: float,
+    interval: float,
+    stats: dict[str, int],
+) -> common.StepError | None:
+    """One rail's stream to one peer: its part of the model's folder, then of the shared store
+    (``sources``), adding rsync's ``--stats`` to ``stats``."""
+    folder, store = sources
+    for what, src, module, paths in (
+        ("snapshot", folder, MODULE_MODEL, part.model),
+        ("shared blobs", store, MODULE_SHARED, part.shared),
+    ):
+        if not paths:
+            continue
+        lst = work / f"{module}-{rail}.list"
+        lst.write_text("\n".join(paths) + "\n", encoding="utf-8")
+        cmd = [*opts, f"--files-from={lst}", f"{src}/", f"{url}/{module}/"]
+        label = f"{what} rail {rail}" if several else what
+        error = _run_retrying(host, label, cmd, env, deadline, interval, stats)
+        if error is not None:
+            return error
+    return None
+
+
+def _push_one(
+    hosts: Sequence[str],
     cache: Path,
     port: int,
     snap: common.Snapshot,
@@ -559,9 +672,14 @@ def _push_one(
     deadline: float,
     interval: float,
 ) -> PushResult:
-    result = PushResult(host)
+    """Push ``snap`` to one peer, ``hosts`` its address on every rail (rail order): each round's
+    files split across the rails, one rsync stream per rail at once; the manifest, the round and
+    the verdict over the first rail once every rail is done."""
+    host = hosts[0]
+    result = PushResult(host, per_rail={r: RailCopy() for r in range(len(hosts))})
     start = time.monotonic()
-    url = f"rsync://{common.RSYNC_USER}@{_bracket(host)}:{port}"
+    urls = [f"rsync://{common.RSYNC_USER}@{_bracket(h)}:{port}" for h in hosts]
+    url = urls[0]
     base = ["rsync", *RSYNC_COPY_OPTIONS]
     if bwlimit:
         base.append(f"--bwlimit={bwlimit}")
@@ -574,31 +692,49 @@ def _push_one(
             listing = round_listing(snap, names, cache)
             again = [] if names is None else ["-I"]  # a file found bad is sent whatever its times
             (work / ROUND_FILE).write_text(f"{round_}\n", encoding="utf-8")
-            steps: list[tuple[str, list[str]]] = []
-            for what, src, module, paths in (
-                ("snapshot", folder, MODULE_MODEL, listing.model),
-                ("shared blobs", store, MODULE_SHARED, listing.shared),
-            ):
-                if paths:
-                    lst = work / f"{module}.list"
-                    lst.write_text("\n".join(paths) + "\n", encoding="utf-8")
-                    steps.append(
-                        (
-                            what,
-                            [*base, *again, f"--files-from={lst}", f"{src}/", f"{url}/{module}/"],
-                        )
-                    )
-            steps.append(
-                ("manifest", [*base, "-I", str(manifest), f"{url}/{MODULE_META}/{MANIFEST_FILE}"])
-            )
-            steps.append(
+            outcome: _Outcome = {}
+
+            def rail_work(rail: int, part: Listing, opts: list[str], outcome: _Outcome) -> None:
+                began = time.monotonic()
+                stats: dict[str, int] = {}
+                error = _push_rail(
+                    host, rail, len(hosts) > 1, part, (folder, store), urls[rail], opts, work,
+                    env, deadline, interval, stats,
+                )  # fmt: skip
+                copy = result.per_rail[rail]
+                copy.files += len(part.model) + len(part.shared)
+                copy.sent_bytes += stats.get("Total bytes sent", 0)
+                copy.literal_bytes += stats.get("Literal data", 0)
+                copy.seconds += time.monotonic() - began
+                outcome[rail] = (stats, error)
+
+            threads = [
+                threading.Thread(
+                    target=rail_work,
+                    args=(r, part, [*base, *again], outcome),
+                    name=f"push-{host}-rail{r}",
+                )
+                for r, part in enumerate(split_by_rail(listing, folder, store, len(hosts)))
+                if part.model or part.shared
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            for stats, _error in outcome.values():
+                _add(result.stats, stats)
+            errors = {r: e for r, (_s, e) in outcome.items() if e is not None}
+            if errors:
+                result.error = errors[min(errors)]
+                return result
+            for what, cmd in (
+                ("manifest", [*base, "-I", str(manifest), f"{url}/{MODULE_META}/{MANIFEST_FILE}"]),
                 (
                     "round",
                     [*base, "-I", str(work / ROUND_FILE), f"{url}/{MODULE_META}/{ROUND_FILE}"],
-                )
-            )
-            for what, cmd in steps:
-                error = _run_retrying(host, what, cmd, env, deadline, interval, result)
+                ),
+            ):
+                error = _run_retrying(host, what, cmd, env, deadline, interval, result.stats)
                 if error is not None:
                     result.error = error
                     return result
@@ -621,6 +757,11 @@ def _push_one(
     return result
 
 
+def _add(total: dict[str, int], stats: dict[str, int]) -> None:
+    for key, value in stats.items():
+        total[key] = total.get(key, 0) + value
+
+
 def _run_retrying(
     host: str,
     what: str,
@@ -628,8 +769,9 @@ def _run_retrying(
     env: dict[str, str],
     deadline: float,
     interval: float,
-    result: PushResult,
+    totals: dict[str, int],
 ) -> common.StepError | None:
+    """Run one rsync until it succeeds (a retry resumes), adding its ``--stats`` to ``totals``."""
     attempt = 0
     while True:
         attempt += 1
@@ -641,8 +783,7 @@ def _run_retrying(
             )
         code, stats, message = _rsync(cmd, env, f"{host} {what}", interval, left)
         if code == 0:
-            for key, value in stats.items():
-                result.stats[key] = result.stats.get(key, 0) + value
+            _add(totals, stats)
             return None
         if code in common.RSYNC_RETRY and deadline - time.monotonic() > common.RETRY_PAUSE_S:
             common.say("push", f"{host}: rsync exit {code} ({message}); retrying (resumes)")
@@ -690,20 +831,69 @@ def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+RAIL_SUMMARY = "copy per rail"
+"""The push's last progress lines start with this: one per rail (bytes, seconds, rate) for a
+person, then ``copy per rail json: {...}`` (:func:`rail_summary`) for the serve play's timeline."""
+
+
+def rail_summary(results: Sequence[PushResult]) -> dict[int, RailCopy]:
+    """Per rail over every peer: bytes and files summed, seconds the slowest peer's."""
+    out: dict[int, RailCopy] = {}
+    for result in results:
+        for rail, copy in result.per_rail.items():
+            total = out.setdefault(rail, RailCopy())
+            total.sent_bytes += copy.sent_bytes
+            total.literal_bytes += copy.literal_bytes
+            total.files += copy.files
+            total.seconds = max(total.seconds, copy.seconds)
+    return dict(sorted(out.items()))
+
+
+def _say_rails(results: Sequence[PushResult], seconds: float) -> None:
+    summary = rail_summary(results)
+    for rail, copy in summary.items():
+        rate = copy.sent_bytes / copy.seconds / 1e6 if copy.seconds else 0.0
+        common.say(
+            "push",
+            f"{RAIL_SUMMARY}: rail {rail}: {common.gb(copy.sent_bytes)} to {len(results)} "
+            f"peer(s) in {copy.seconds:.1f} s ({rate:.1f} MB/s)",
+        )
+    total = sum(c.sent_bytes for c in summary.values())
+    doc = {
+        "seconds": round(seconds, 3),
+        "sent_bytes": total,
+        "rails": {
+            str(r): {**asdict(c), "seconds": round(c.seconds, 3)} for r, c in summary.items()
+        },
+    }
+    common.say("push", f"{RAIL_SUMMARY} json: {json.dumps(doc, sort_keys=True)}")
+
+
 def push(
     cache: Path,
     repo: str,
     revision: str,
-    hosts: Sequence[str],
+    rails: Sequence[Sequence[str]],
     port: int,
     password_file: Path,
     bwlimit: int | None,
     timeout: float,
     interval: float,
-) -> None:
-    for host in hosts:
-        if not common.HOST_RE.match(host):
-            raise common.StepError(f"--to {host!r} is not a host name or address")
+) -> list[PushResult]:
+    """Push the snapshot to every peer at once; ``rails[r][p]`` is peer p's address on rail r
+    (the address plan's ``fabric.rails`` order). One rsync stream per rail per peer."""
+    if not rails or not rails[0]:
+        raise common.StepError("--to names no host")
+    if any(len(hosts) != len(rails[0]) for hosts in rails):
+        raise common.StepError(
+            "every --to (one per rail) must name the same peers in the same order: "
+            + " / ".join(",".join(hosts) for hosts in rails)
+        )
+    for hosts in rails:
+        for host in hosts:
+            if not common.HOST_RE.match(host):
+                raise common.StepError(f"--to {host!r} is not a host name or address")
+    peers = [tuple(hosts[p] for hosts in rails) for p in range(len(rails[0]))]
     ok, why = common.check_marker(cache, repo, revision)
     if not ok:
         raise common.StepError(f"{why}: the snapshot is not complete here (download first)")
@@ -723,20 +913,22 @@ def push(
     os.environ["RSYNC_PASSWORD"] = password  # only so that redact() knows it
     common.say(
         "push",
-        f"{repo}@{revision}: {snap.files} files, {common.gb(snap.bytes)} to {', '.join(hosts)} "
-        f"port {port}, in parallel",
+        f"{repo}@{revision}: {snap.files} files, {common.gb(snap.bytes)} to "
+        f"{', '.join('/'.join(peer) for peer in peers)} port {port}, in parallel, "
+        f"{len(rails)} rail(s) per peer",
     )
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
     results: list[PushResult] = []
     threads = []
-    for host in hosts:
+    for peer in peers:
 
-        def work(h: str = host) -> None:
+        def work(hosts: tuple[str, ...] = peer) -> None:
             results.append(
-                _push_one(h, cache, port, snap, manifest, env, bwlimit, deadline, interval)
+                _push_one(hosts, cache, port, snap, manifest, env, bwlimit, deadline, interval)
             )
 
-        thread = threading.Thread(target=work, name=f"push-{host}")
+        thread = threading.Thread(target=work, name=f"push-{peer[0]}")
         thread.start()
         threads.append(thread)
     for thread in threads:
@@ -750,6 +942,7 @@ def push(
                 f"literal {r.stats.get('Literal data', 0)} bytes, matched "
                 f"{r.stats.get('Matched data', 0)} bytes",
             )
+    _say_rails(results, time.monotonic() - start)
     if failed:
         code = (
             common.EXIT_TIMEOUT
@@ -757,3 +950,4 @@ def push(
             else 1
         )
         raise common.StepError("; ".join(str(r.error) for r in failed), code)
+    return results

@@ -14,8 +14,8 @@ non-zero with one ``FAILED:`` line naming the numbers otherwise; a token is neve
                 check free space, ``snapshot_download`` into the HF cache, write the marker;
 * ``receive``   on every other Spark: check free space, serve the cache through a real
                 ``rsync --daemon`` (one write-only module) until the pusher's marker arrives;
-* ``push``      on the head: rsync the snapshot to every peer (in parallel), resumable, then the
-                marker last;
+* ``push``      on the head: rsync the snapshot to every peer (in parallel, one stream per
+                fabric rail per peer), resumable; each peer verifies and writes its marker;
 * ``mark``      record a snapshot already present in the cache as complete (what ``download``
                 does after its download);
 * ``wait``      init container of a serving pod: wait for the marker;
@@ -320,8 +320,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--need-bytes", required=True, type=_positive_int)
     p.add_argument("--port", type=_port, required=True)
     p.add_argument("--secrets-file", required=True, type=Path, help="lines user:password")
-    p.add_argument("--address", help="bind the daemon to this address only (the fabric PF)")
-    p.add_argument("--allow", required=True, help="the only address the pusher may come from")
+    p.add_argument(
+        "--address",
+        action="append",
+        default=[],
+        help="listen on this address only (repeat: one per fabric rail; none: every address)",
+    )
+    p.add_argument(
+        "--allow",
+        required=True,
+        help="ADDR[,ADDR...]: the only addresses the pusher may come from (its rail addresses)",
+    )
     p.add_argument("--repo", required=True)
     p.add_argument("--revision", required=True)
     bounded(p, "receive")
@@ -330,7 +339,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", required=True, type=Path)
     p.add_argument("--repo", required=True)
     p.add_argument("--revision", required=True)
-    p.add_argument("--to", required=True, help="HOST[,HOST...] (fabric addresses)")
+    p.add_argument(
+        "--to",
+        required=True,
+        action="append",
+        help="HOST[,HOST...]: the peers' addresses on one fabric rail; repeat per rail, the "
+        "peers in the same order (one rsync stream per rail per peer)",
+    )
     p.add_argument("--port", type=_port, required=True)
     p.add_argument("--password-file", required=True, type=Path)
     p.add_argument("--bwlimit", type=_positive_int, help="KiB/s per peer (rsync --bwlimit)")
@@ -375,19 +390,17 @@ def run(args: argparse.Namespace) -> None:
             args.secrets_file,
             args.address,
             (common.check_repo(args.repo), common.check_revision(args.revision)),
-            args.allow,
+            [a.strip() for a in args.allow.split(",") if a.strip()],
             args.timeout,
             args.interval,
         )
     elif step == "push":
-        hosts = [h.strip() for h in args.to.split(",") if h.strip()]
-        if not hosts:
-            raise common.StepError("--to names no host")
+        rails = [[h.strip() for h in to.split(",") if h.strip()] for to in args.to]
         copy.push(
             args.cache,
             common.check_repo(args.repo),
             common.check_revision(args.revision),
-            hosts,
+            rails,
             args.port,
             args.password_file,
             args.bwlimit,

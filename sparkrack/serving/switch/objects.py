@@ -214,6 +214,7 @@ def switch_objects(res: Resolution) -> Switch:
         "marker_on_host": plan.marker_on_host,
         "need_bytes": res.need_bytes,
         "copy_to": plan.copy_to,
+        "copy_rails": plan.copy_rails,
         "fetch_port": plan.port,
         "fetch_secret": secret,
     }

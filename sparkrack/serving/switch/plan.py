@@ -10,6 +10,7 @@ argv built here with the script's own parser.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Final
@@ -101,26 +102,28 @@ def receive_argv(
     secrets_file: str,
     repo: str,
     revision: str,
-    allow: str,
+    allow: str | Sequence[str],
     port: int = DEFAULT_PORT,
-    address: str | None = None,
+    address: str | Sequence[str] | None = None,
     timeout_s: float | None = None,
     interval_s: float | None = None,
 ) -> list[str]:
-    """``receive`` of (repo, revision) from the pusher at ``allow`` only; with ``address`` the
-    daemon listens on that address only (the Spark's fabric PF)."""
+    """``receive`` of (repo, revision) from the pusher at ``allow`` only (its address on every
+    rail); with ``address`` one daemon per address listens on it only (the Spark's fabric PFs,
+    one per rail)."""
+    allowed = [allow] if isinstance(allow, str) else list(allow)
     argv = [
         *_base("receive"),
         "--cache", cache_dir,
         "--need-bytes", str(need_bytes),
         "--port", str(port),
         "--secrets-file", secrets_file,
-        "--allow", allow,
+        "--allow", ",".join(allowed),
         "--repo", repo,
         "--revision", revision,
     ]  # fmt: skip
-    if address is not None:
-        argv += ["--address", address]
+    for bound in [address] if isinstance(address, str) else address or []:
+        argv += ["--address", bound]
     return argv + _timing(timeout_s, interval_s)
 
 
@@ -135,6 +138,26 @@ def deployment_port(base: int, deployment: str) -> int:
     return base + offset
 
 
+def deployment_ports(base: int, deployments: Sequence[tuple[str, Sequence[str]]]) -> dict[str, int]:
+    """The receivers' port of every deployment (name, its Sparks), none shared by two deployments
+    on one Spark: in the order of their names, each takes :func:`deployment_port` unless a
+    deployment before it on one of its Sparks has that port, then the next free one of the span
+    (wrapping). The same inventory always gets the same ports."""
+    taken: dict[str, set[int]] = {}
+    ports: dict[str, int] = {}
+    for name, sparks in sorted(deployments):
+        used = set().union(*(taken.get(spark, set()) for spark in sparks))
+        if len(used) >= PORT_SPAN:
+            raise ValueError(f"{PORT_SPAN} deployments on one Spark leave no fetch port for {name}")
+        port = deployment_port(base, name)
+        while port in used:
+            port = base + (port - base + 1) % PORT_SPAN
+        ports[name] = port
+        for spark in sparks:
+            taken.setdefault(spark, set()).add(port)
+    return ports
+
+
 def push_argv(
     cache_dir: str,
     repo: str,
@@ -145,15 +168,21 @@ def push_argv(
     bwlimit_kib: int | None = None,
     timeout_s: float | None = None,
     interval_s: float | None = None,
+    other_rails: Sequence[Sequence[str]] = (),
 ) -> list[str]:
+    """``push`` to ``hosts`` (the peers' first-rail addresses) and, one stream per rail per peer,
+    to the same peers' addresses on every rail of ``other_rails`` (same peer order)."""
     if not hosts:
         raise ValueError("push_argv: no peer to push to")
+    if any(len(rail) != len(hosts) for rail in other_rails):
+        raise ValueError("push_argv: every rail lists the same peers")
     argv = [
         *_base("push"),
         "--cache", cache_dir,
         "--repo", repo,
         "--revision", revision,
         "--to", ",".join(hosts),
+        *[arg for rail in other_rails for arg in ("--to", ",".join(rail))],
         "--port", str(port),
         "--password-file", password_file,
     ]  # fmt: skip
@@ -192,11 +221,18 @@ def memwait_argv(
 
 
 def pf_address(plan: FabricPlan, node: NodePlan) -> str:
-    """The Spark's address on its first fabric rail's PF: where its receiver listens."""
-    for port in node.ports:
-        if port.name == plan.sriov_port:
-            return port.address
-    return node.ports[0].address
+    """The Spark's address on its first fabric rail's PF."""
+    return rail_addresses(plan, node)[0]
+
+
+def rail_addresses(plan: FabricPlan, node: NodePlan) -> tuple[str, ...]:
+    """The Spark's PF address on every fabric rail, in rail order (the plan's ``rails``): where
+    its receiver listens and where a push to it goes, one stream per rail."""
+    by_name = {port.name: port.address for port in node.ports}
+    found = tuple(by_name[rail] for rail in plan.rails if rail in by_name)
+    if found:
+        return found
+    return (by_name.get(plan.sriov_port, node.ports[0].address),)
 
 
 @dataclass(frozen=True)
@@ -216,9 +252,12 @@ class FetchPlan:
     memwait: list[str]
     """Then: MemAvailable covers the rank's planned footprint."""
     copy_to: list[str]
-    """The PF addresses the snapshot is copied to."""
+    """The first-rail PF addresses the snapshot is copied to."""
+    copy_rails: list[list[str]]
+    """The same peers' PF addresses on every rail (``copy_rails[0] == copy_to``; empty: no
+    peer)."""
     port: int
-    """The receivers' port (:func:`deployment_port`)."""
+    """The receivers' port (:func:`deployment_ports`)."""
     marker: str
     marker_on_host: str
 
@@ -229,9 +268,12 @@ def fetch_plan(res: Resolution) -> FetchPlan:
     revision = profile.revision or UNPINNED
     cache = contract.HF_HUB_CACHE_MOUNT
     others = res.nodes[1:]
-    copy_to = [pf_address(ctx.plan, n) for n in others]
-    head_address = pf_address(ctx.plan, res.nodes[0])
-    port = deployment_port(ctx.fetch_port, res.name)
+    peers = [rail_addresses(ctx.plan, n) for n in others]
+    head = rail_addresses(ctx.plan, res.nodes[0])
+    rails = min([len(head), *(len(p) for p in peers)])
+    copy_rails = [[p[r] for p in peers] for r in range(rails)] if peers else []
+    copy_to = copy_rails[0] if peers else []
+    port = ctx.deployment_fetch_port or deployment_port(ctx.fetch_port, res.name)
     timeout = ctx.fetch_timeout
     secrets = f"{contract.FETCH_SECRET_MOUNT}/{SECRETS_KEY}"
     return FetchPlan(
@@ -245,6 +287,7 @@ def fetch_plan(res: Resolution) -> FetchPlan:
             f"{contract.FETCH_SECRET_MOUNT}/{PASSWORD_KEY}",
             port=port,
             timeout_s=timeout,
+            other_rails=copy_rails[1:],
         )
         if others
         else None,
@@ -257,17 +300,18 @@ def fetch_plan(res: Resolution) -> FetchPlan:
                     secrets,
                     profile.model,
                     revision,
-                    head_address,
+                    head[:rails],
                     port=port,
-                    address=address,
+                    address=addresses[:rails],
                     timeout_s=timeout,
                 ),
             )
-            for node, address in zip(others, copy_to, strict=True)
+            for node, addresses in zip(others, peers, strict=True)
         ],
         wait=wait_argv(cache, profile.model, revision, timeout_s=timeout),
         memwait=memwait_argv(res.memwait_gb, timeout_s=ctx.memwait_timeout),
         copy_to=copy_to,
+        copy_rails=copy_rails,
         port=port,
         marker=str(marker_path(cache, profile.model, profile.revision)),
         marker_on_host=str(marker_path(f"{ctx.hf_cache}/hub", profile.model, profile.revision)),

@@ -11,6 +11,7 @@ Needs root (the daemon chroots) and the rsync binary (Debian's rsync; .ci/run in
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -21,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import fakehub
 import hubversions
@@ -67,35 +69,48 @@ def confined() -> list[str]:
     return ["setpriv", f"--bounding-set={bounding}", "--no-new-privs"]
 
 
-def start_receive(tmp: Path, cache: Path, allow: str = "127.0.0.1", timeout: float = 60) -> Peer:
+def start_receive(
+    tmp: Path,
+    cache: Path,
+    allow: str = "127.0.0.1",
+    timeout: float = 60,
+    addresses: tuple[str, ...] = ("127.0.0.1",),
+) -> Peer:
     secrets = tmp / "rsyncd.secrets"
     secrets.write_text(f"{fetch_base.RSYNC_USER}:{PASSWORD}\n")
     port = free_port()
     argv = fetchplan.receive_argv(
         str(cache), 1_000_000, str(secrets), REPO, "main", allow, port=port,
-        address="127.0.0.1", timeout_s=timeout, interval_s=5,
+        address=list(addresses), timeout_s=timeout, interval_s=5,
     )  # fmt: skip
     proc = subprocess.Popen(
         [*confined(), sys.executable, str(SCRIPT), *argv[2:]],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 20
+    listening: set[str] = set()
     while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return Peer(cache, port, proc)
+        for address in addresses:
+            with socket.socket() as s:
+                if s.connect_ex((address, port)) == 0:
+                    listening.add(address)
+        if listening == set(addresses):
+            return Peer(cache, port, proc)
         assert proc.poll() is None, proc.communicate()[0]
         time.sleep(0.1)
     proc.kill()
     raise AssertionError(f"receive did not listen: {proc.communicate()[0]}")
 
 
-def push(head: Path, port: int, tmp: Path) -> subprocess.CompletedProcess[str]:
+def push(
+    head: Path, port: int, tmp: Path, other_rails: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     pw = tmp / "password"
     pw.write_text(PASSWORD + "\n")
     argv = fetchplan.push_argv(
-        str(head), REPO, "main", ["127.0.0.1"], str(pw), port=port, timeout_s=60, interval_s=5
-    )
+        str(head), REPO, "main", ["127.0.0.1"], str(pw), port=port, timeout_s=60, interval_s=5,
+        other_rails=[[address] for address in other_rails],
+    )  # fmt: skip
     return subprocess.run(
         [sys.executable, str(SCRIPT), *argv[2:]],
         capture_output=True, text=True, timeout=120, check=False,
@@ -170,6 +185,64 @@ def test_shared_blob_snapshot_copied_verified_and_loadable(
     sent_files = {name for name, _size in recv if not name.endswith(("manifest.json", "round"))}
     assert sent_files == {f"{xet[:2]}/{xet}"}, recv
     assert offline_sums(peer.cache, hubversions.HUB_1)["sums"] == sha_of(repo)
+
+
+def rail_summary(pushed: str) -> dict[str, Any]:
+    """The push's ``copy per rail json`` line."""
+    line = next(ln for ln in pushed.splitlines() if f"{fetch_rsync.RAIL_SUMMARY} json: " in ln)
+    return json.loads(line.split(f"{fetch_rsync.RAIL_SUMMARY} json: ", 1)[1])  # type: ignore[no-any-return]
+
+
+def test_two_rails_carry_the_files_split_by_bytes(
+    head: tuple[Path, fakehub.FakeRepo], tmp_path: Path
+) -> None:
+    """Two rails on loopback (127.0.0.1, 127.0.0.2): one daemon per address, one stream per
+    rail; both carry file data, balanced by bytes; the peer verifies the whole snapshot."""
+    cache, repo = head
+    rails = ("127.0.0.1", "127.0.0.2")
+    peer = start_receive(tmp_path, tmp_path / "peer", allow=",".join(rails), addresses=rails)
+    pushed = push(cache, peer.port, tmp_path, other_rails=rails[1:])
+    received = peer.output()
+    print(pushed.stdout, pushed.stderr, received, sep="\n")
+    assert pushed.returncode == 0, pushed.stderr
+    assert "round 1: every file verified" in received
+    assert received.count("rsync daemon on 127.0.0.") == 2
+    summary = rail_summary(pushed.stdout)["rails"]
+    literal = [summary[r]["literal_bytes"] for r in ("0", "1")]
+    snap = fetch_base.find_snapshot(cache, REPO, "main")
+    assert snap.bytes <= sum(literal) < snap.bytes + 100  # and refs/main
+    largest = max(len(data) for data in repo.files.values())
+    # Balanced: the rails differ by at most the largest file.
+    assert min(literal) > 0 and abs(literal[0] - literal[1]) <= largest
+    assert offline_sums(peer.cache, hubversions.HUB_1)["sums"] == sha_of(repo)
+    # Negative control: one rail only carries everything on rail 0.
+    peer = start_receive(tmp_path, tmp_path / "peer1")
+    single = push(cache, peer.port, tmp_path)
+    peer.output()
+    assert single.returncode == 0, single.stderr
+    one = rail_summary(single.stdout)["rails"]
+    assert list(one) == ["0"] and one["0"]["literal_bytes"] == sum(literal)
+
+
+def test_split_by_rail_is_balanced_and_deterministic(tmp_path: Path) -> None:
+    folder, store = tmp_path / "m", tmp_path / "s"
+    for root, made in ((folder, (700, 300, 0)), (store, (500, 500))):
+        root.mkdir()
+        for i, size in enumerate(made):
+            (root / f"f{i}").write_bytes(b"x" * size)
+    (folder / "link").symlink_to("f0")
+    listing = fetch_rsync.Listing(("f0", "f1", "f2", "link"), ("f0", "f1"))
+    parts = fetch_rsync.split_by_rail(listing, folder, store, 2)
+    assert parts == fetch_rsync.split_by_rail(listing, folder, store, 2)
+    sizes = [
+        sum((folder / p).lstat().st_size for p in part.model if not (folder / p).is_symlink())
+        + sum((store / p).stat().st_size for p in part.shared)
+        for part in parts
+    ]
+    assert sorted(sizes) == [1000, 1000]
+    assert sorted(p for part in parts for p in part.model) == sorted(listing.model)
+    assert sorted(p for part in parts for p in part.shared) == sorted(listing.shared)
+    assert fetch_rsync.split_by_rail(listing, folder, store, 1) == [listing]
 
 
 # --- attacks ---------------------------------------------------------------------------------

@@ -218,6 +218,9 @@ def test_push_and_receive_refuse_bad_inputs(tmp_path: Path) -> None:
     assert unmarked.returncode == 1 and "download first" in last_line(unmarked)
     bad_host = run_step(*fetchplan.push_argv(str(tmp_path), REPO, REV, ["a b"], str(pw))[2:])
     assert bad_host.returncode == 1 and "'a b'" in last_line(bad_host)
+    uneven = fetchplan.push_argv(str(tmp_path), REPO, REV, ["10.0.0.2"], str(pw))[2:]
+    rails = run_step(*uneven, "--to", "10.0.1.2,10.0.1.3")
+    assert rails.returncode == 1 and "must name the same peers" in last_line(rails)
     secrets = tmp_path / "secrets"
     secrets.write_text("someone:else\n")
     receive = fetchplan.receive_argv(str(tmp_path / "c"), 10, str(secrets), REPO, REV, "10.0.0.1")
@@ -245,19 +248,34 @@ def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
         "receive": fetchplan.receive_argv(
             "/c", 5, "/s", REPO, REV, "10.0.0.1", 9000, "10.0.0.3", 60, 2
         ),
-        "push": fetchplan.push_argv("/c", REPO, REV, ["10.0.0.3", "10.0.0.4"], "/p", 9000, 100),
+        "push": fetchplan.push_argv(
+            "/c",
+            REPO,
+            REV,
+            ["10.0.0.3", "10.0.0.4"],
+            "/p",
+            9000,
+            100,
+            other_rails=[["10.0.1.3", "10.0.1.4"]],
+        ),
+        "receive-rails": fetchplan.receive_argv(
+            "/c", 5, "/s", REPO, REV, ["10.0.0.1", "10.0.1.1"], 9000, ["10.0.0.3", "10.0.1.3"]
+        ),
         "wait": fetchplan.wait_argv("/c", REPO, REV, 60, 2),
         "memwait": fetchplan.memwait_argv(61.5, 60, 2, "/proc/meminfo"),
     }
     for step, argv in built.items():
-        assert argv[:3] == ["python3", "/opt/sparkrack/switch/fetch_step.py", step]
+        assert argv[:3] == ["python3", "/opt/sparkrack/switch/fetch_step.py", step.split("-")[0]]
         args = parser.parse_args(argv[2:])
-        assert args.step == step
-    assert parser.parse_args(built["push"][2:]).to == "10.0.0.3,10.0.0.4"
+        assert args.step == step.split("-")[0]
+    # One --to per rail, the peers in the same order.
+    assert parser.parse_args(built["push"][2:]).to == ["10.0.0.3,10.0.0.4", "10.0.1.3,10.0.1.4"]
     assert parser.parse_args(built["memwait"][2:]).need_gb == 61.5
     receive = parser.parse_args(built["receive"][2:])
-    assert (receive.address, receive.repo, receive.port) == ("10.0.0.3", REPO, 9000)
+    assert (receive.address, receive.repo, receive.port) == (["10.0.0.3"], REPO, 9000)
     assert receive.allow == "10.0.0.1"
+    rails = parser.parse_args(built["receive-rails"][2:])
+    assert (rails.address, rails.allow) == (["10.0.0.3", "10.0.1.3"], "10.0.0.1,10.0.1.1")
     with pytest.raises(SystemExit):
         parser.parse_args(["receive", "--cache", "/c", "--need-bytes", "0", "--secrets-file", "s"])
 

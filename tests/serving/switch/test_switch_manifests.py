@@ -368,3 +368,72 @@ def test_the_engine_image_downloads_and_the_copy_image_pushes() -> None:
     spec = fetch["spec"]["template"]["spec"]
     assert spec["initContainers"][0]["image"] == gemma.profile.image
     assert spec["containers"][0]["image"] == serving.ctx.fetch_image
+
+
+def test_the_push_and_the_receivers_use_every_rail_of_the_plan() -> None:
+    """Lab inventory (two rails): one --to per rail, each receiver listens on its PF address of
+    every rail and takes the head's address of every rail only."""
+    serving = from_inventory("inventories/lab")
+    plan = serving.ctx.plan
+    assert len(plan.rails) == 2
+    gemma = next(d for d in serving.deployments if len(d.sparks) > 1)
+    head, *others = gemma.res.nodes
+    fetch, *receivers = kind(fetch_objects(gemma.res), "Job")
+    argv = fetch["spec"]["template"]["spec"]["containers"][0]["command"]
+    tos = [argv[i + 1] for i, a in enumerate(argv) if a == "--to"]
+    assert tos == [",".join(fetchplan.rail_addresses(plan, n)[r] for n in others) for r in range(2)]
+    assert tos[0].split(",") == [pf_address(plan, n) for n in others]
+    for node, job in zip(others, receivers, strict=True):
+        receive = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        bound = [receive[i + 1] for i, a in enumerate(receive) if a == "--address"]
+        assert bound == [p.address for r in plan.rails for p in node.ports if p.name == r]
+        assert option(receive, "--allow").split(",") == list(fetchplan.rail_addresses(plan, head))
+    assert switch_objects(gemma.res).facts["copy_rails"] == [t.split(",") for t in tos]
+
+
+def _colliding(name: str, base: int) -> str:
+    """Another deployment name whose own port (from its name alone) is ``name``'s."""
+    want = fetchplan.deployment_port(base, name)
+    return next(
+        f"{name}-{i}"
+        for i in range(100_000)
+        if fetchplan.deployment_port(base, f"{name}-{i}") == want
+    )
+
+
+def test_colliding_fetch_ports_of_deployments_sharing_a_spark_are_resolved(tmp_path: Path) -> None:
+    """Two names whose ports collide: on a shared Spark the one that sorts later takes the next
+    free port, rendered into its receivers and push; on Sparks of their own both keep theirs."""
+    base = 8873
+    other = _colliding("gemma", base)
+    own = fetchplan.deployment_port(base, "gemma")
+    # Negative control: derived from the names alone, the two ports are one.
+    assert fetchplan.deployment_port(base, other) == own
+    shared = fetchplan.deployment_ports(base, [(other, ["s2", "s3"]), ("gemma", ["s1", "s2"])])
+    assert shared == {"gemma": own, other: own + 1}
+    apart = fetchplan.deployment_ports(base, [(other, ["s3", "s4"]), ("gemma", ["s1", "s2"])])
+    assert apart == {"gemma": own, other: own}
+    # The span wraps: a collision on the last port of the span goes to the first.
+    last = base + fetchplan.PORT_SPAN - 1
+    names = [f"d{i}" for i in range(5000)]
+    at_last = [n for n in names if fetchplan.deployment_port(base, n) == last][:2]
+    wrapped = fetchplan.deployment_ports(base, [(n, ["s1"]) for n in at_last])
+    assert sorted(wrapped.values()) == [base, last]
+    # End to end through the inventory: the rendered receivers listen on different ports.
+    inv = tmp_path / "inv"
+    shutil.copytree("inventories/lab", inv)
+    group_vars = inv / "group_vars" / "all.yml"
+    data = yaml.safe_load(group_vars.read_text())
+    gemma = data["serving_deployments"][0]
+    second = {**gemma, "name": other, "alias": "gemma-2", "sparks": ["spark2", "spark3"], "vf": 1}
+    data["serving_deployments"] = [gemma, second]
+    data["fabric"]["vfs_in_use"] = [0, 1]
+    group_vars.write_text(yaml.safe_dump(data))
+    serving = from_inventory(str(inv), check_memory=False)
+    ports = {d.name: switch_objects(d.res).facts["fetch_port"] for d in serving.deployments}
+    assert ports == {"gemma": own, other: own + 1}
+    for d in serving.deployments:
+        for job in kind(fetch_objects(d.res), "Job"):
+            [c] = job["spec"]["template"]["spec"]["containers"]
+            if c["command"][2] in ("push", "receive"):
+                assert option(c["command"], "--port") == str(ports[d.name])

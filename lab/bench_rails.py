@@ -1,0 +1,300 @@
+"""Benchmark: the fetch step's push over both fabric rails, each shaped to the same rate R by
+``tc``, between lab containers: a head and three peers, one Docker network per rail.
+
+    flock /tmp/sparkrack-lab.lock .venv/bin/python lab/bench_rails.py [--rate-mbit 200]
+        [--shard-mib 512] [--peers 3]
+
+A snapshot of 4 random shards (4 x 512 MiB: 2 GiB) is made and marked on the head; then the
+real ``receive`` and ``push`` steps run, fresh caches each time:
+
+* ``rails2``: head -> every peer at once, one stream per rail per peer (what the plan renders);
+* ``rail1``:  the same over the first rail only (the negative control: bounded by R);
+* ``chain``:  head -> peer1 -> peer2 -> peer3, each hop over both rails, a hop starting when the
+  peer before has verified and marked the snapshot (store and forward: what the fetch step's
+  steps can do as they are);
+* ``pipe``:   the same chain with every hop at once: a peer relays each blob (over both rails,
+  plain rsync into the next receiver) as soon as it has it whole, then runs the real ``push``
+  once it has marked the model (what a pipelined chain in the fetch step would do).
+
+Per case: the seconds until every peer has verified and marked the model, the aggregate rate
+(model bytes x peers / those seconds) in units of R, for fan-out and chain also the copy
+streams' own seconds (the slowest rail, from the push's ``copy per rail`` summary, per hop
+summed), the bytes each rail's shapers sent (``tc -s``), and the load average. The issue asks
+for >= 1.7 x R aggregate (2 GB model, 3 peers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fetchlab  # noqa: E402
+from fetchlab import Fabric, put, sh  # noqa: E402
+
+from sparkrack.inputs.inventory import load_inventory  # noqa: E402
+from sparkrack.serving.switch import plan as fetchplan  # noqa: E402
+
+PREFIX = "sparkrack-railbench"
+REPO = "sparkrack/fake-rails"
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+SHARDS = 4
+PORT = fetchplan.DEFAULT_PORT
+SECRETS = "/run/sparkrack-rsync"
+SUMMARY = "copy per rail json: "
+
+
+def lab_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "sparkrack_lab", Path(__file__).with_name("lab.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sparkrack_lab"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def snapshot_script(shard_mib: int) -> str:
+    """A hub cache entry on the head: random shards named by their sha256, linked from the
+    snapshot, a manifest of every file's sha256, marked by the fetch step's ``mark``."""
+    repo = f"/cache/models--{REPO.replace('/', '--')}"
+    snap = f"{repo}/snapshots/{REVISION}"
+    return f"""set -eu
+rm -rf /cache; mkdir -p {repo}/blobs {snap} {repo}/refs
+add() {{ h=$(sha256sum "$1" | cut -c1-64); mv "$1" {repo}/blobs/$h; ln -s ../../blobs/$h {snap}/$2; }}
+for i in $(seq 1 {SHARDS}); do
+  head -c {shard_mib}M /dev/urandom > /cache/shard; add /cache/shard model-0000$i-of-0000{SHARDS}.safetensors
+done
+echo '{{"architectures": ["FakeForCausalLM"]}}' > /cache/cfg; add /cache/cfg config.json
+printf {REVISION} > {repo}/refs/main
+python3 - <<'PY'
+import glob, json, os
+snap = "{snap}"
+files = {{os.path.relpath(p, snap): {{"size": os.path.getsize(p), "sha256": os.path.basename(os.path.realpath(p))}}
+         for p in sorted(glob.glob(snap + "/*"))}}
+doc = {{"repo": "{REPO}", "revision": "{REVISION}", "commit": "{REVISION}", "files": files}}
+open("/cache/manifest.json", "w").write(json.dumps(doc, indent=1, sort_keys=True) + "\\n")
+PY
+python3 {fetchplan.SCRIPT_PATH} mark --cache /cache --repo {REPO} --revision {REVISION} \\
+  --manifest /cache/manifest.json
+"""
+
+
+def receive(
+    fabric: Fabric, box: str, sender: str, cache: str, rails: int, need: int
+) -> subprocess.Popen[str]:
+    argv = fetchplan.receive_argv(
+        cache, need, f"{SECRETS}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
+        list(fabric.addresses[sender][:rails]), PORT,
+        address=list(fabric.addresses[box][:rails]), timeout_s=1800, interval_s=30,
+    )  # fmt: skip
+    proc = subprocess.Popen(
+        ["docker", "exec", box, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if sh(box, f"grep -q ':{PORT:04X} ' /proc/net/tcp").returncode == 0:
+            return proc
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"receive on {box} did not listen: {proc.communicate()[0]}")
+
+
+def push(fabric: Fabric, sender: str, cache: str, peers: list[str], rails: int) -> dict[str, Any]:
+    to = [[fabric.addresses[p][r] for p in peers] for r in range(rails)]
+    argv = fetchplan.push_argv(
+        cache, REPO, REVISION, to[0], f"{SECRETS}/{fetchplan.PASSWORD_KEY}", PORT,
+        timeout_s=1800, interval_s=30, other_rails=to[1:],
+    )  # fmt: skip
+    start = time.monotonic()
+    done = subprocess.run(
+        ["docker", "exec", sender, *argv], capture_output=True, text=True, timeout=1900, check=False
+    )
+    wall = time.monotonic() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"push from {sender} failed: {done.stdout[-3000:]}{done.stderr}")
+    line = next(ln for ln in done.stdout.splitlines() if SUMMARY in ln)
+    summary: dict[str, Any] = json.loads(line.split(SUMMARY, 1)[1])
+    summary["wall"] = wall
+    return summary
+
+
+def sent_per_rail(fabric: Fabric) -> dict[str, int]:
+    """Bytes every container's rail shapers have sent, summed per rail (``tc -s``)."""
+    out: dict[str, int] = {}
+    for box in fabric.boxes:
+        for r, dev in enumerate(fabric.netdevs[box]):
+            text = sh(box, f"tc -s qdisc show dev {dev}").stdout
+            found = re.search(r"Sent (\d+) bytes", text)
+            out[str(r)] = out.get(str(r), 0) + (int(found.group(1)) if found else 0)
+    return out
+
+
+def relay_script(fabric: Fabric, sender: str, target: str, blobs: list[str]) -> str:
+    """On ``sender`` (itself receiving): push every blob that has arrived complete (rsync
+    renames a file into place only when whole) to ``target``, one rsync per rail (the blobs
+    alternate between the rails), again every second until ``sender`` has marked the model."""
+    folder = f"/peer/models--{REPO.replace('/', '--')}"
+    marker = fetchplan.marker_path("/peer", REPO, REVISION)
+    lines = [
+        f"export RSYNC_PASSWORD=$(cat {SECRETS}/{fetchplan.PASSWORD_KEY})",
+        "while :; do",
+        f"  last=0; test -s {marker} && last=1",
+    ]
+    for r in range(2):
+        mine = " ".join(b for i, b in enumerate(blobs) if i % 2 == r)
+        url = f"rsync://{fetchplan.RSYNC_USER}@{fabric.addresses[target][r]}:{PORT}/model/"
+        lines += [
+            f"  ( : > /tmp/now{r}; for f in {mine}; do [ -f {folder}/$f ] && echo $f >> /tmp/now{r}; done",
+            f"    [ -s /tmp/now{r} ] && rsync --links --times --partial-dir=.rsync-partial -q "
+            f"--files-from=/tmp/now{r} {folder}/ {url} ) &",
+        ]
+    lines += ["  wait", "  [ $last = 1 ] && break", "  sleep 1", "done"]
+    return "\n".join(lines) + "\n"
+
+
+def run_case(
+    fabric: Fabric, head: str, peers: list[str], rails: int, need: int, case: str
+) -> dict[str, Any]:
+    for box in peers:
+        sh(box, "rm -rf /peer")
+    before = sent_per_rail(fabric)
+    senders = [head, *peers[:-1]]
+    copy_s = 0.0
+    start = time.monotonic()
+    if case in ("rails2", "rail1"):
+        receivers = [receive(fabric, box, head, "/peer", rails, need) for box in peers]
+        start = time.monotonic()
+        summaries = [push(fabric, head, "/cache", peers, rails)]
+    elif case == "chain":  # store and forward: a hop starts once the peer before has marked
+        receivers, summaries = [], []
+        for sender, target in zip(senders, peers, strict=True):
+            receivers.append(receive(fabric, target, sender, "/peer", rails, need))
+            cache = "/cache" if sender == head else "/peer"
+            summaries.append(push(fabric, sender, cache, [target], rails))
+    else:  # "pipe": every hop at once, a peer relaying each blob as soon as it has it whole
+        receivers = [
+            receive(fabric, target, sender, "/peer", rails, need)
+            for sender, target in zip(senders, peers, strict=True)
+        ]
+        doc = json.loads(sh(head, "cat /cache/manifest.json").stdout)
+        blobs = sorted(f"blobs/{f['sha256']}" for f in doc["files"].values() if f["size"] > 1 << 20)
+        summaries = []
+        start = time.monotonic()
+
+        def hop(sender: str, target: str) -> None:
+            if sender != head:
+                relayed = sh(sender, relay_script(fabric, sender, target, blobs), timeout=1800)
+                if relayed.returncode != 0:
+                    raise RuntimeError(f"relay {sender}: {relayed.stderr}")
+            cache = "/cache" if sender == head else "/peer"
+            summaries.append(push(fabric, sender, cache, [target], rails))
+
+        threads = [
+            threading.Thread(target=hop, args=pair) for pair in zip(senders, peers, strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    wall = time.monotonic() - start
+    for proc in receivers:
+        out, _ = proc.communicate(timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"receive failed: {out[-3000:]}")
+    if case in ("rails2", "rail1", "chain"):
+        copy_s = sum(max(r["seconds"] for r in s["rails"].values()) for s in summaries)
+    after = sent_per_rail(fabric)
+    for box in peers:
+        marker = fetchplan.marker_path("/peer", REPO, REVISION)
+        if sh(box, f"test -s {marker}").returncode != 0:
+            raise RuntimeError(f"no marker on {box}")
+    return {
+        "copy_s": copy_s,
+        "wall_s": wall,
+        "rail_bytes": {r: after[r] - before.get(r, 0) for r in after},
+        "load": os.getloadavg(),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate-mbit", type=int, default=200, help="R: every rail's rate")
+    parser.add_argument("--shard-mib", type=int, default=512, help="4 shards of this size")
+    parser.add_argument("--peers", type=int, default=3)
+    parser.add_argument("--cases", default="rails2,rail1,chain,pipe")
+    parser.add_argument("--keep", action="store_true", help="leave the containers up")
+    args = parser.parse_args()
+    lab = lab_module()
+    lab.ensure_engine()
+    image, _ = lab.ensure_image()
+    mtu = load_inventory(fetchlab.ROOT / "inventories" / "lab").plan().mtu
+    names = ["head", *(f"peer{i}" for i in range(1, args.peers + 1))]
+    boxes = [f"{PREFIX}-{n}" for n in names]
+    try:
+        fabric = fetchlab.up(PREFIX, names, 2, image, mtu)
+        head, peers = boxes[0], boxes[1:]
+        password = secrets.token_hex(16)
+        data = fetchplan.rsync_secret_data(password)
+        for box in boxes:  # every box pushes in the chain, every peer receives
+            sh(box, f"mkdir -p {SECRETS}")
+            for key in (fetchplan.PASSWORD_KEY, fetchplan.SECRETS_KEY):
+                put(box, f"{SECRETS}/{key}", data[key])
+        made = time.monotonic()
+        out = sh(head, snapshot_script(args.shard_mib), timeout=900)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr)
+        model = SHARDS * args.shard_mib * 2**20
+        print(f"snapshot: {model / 1e9:.2f} GB made in {time.monotonic() - made:.0f} s")
+        qdisc = fetchlab.shape(fabric, args.rate_mbit)
+        rate = args.rate_mbit * 1e6 / 8
+        print(f"R = {args.rate_mbit} Mbit/s = {rate / 1e6:.1f} MB/s per rail, egress {qdisc} on "
+              f"every container's rail interfaces; {args.peers} peers; load {os.getloadavg()}")  # fmt: skip
+        results = {}
+        for case in args.cases.split(","):
+            rails = 1 if case == "rail1" else 2
+            got = run_case(fabric, head, peers, rails, model, case)
+            wall = model * args.peers / got["wall_s"]
+            copy = model * args.peers / got["copy_s"] if got["copy_s"] else 0.0
+            got |= {"aggregate_wall_R": wall / rate, "aggregate_copy_R": copy / rate}
+            results[case] = got
+            rails_txt = ", ".join(
+                f"rail {r} {b / 1e9:.2f} GB ({b / got['wall_s'] / 1e6:.1f} MB/s)"
+                for r, b in sorted(got["rail_bytes"].items())
+            )
+            copy_txt = (
+                f"copy streams {got['copy_s']:.1f} s = {copy / rate:.2f} x R; "
+                if got["copy_s"]
+                else ""
+            )
+            print(
+                f"{case:6s} all peers verified+marked in {got['wall_s']:6.1f} s: aggregate "
+                f"{wall / 1e6:5.1f} MB/s = {wall / rate:.2f} x R; {copy_txt}tc per rail: "
+                f"{rails_txt}; load {' '.join(f'{x:.2f}' for x in got['load'])}",
+                flush=True,
+            )
+        print(fetchlab.qdiscs(fabric))
+        print(json.dumps({"rate_mbit": args.rate_mbit, "model_bytes": model, "qdisc": qdisc,
+                          "results": results}, default=list))  # fmt: skip
+    finally:
+        if not args.keep:
+            fetchlab.down(PREFIX, boxes, 2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
