@@ -700,7 +700,7 @@ def push(
     bwlimit: int | None,
     timeout: float,
     interval: float,
-) -> None:
+) -> list[PushResult]:
     for host in hosts:
         if not common.HOST_RE.match(host):
             raise common.StepError(f"--to {host!r} is not a host name or address")
@@ -757,3 +757,4 @@ def push(
             else 1
         )
         raise common.StepError("; ".join(str(r.error) for r in failed), code)
+    return results

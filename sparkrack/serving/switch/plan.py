@@ -68,8 +68,11 @@ def _base(step: str) -> list[str]:
     return [PYTHON, str(SCRIPT_PATH), step]
 
 
-def _timing(timeout_s: float | None, interval_s: float | None) -> list[str]:
-    out = []
+def _timing(
+    timeout_s: float | None, interval_s: float | None, phases: str | None = None
+) -> list[str]:
+    """``--timeout``/``--interval``, and ``--phases`` where the step's phase records go."""
+    out = [] if phases is None else ["--phases", phases]
     if timeout_s is not None:
         out += ["--timeout", f"{timeout_s:g}"]
     if interval_s is not None:
@@ -84,6 +87,7 @@ def download_argv(
     need_bytes: int,
     timeout_s: float | None = None,
     interval_s: float | None = None,
+    phases: str | None = None,
 ) -> list[str]:
     return [
         *_base("download"),
@@ -91,7 +95,7 @@ def download_argv(
         "--revision", revision,
         "--cache", cache_dir,
         "--need-bytes", str(need_bytes),
-        *_timing(timeout_s, interval_s),
+        *_timing(timeout_s, interval_s, phases),
     ]  # fmt: skip
 
 
@@ -145,6 +149,7 @@ def push_argv(
     bwlimit_kib: int | None = None,
     timeout_s: float | None = None,
     interval_s: float | None = None,
+    phases: str | None = None,
 ) -> list[str]:
     if not hosts:
         raise ValueError("push_argv: no peer to push to")
@@ -159,7 +164,7 @@ def push_argv(
     ]  # fmt: skip
     if bwlimit_kib is not None:
         argv += ["--bwlimit", str(bwlimit_kib)]
-    return argv + _timing(timeout_s, interval_s)
+    return argv + _timing(timeout_s, interval_s, phases)
 
 
 def wait_argv(
@@ -168,13 +173,14 @@ def wait_argv(
     revision: str,
     timeout_s: float | None = None,
     interval_s: float | None = None,
+    phases: str | None = None,
 ) -> list[str]:
     return [
         *_base("wait"),
         "--cache", cache_dir,
         "--repo", repo,
         "--revision", revision,
-        *_timing(timeout_s, interval_s),
+        *_timing(timeout_s, interval_s, phases),
     ]  # fmt: skip
 
 
@@ -183,12 +189,13 @@ def memwait_argv(
     timeout_s: float | None = None,
     interval_s: float | None = None,
     meminfo: str | None = None,
+    phases: str | None = None,
 ) -> list[str]:
     """``memwait``: ``need_gb`` is the rank's planned footprint (``sparkrack plan``)."""
     argv = [*_base("memwait"), "--need-gb", f"{need_gb:g}"]
     if meminfo is not None:
         argv += ["--meminfo", meminfo]
-    return argv + _timing(timeout_s, interval_s)
+    return argv + _timing(timeout_s, interval_s, phases)
 
 
 def pf_address(plan: FabricPlan, node: NodePlan) -> str:
@@ -234,9 +241,12 @@ def fetch_plan(res: Resolution) -> FetchPlan:
     port = deployment_port(ctx.fetch_port, res.name)
     timeout = ctx.fetch_timeout
     secrets = f"{contract.FETCH_SECRET_MOUNT}/{SECRETS_KEY}"
+    phases = contract.PHASE_FILE
     return FetchPlan(
         revision=revision,
-        download=download_argv(profile.model, revision, cache, res.need_bytes, timeout_s=timeout),
+        download=download_argv(
+            profile.model, revision, cache, res.need_bytes, timeout_s=timeout, phases=phases
+        ),
         push=push_argv(
             cache,
             profile.model,
@@ -245,6 +255,7 @@ def fetch_plan(res: Resolution) -> FetchPlan:
             f"{contract.FETCH_SECRET_MOUNT}/{PASSWORD_KEY}",
             port=port,
             timeout_s=timeout,
+            phases=phases,
         )
         if others
         else None,
@@ -265,8 +276,8 @@ def fetch_plan(res: Resolution) -> FetchPlan:
             )
             for node, address in zip(others, copy_to, strict=True)
         ],
-        wait=wait_argv(cache, profile.model, revision, timeout_s=timeout),
-        memwait=memwait_argv(res.memwait_gb, timeout_s=ctx.memwait_timeout),
+        wait=wait_argv(cache, profile.model, revision, timeout_s=timeout, phases=phases),
+        memwait=memwait_argv(res.memwait_gb, timeout_s=ctx.memwait_timeout, phases=phases),
         copy_to=copy_to,
         port=port,
         marker=str(marker_path(cache, profile.model, profile.revision)),
