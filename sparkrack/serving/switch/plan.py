@@ -16,6 +16,7 @@ from typing import Final
 
 from sparkrack import contract
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
+from sparkrack.planner.switch import Rates, SwitchPrediction, predict
 from sparkrack.serving import scripts
 from sparkrack.serving.resolution import Resolution
 from sparkrack.serving.scripts import fetch_base
@@ -196,6 +197,21 @@ def memwait_argv(
     if meminfo is not None:
         argv += ["--meminfo", meminfo]
     return argv + _timing(timeout_s, interval_s, phases)
+
+
+def push_rails(res: Resolution) -> int:
+    """The rails the push of one deployment copies over: one stream per peer on the rail of
+    :func:`pf_address` (the switch estimate divides the copy by this)."""
+    return 1 if len(res.nodes) > 1 else 0
+
+
+def estimate(res: Resolution) -> SwitchPrediction:
+    """The switch estimate of one deployment: its checkpoint, its peers and the push's rails, at
+    the inventory's rates (``serving_rail_mbit_s``, ``serving_download_mbit_s``,
+    ``serving_disk_mbyte_s``)."""
+    ctx = res.ctx
+    rates = Rates(ctx.rail_mbit_s, ctx.download_mbit_s, ctx.disk_mbyte_s)
+    return predict(res.weights_bytes, len(res.nodes) - 1, max(1, push_rails(res)), rates)
 
 
 def pf_address(plan: FabricPlan, node: NodePlan) -> str:
