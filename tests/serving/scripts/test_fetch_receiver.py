@@ -127,6 +127,10 @@ def test_shared_blob_snapshot_copied_verified_and_loadable(
     assert peer.proc.returncode == 0, received
     assert "round 1: every file verified" in received
     assert "verified by the peer" in pushed.stdout and "1 round(s)" in pushed.stdout
+    # The push's phase record: one copy to the one peer on rail 0, every byte of the snapshot.
+    (copied,) = fetch_base.read_phases(pushed.stdout)
+    assert (copied["phase"], copied["peer"], copied["rail"]) == ("copy", "127.0.0.1", 0)
+    assert int(str(copied["bytes"])) >= sum(len(d) for d in repo.files.values())
     # The shared store went along (marker, <xx>/<hash>), the repo's blobs are links into it.
     store = peer.cache / "blobs"
     assert (store / ".huggingface-shared-blobs").read_text() == "1\n"
