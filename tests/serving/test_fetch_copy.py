@@ -29,12 +29,12 @@ from types import ModuleType
 
 import hubversions
 import pytest
+from copytimeline import copy_lines
 
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.planner.switch import Rates, copy_seconds, within
 from sparkrack.serving.scripts import fetch_base
 from sparkrack.serving.switch import plan as fetchplan
-from sparkrack.serving.switch import timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = Path("/tmp/sparkrack-lab.lock")
@@ -353,25 +353,8 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
         f"({rates.rail_mbit_s:.0f} Mbit/s): predicted {predicted:.1f} s, measured {measured:.1f} s "
         f"(push wall {wall:.1f} s), load {load:.2f} -> {os.getloadavg()[0]:.2f}"
     )
-    # The serve play's renderer on the push's own records (what the fetch Job's termination
-    # message carries): the copy line as an owner reads it.
-    pod = {
-        "metadata": {"name": "fetch", "labels": {"batch.kubernetes.io/job-name": "fetch"}},
-        "status": {
-            "containerStatuses": [
-                {"name": "push", "state": {"terminated": {"message": pushed.stdout}}}
-            ]
-        },
-    }
-    facts = {
-        "name": "lab-copy",
-        "fetch_job": "fetch",
-        "copy_to": [pair.peer_ip],
-        "predicted": [{"phase": "copy rail 0", "seconds": predicted}],
-    }
-    shown = [
-        ln for ln in timeline.table("lab-copy", timeline.rows(facts, [], [pod])) if "copy" in ln
-    ]
+    # The serve play's line for this copy, from the push's own records.
+    shown = copy_lines(pushed.stdout, pair.peer_ip, predicted)
     print("\n".join(shown))
     assert re.search(rf"copy rail 0 +{measured:.1f} s +{predicted:.1f} s  pod", shown[0])
     assert within(predicted, measured, ESTIMATE_TOLERANCE), (predicted, measured)

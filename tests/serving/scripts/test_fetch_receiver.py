@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import stat
@@ -25,6 +26,7 @@ from pathlib import Path
 import fakehub
 import hubversions
 import pytest
+from copytimeline import copy_lines
 from hubcache import COMMIT, REPO, download, make_repo, offline_sums, sha_of, share_blobs
 
 from sparkrack.serving.scripts import fetch_base, fetch_rsync, fetch_step
@@ -238,6 +240,11 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(tmp_path: Path) -> None:
         f"copy estimate vs measured on loopback: {total / 1e6:.0f} MB at --bwlimit={kib_s} KiB/s "
         f"({rates.rail_mbit_s:.1f} Mbit/s): predicted {predicted:.2f} s, measured {measured:.2f} s "
         f"({100 * (predicted - measured) / measured:+.0f} %), load {load:.2f}"
+    )
+    shown = copy_lines(pushed.stdout, "127.0.0.1", predicted)
+    print("\n".join(shown))
+    assert re.search(
+        rf"copy rail 0 +{measured:.1f} s +{predicted:.1f} s  pod +127\.0\.0\.1", shown[0]
     )
     assert within(predicted, measured, ESTIMATE_TOLERANCE), (predicted, measured)
     # Negative control: the estimate at twice the rate is outside the tolerance.
