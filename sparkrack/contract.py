@@ -117,6 +117,10 @@ FETCH_PORT_SPAN: Final = 1000
 """Each deployment's receivers listen on one port of [serving_fetch_port, + FETCH_PORT_SPAN)."""
 FETCH_SECRET_MOUNT: Final = "/etc/sparkrack/fetch-secret"
 """Where the rsync Secret is mounted in the fetch and receiver Jobs."""
+PHASE_FILE: Final = "/dev/termination-log"
+"""Where the fetch step's containers write their phase records (``--phases``): the file
+Kubernetes reads as the container's termination message, so the serve play finds the records
+in the pod's status (format: ``fetch_base.phase``/``read_phases``)."""
 FETCH_PASSWORD_KEY: Final = "password"
 """Key of the rsync client's password file (the password alone) in the rsync Secret."""
 FETCH_SECRETS_KEY: Final = "rsyncd.secrets"
@@ -184,6 +188,9 @@ SERVING_DEFAULTS: Final[dict[str, Any]] = {
     "serving_fetch_port": 8873,
     "serving_fetch_timeout": 14400,
     "serving_memwait_timeout": 600,
+    "serving_rail_mbit_s": 100_000,
+    "serving_download_mbit_s": 1_000,
+    "serving_disk_mbyte_s": 3_000,
     "serving_prepull": False,
     "serving_prepull_timeout": 3600,
     "serving_rdma_access": "privileged",

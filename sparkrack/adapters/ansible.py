@@ -357,6 +357,23 @@ def fetch_secret_data(password: str) -> dict[str, str]:
     return rsync_secret_data(str(password))
 
 
+def switch_timeline(
+    deployments: list[Mapping[str, Any]],
+    jobs: list[Mapping[str, Any]],
+    pods: list[Mapping[str, Any]],
+    prepull: list[str] | None = None,
+    started: str | None = None,
+) -> list[str]:
+    """``{{ serving_rendered.deployments | sparkrack_switch_timeline(jobs, pods, prepull_names,
+    started) }}`` -> the lines of every deployment's switch timeline (measured vs predicted)."""
+    from sparkrack.serving.switch.timeline import timelines
+
+    return [
+        printable(line)
+        for line in timelines(deployments, jobs or [], pods or [], prepull or [], started)
+    ]
+
+
 def nccl_problems(log: Any, requested: str) -> list[str]:
     """``{{ head_log | sparkrack_nccl_problems('roce') }}`` -> problem lines (empty = transport ok)."""
     problems = check_transport(_text(log), cast(Transport, requested), source="head NCCL log")
@@ -398,6 +415,7 @@ FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_job_plan": jobs_plan,
     "sparkrack_stale_serving": serving_stale,
     "sparkrack_stale_watchdogs": watchdog_stale,
+    "sparkrack_switch_timeline": switch_timeline,
     "sparkrack_nccl_problems": nccl_problems,
     "sparkrack_diagnose": diagnose_lines,
 }

@@ -14,6 +14,8 @@ from sparkrack.planner.memory import (
     CapacityPlan,
     Hardware,
 )
+from sparkrack.planner.switch import SwitchPrediction
+from sparkrack.planner.switch import table as switch_table
 from sparkrack.serving.profile.capacity import plan_profile
 
 COLUMNS = (
@@ -138,27 +140,52 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK if all(p.fits for p in plans) else ExitCode.FAILED
 
 
+def switch_lines(name: str, prediction: SwitchPrediction) -> list[str]:
+    lines = [
+        f"switch to {name}: {prediction.model_bytes / 1e9:.1f} GB to {1 + prediction.peers} "
+        f"Spark(s)" + (f", {prediction.rails} rail(s) per peer" if prediction.peers else ""),
+        *(f"  {line}" for line in switch_table(prediction)),
+    ]
+    return lines
+
+
 def run_inventory(inventory: str, hw: Hardware, fmt: str) -> int:
-    """Per Spark: what each deployment of the inventory plans, total vs usable."""
+    """Per Spark: what each deployment of the inventory plans, total vs usable; then per
+    deployment how long a switch to it takes, phase by phase (the switch estimate)."""
     from sparkrack.serving.deployments.bundle import from_inventory
     from sparkrack.serving.deployments.load import format_table, memory_table
+    from sparkrack.serving.switch.plan import estimate
 
     deployments = from_inventory(inventory, check_memory=False)
     print_warnings(deployments.warnings)
     rows, over = memory_table(deployments.deployments, hw)
+    switches = [(d.name, estimate(d.res)) for d in deployments.deployments]
     if fmt == "json":
         print(
             json.dumps(
-                [
-                    {
-                        "spark": r.spark,
-                        "deployments": {name: round(gb, 2) for name, gb in r.parts},
-                        "total_gb": round(r.total_gb, 2),
-                        "usable_gb": r.usable_gb,
-                        "over": r.over,
-                    }
-                    for r in rows
-                ],
+                {
+                    "memory": [
+                        {
+                            "spark": r.spark,
+                            "deployments": {name: round(gb, 2) for name, gb in r.parts},
+                            "total_gb": round(r.total_gb, 2),
+                            "usable_gb": r.usable_gb,
+                            "over": r.over,
+                        }
+                        for r in rows
+                    ],
+                    "switch": {
+                        name: {
+                            "model_bytes": p.model_bytes,
+                            "peers": p.peers,
+                            "rails": p.rails,
+                            "phases": {e.name: e.seconds for e in p.phases},
+                            "ready_s": round(p.total_s, 1),
+                            "assumptions": list(p.assumptions),
+                        }
+                        for name, p in switches
+                    },
+                },
                 indent=2,
             )
         )
@@ -166,4 +193,12 @@ def run_inventory(inventory: str, hw: Hardware, fmt: str) -> int:
         print(format_table(rows))
         if over:
             print(f"\nover-committed: {', '.join(over)}")
+        for name, p in switches:
+            print()
+            print("\n".join(switch_lines(name, p)))
+        if switches:
+            print("\nswitch estimate assumptions (rates: the inventory's serving_rail_mbit_s,")
+            print("serving_download_mbit_s, serving_disk_mbyte_s):")
+            for line in switches[0][1].assumptions:
+                print(f"  - {line}")
     return ExitCode.FAILED if over else ExitCode.OK

@@ -67,6 +67,17 @@ def _fetch_port(value: Any) -> str | None:
     return None
 
 
+MBIT_S = forms.Form(
+    "a rate in Mbit/s: a whole number from 1 to 1600000 (100 Gbit/s is 100000)",
+    forms.integer_between(1, 1_600_000),
+    example="100000",
+)
+MBYTE_S = forms.Form(
+    "a rate in MB/s: a whole number from 1 to 200000",
+    forms.integer_between(1, 200_000),
+    example="3000",
+)
+
 FETCH_PORT = forms.Form(
     "the first of 1000 free TCP ports of the Spark's host network (at most 64536; the range "
     "outside K3s' NodePort range and the kubelet's and K3s' own ports)",
@@ -188,6 +199,21 @@ VARIABLES: tuple[Variable, ...] = (
         "serving_memguard_psi_full",
         forms.Form("a percentage from 1 to 100", forms.integer_between(1, 100), example="10"),
         "the memory guard also acts when memory PSI full avg10 reaches this percentage",
+    ),
+    Variable(
+        "serving_rail_mbit_s",
+        MBIT_S,
+        "what the weight copy reaches on one fabric rail (sparkrack plan -i's switch estimate)",
+    ),
+    Variable(
+        "serving_download_mbit_s",
+        MBIT_S,
+        "what the head Spark downloads from the Hub at (sparkrack plan -i's switch estimate)",
+    ),
+    Variable(
+        "serving_disk_mbyte_s",
+        MBYTE_S,
+        "what a Spark's disk reads and writes the weights at (sparkrack plan -i's switch estimate)",
     ),
     Variable(
         "serving_trusted_images",

@@ -45,6 +45,12 @@ class ServingContext:
     """Seconds the download + copy of one model may take."""
     memwait_timeout: int = contract.SERVING_DEFAULTS["serving_memwait_timeout"]
     """Seconds a rank waits for MemAvailable to cover its planned footprint."""
+    rail_mbit_s: int = contract.SERVING_DEFAULTS["serving_rail_mbit_s"]
+    """What the weight copy reaches on one fabric rail (the switch estimate)."""
+    download_mbit_s: int = contract.SERVING_DEFAULTS["serving_download_mbit_s"]
+    """What the head Spark downloads from the Hub at (the switch estimate)."""
+    disk_mbyte_s: int = contract.SERVING_DEFAULTS["serving_disk_mbyte_s"]
+    """What a Spark's disk reads and writes the weights at (the switch estimate)."""
     prepull: bool = contract.SERVING_DEFAULTS["serving_prepull"]
     """Render one image pre-pull Job per Spark, applied before a switch."""
     prepull_timeout: int = contract.SERVING_DEFAULTS["serving_prepull_timeout"]
@@ -165,6 +171,9 @@ def context_from_vars(
         fetch_port=int(v["serving_fetch_port"]),
         fetch_timeout=int(v["serving_fetch_timeout"]),
         memwait_timeout=int(v["serving_memwait_timeout"]),
+        rail_mbit_s=int(v["serving_rail_mbit_s"]),
+        download_mbit_s=int(v["serving_download_mbit_s"]),
+        disk_mbyte_s=int(v["serving_disk_mbyte_s"]),
         prepull=switch_on(v["serving_prepull"]),
         prepull_timeout=int(v["serving_prepull_timeout"]),
         rdma_access=rdma_access(v["serving_rdma_access"]),

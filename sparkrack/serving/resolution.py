@@ -43,6 +43,8 @@ class Resolution:
     """Unified memory one rank plans on its Spark (weights, KV, recurrent pool, runtime)."""
     need_bytes: int
     """Free disk the fetch step asks for: the checkpoint plus :data:`DISK_MARGIN`."""
+    weights_bytes: int = 0
+    """The checkpoint's size (``model_info.weights_gb``, else the capacity plan's weights)."""
 
     @property
     def name(self) -> str:
@@ -105,4 +107,5 @@ def resolve(profile: Profile, ctx: ServingContext, engine: Engine | None = None)
         labels=labels,
         footprint_gb=plan_profile(profile, len(nodes), engine=eng).used_per_gpu_gb,
         need_bytes=int(weights_gb * GB * (1 + DISK_MARGIN)),
+        weights_bytes=int(weights_gb * GB),
     )

@@ -29,8 +29,11 @@ from types import ModuleType
 
 import hubversions
 import pytest
+from copytimeline import copy_lines
 
 from sparkrack.inputs.inventory import load_inventory
+from sparkrack.planner.switch import Rates, copy_seconds, within
+from sparkrack.serving.scripts import fetch_base
 from sparkrack.serving.switch import plan as fetchplan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -312,6 +315,52 @@ def test_copy_2gb_snapshot_to_a_peer(pair: Pair) -> None:
     assert {p[2:] for p in shared.split()} <= set(recv)
     for text in (pushed.stdout, pushed.stderr, received):
         assert pair.password not in text
+
+
+ESTIMATE_TOLERANCE = 0.25
+"""How far the copy estimate may be from the measured copy (a fraction of the measurement)."""
+
+
+def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
+    """``sparkrack plan -i``'s copy figure for this size and rate against the copy the fetch step
+    measured (its phase record), the rate held by rsync --bwlimit to last about 10 s."""
+    kib_s = max(1_000, min(40_000, TOTAL // 1024 // 10))
+    receiver = start_receive(pair, "/estimate")
+    load = os.getloadavg()[0]
+    start = time.monotonic()
+    pushed = subprocess.run(
+        push_argv(pair, bwlimit=kib_s), capture_output=True, text=True, timeout=300, check=False
+    )
+    wall = time.monotonic() - start
+    received, _ = receiver.communicate(timeout=90)
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    assert receiver.returncode == 0, received
+    (copied,) = [r for r in fetch_base.read_phases(pushed.stdout) if r["phase"] == "copy"]
+    assert (copied["peer"], copied["rail"]) == (pair.peer_ip, 0)
+    assert int(str(copied["bytes"])) >= TOTAL
+    measured = float(str(copied["seconds"]))
+    # The lab's rates: the rail is the rsync limit; the disk (the containers' overlay, in the
+    # page cache) is no limit here; the peer hashes on this machine's cores.
+    rates = Rates(
+        rail_mbit_s=kib_s * 1024 * 8 / 1e6,
+        download_mbit_s=1,
+        disk_mbyte_s=100_000,
+        cores=os.cpu_count() or 1,
+    )
+    predicted = copy_seconds(TOTAL, 1, 1, rates)
+    print(
+        f"copy estimate vs measured: {TOTAL / 1e9:.3f} GB to 1 peer at --bwlimit={kib_s} KiB/s "
+        f"({rates.rail_mbit_s:.0f} Mbit/s): predicted {predicted:.1f} s, measured {measured:.1f} s "
+        f"(push wall {wall:.1f} s), load {load:.2f} -> {os.getloadavg()[0]:.2f}"
+    )
+    # The serve play's line for this copy, from the push's own records.
+    shown = copy_lines(pushed.stdout, pair.peer_ip, predicted)
+    print("\n".join(shown))
+    assert re.search(rf"copy rail 0 +{measured:.1f} s +{predicted:.1f} s  pod", shown[0])
+    assert within(predicted, measured, ESTIMATE_TOLERANCE), (predicted, measured)
+    # Negative control: the estimate at twice the rate is outside the tolerance.
+    wrong = Rates(rates.rail_mbit_s * 2, 1, 100_000, cores=rates.cores)
+    assert not within(copy_seconds(TOTAL, 1, 1, wrong), measured, ESTIMATE_TOLERANCE)
 
 
 def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:

@@ -78,6 +78,9 @@ OTHER: dict[str, Any] = {
     "serving_watchdog_image": "registry.example/watchdog:2",
     "serving_watchdog_evidence_dir": "/srv/evidence",
     "serving_watchdog_max_restarts": 0,
+    "serving_memguard_floor": "16G",
+    # A string, as Ansible passes it (an int here would be raised past 100 by the test).
+    "serving_memguard_psi_full": "30",
     "serving_prepull": False,
     "serving_gateway_clients": ["192.0.2.0/24"],
     "serving_rdma_access": "privileged",

@@ -6,6 +6,11 @@ ConfigMap. The completion marker is ``<cache>/.sparkrack/models--<org>--<name>@<
 a JSON file with repo, revision, commit, bytes, files and the sha256 of the manifest beside it
 (``….manifest.json``: per file its size and the Hub's hash); :func:`marker_relpath` and
 :func:`manifest_relpath` own the names, :func:`check_marker` what a valid marker is.
+
+Phase records: each step records the phases it ran (:func:`phase`: wall seconds, bytes, peer
+and rail of a copy) as ``sparkrack-phase {json}`` log lines and, with ``--phases FILE`` (the
+container's termination message file), in that file, where the serve play reads them through the
+API; :func:`read_phases` is the one parser of that format.
 """
 
 from __future__ import annotations
@@ -80,6 +85,91 @@ def redact(text: str) -> str:
 
 def gb(n: float) -> str:
     return f"{n / GB:.2f} GB"
+
+
+# --- phase records --------------------------------------------------------------------------
+
+PHASE_TAG = "sparkrack-phase"
+"""Opens every phase record line: ``sparkrack-phase {"phase": ..., "seconds": ..., ...}``."""
+PHASES = ("download", "verify", "copy", "wait-weights", "wait-memory")
+"""The phases the fetch step measures in a pod (the serve play's timeline reads them)."""
+PHASE_MESSAGE_MAX = 4096
+"""Kubernetes keeps at most this many bytes of a container's termination message."""
+_recorded: list[dict[str, object]] = []
+
+
+def phase(
+    name: str, seconds: float, nbytes: int | None = None, peer: str = "", rail: int | None = None
+) -> dict[str, object]:
+    """Record one phase this process ran (wall ``seconds``, ``nbytes`` moved or checked; the
+    ``peer`` and ``rail`` of a copy) and print it as a log line; :func:`write_phases` saves
+    every record of the process where the API shows it."""
+    if name not in PHASES:
+        raise ValueError(f"unknown phase {name!r}")
+    record: dict[str, object] = {"phase": name, "seconds": round(max(0.0, seconds), 3)}
+    if nbytes is not None:
+        record["bytes"] = int(nbytes)
+    if peer:
+        record["peer"] = peer
+    if rail is not None:
+        record["rail"] = int(rail)
+    _recorded.append(record)
+    print(f"{PHASE_TAG} {json.dumps(record, sort_keys=True)}", flush=True)
+    return record
+
+
+def recorded_phases() -> list[dict[str, object]]:
+    return list(_recorded)
+
+
+def write_phases(path: Path) -> None:
+    """Every record of this process into ``path`` (the container's termination message file),
+    one line each, whole lines only, at most :data:`PHASE_MESSAGE_MAX` bytes. A path that cannot
+    be written costs the records, never the step."""
+    text = ""
+    for record in _recorded:
+        line = f"{PHASE_TAG} {json.dumps(record, sort_keys=True)}\n"
+        if len(text) + len(line) > PHASE_MESSAGE_MAX:
+            break
+        text += line
+    try:
+        with path.open("a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        print(f"[fetch] phase records not written to {path}: {exc.strerror}", flush=True)
+
+
+def read_phases(text: str) -> list[dict[str, object]]:
+    """The well-formed phase records in ``text`` (a termination message or a log); anything
+    else is skipped: a pod's message is data, never trusted to have a shape."""
+    found: list[dict[str, object]] = []
+    for line in text.splitlines():
+        head, _, body = line.strip().partition(" ")
+        if head != PHASE_TAG:
+            continue
+        try:
+            data = json.loads(body)
+        except ValueError:
+            continue
+        if not isinstance(data, dict) or data.get("phase") not in PHASES:
+            continue
+        seconds, nbytes = data.get("seconds"), data.get("bytes", 0)
+        peer, rail = data.get("peer", ""), data.get("rail", 0)
+        if (
+            isinstance(seconds, (int, float))
+            and not isinstance(seconds, bool)
+            and 0 <= seconds < 1e7
+            and isinstance(nbytes, int)
+            and not isinstance(nbytes, bool)
+            and nbytes >= 0
+            and isinstance(peer, str)
+            and len(peer) <= 253
+            and isinstance(rail, int)
+            and not isinstance(rail, bool)
+            and 0 <= rail < 64
+        ):
+            found.append(data)
+    return found
 
 
 # --- names ----------------------------------------------------------------------------------
@@ -478,7 +568,9 @@ def poll(
 
 
 def wait(cache: Path, repo: str, revision: str, timeout: float, interval: float) -> None:
+    start = time.monotonic()
     say("wait", poll("wait", lambda: check_marker(cache, repo, revision), timeout, interval))
+    phase("wait-weights", time.monotonic() - start)
 
 
 @contextmanager
@@ -521,4 +613,6 @@ def memwait(need_gb: float, meminfo: Path, timeout: float, interval: float) -> N
         verb = ">=" if have >= need_gb * GB else "<"
         return have >= need_gb * GB, f"MemAvailable {have / GB:.1f} GB {verb} need {need_gb:g} GB"
 
+    start = time.monotonic()
     say("memwait", poll("memwait", check, timeout, interval))
+    phase("wait-memory", time.monotonic() - start)

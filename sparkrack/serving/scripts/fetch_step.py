@@ -132,6 +132,7 @@ def download(
     ok, why = common.check_marker(cache, repo, revision)
     if ok:
         common.say("download", f"cached: {why} - no download")
+        common.phase("download", 0.0, 0)
         return
     if common.read_marker(common.marker_path(cache, repo, revision)) is not None:
         common.say("download", f"{why}: checking and completing the download")
@@ -141,6 +142,7 @@ def download(
         ok, why = common.check_marker(cache, repo, revision)
         if ok:  # a co-located deployment downloaded it while this one waited
             common.say("download", f"cached: {why} - downloaded by another deployment meanwhile")
+            common.phase("download", time.monotonic() - start, 0)
             return
         _download_locked(repo, revision, cache, need, start + timeout, interval)
 
@@ -165,10 +167,14 @@ def _download_locked(
     except ImportError as exc:
         raise common.StepError(f"huggingface_hub is not importable in this image ({exc})") from None
     bad: dict[str, str] = {}
+    fetched, fetch_s, checked_all, verify_s = 0, 0.0, 0, 0.0
     for round_ in range(1, FETCH_ROUNDS + 1):
+        began = time.monotonic()
         _snapshot_download(
             snapshot_download, repo, commit, cache, max(missing, 1), deadline, interval
         )
+        fetch_s += time.monotonic() - began
+        fetched += missing
         if revision != commit:  # what hub writes when asked by name: an offline load by it works
             common.write_atomic(
                 cache / common.repo_folder(repo) / "refs" / revision, commit.encode()
@@ -180,6 +186,7 @@ def _download_locked(
         seconds = time.monotonic() - began
         names = only if only is not None else set(files)
         checked = sum(int(str(files[n]["size"])) for n in names if n in files)
+        checked_all, verify_s = checked_all + checked, verify_s + seconds
         common.say(
             "download",
             f"verify (round {round_}): {len(names)} files, {common.gb(checked)} checked against "
@@ -191,6 +198,8 @@ def _download_locked(
             common.say("download", f"bad: {name}: {problem}; fetching it again")
         forget(cache, snap, set(bad))
         missing = sum(int(str(files[n]["size"])) for n in bad if n in files)
+    common.phase("download", fetch_s, fetched)
+    common.phase("verify", verify_s, checked_all)
     if bad:
         raise common.StepError(
             f"{len(bad)} files still wrong after {FETCH_ROUNDS} downloads: "
@@ -266,6 +275,20 @@ def mark(repo: str, revision: str, cache: Path, manifest_file: Path) -> None:
     )
 
 
+def copy_phases(results: Sequence[copy.PushResult]) -> None:
+    """One ``copy`` record per peer and rail from the push's results: from a result's
+    ``per_rail`` where the push measured each rail, else the peer's whole copy as rail 0."""
+    for result in results:
+        if result.per_rail:
+            for rail, carried in sorted(result.per_rail.items()):
+                common.phase(
+                    "copy", carried.seconds, carried.sent_bytes, peer=result.host, rail=rail
+                )
+        else:
+            sent = result.stats.get("Total bytes sent", result.stats.get("Literal data", 0))
+            common.phase("copy", result.seconds, sent, peer=result.host, rail=0)
+
+
 # --- command line ---------------------------------------------------------------------------
 
 
@@ -295,6 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="step", required=True)
 
     def bounded(p: argparse.ArgumentParser, step: str) -> None:
+        p.add_argument(
+            "--phases",
+            type=Path,
+            help="append this step's phase records here (the container's termination message)",
+        )
         p.add_argument(
             "--timeout",
             type=_positive_float,
@@ -396,7 +424,7 @@ def run(args: argparse.Namespace) -> None:
         )
     elif step == "push":
         rails = [[h.strip() for h in to.split(",") if h.strip()] for to in args.to]
-        copy.push(
+        results = copy.push(
             args.cache,
             common.check_repo(args.repo),
             common.check_revision(args.revision),
@@ -407,6 +435,7 @@ def run(args: argparse.Namespace) -> None:
             args.timeout,
             args.interval,
         )
+        copy_phases(results)
     elif step == "mark":
         mark(
             common.check_repo(args.repo),
@@ -442,6 +471,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"[fetch {args.step}] FAILED: interrupted", file=sys.stderr, flush=True)
         return common.EXIT_FAILED
+    finally:
+        if args.phases is not None:
+            common.write_phases(args.phases)
     return common.EXIT_OK
 
 

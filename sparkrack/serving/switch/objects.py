@@ -51,7 +51,7 @@ from sparkrack.serving.objects.pod import (
     tmp_volume,
 )
 from sparkrack.serving.resolution import Resolution
-from sparkrack.serving.switch.plan import fetch_plan, script_files
+from sparkrack.serving.switch.plan import estimate, fetch_plan, script_files
 
 RECEIVER_SECURITY: dict[str, Any] = {
     # Root for chroot and for giving the transfer uid the model's folder (the cache is a
@@ -217,6 +217,11 @@ def switch_objects(res: Resolution) -> Switch:
         "copy_rails": plan.copy_rails,
         "fetch_port": plan.port,
         "fetch_secret": secret,
+        # The switch estimate, printed beside the measured timeline (seconds, None: not
+        # predicted; how it was reckoned, from which rates).
+        "predicted": [
+            {"phase": p.name, "seconds": p.seconds, "how": p.how} for p in estimate(res).phases
+        ],
     }
     return Switch(init, docs, facts)
 

@@ -17,6 +17,7 @@ from typing import Final
 
 from sparkrack import contract
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
+from sparkrack.planner.switch import Rates, SwitchPrediction, predict
 from sparkrack.serving import scripts
 from sparkrack.serving.resolution import Resolution
 from sparkrack.serving.scripts import fetch_base
@@ -69,8 +70,11 @@ def _base(step: str) -> list[str]:
     return [PYTHON, str(SCRIPT_PATH), step]
 
 
-def _timing(timeout_s: float | None, interval_s: float | None) -> list[str]:
-    out = []
+def _timing(
+    timeout_s: float | None, interval_s: float | None, phases: str | None = None
+) -> list[str]:
+    """``--timeout``/``--interval``, and ``--phases`` where the step's phase records go."""
+    out = [] if phases is None else ["--phases", phases]
     if timeout_s is not None:
         out += ["--timeout", f"{timeout_s:g}"]
     if interval_s is not None:
@@ -85,6 +89,7 @@ def download_argv(
     need_bytes: int,
     timeout_s: float | None = None,
     interval_s: float | None = None,
+    phases: str | None = None,
 ) -> list[str]:
     return [
         *_base("download"),
@@ -92,7 +97,7 @@ def download_argv(
         "--revision", revision,
         "--cache", cache_dir,
         "--need-bytes", str(need_bytes),
-        *_timing(timeout_s, interval_s),
+        *_timing(timeout_s, interval_s, phases),
     ]  # fmt: skip
 
 
@@ -169,6 +174,7 @@ def push_argv(
     timeout_s: float | None = None,
     interval_s: float | None = None,
     other_rails: Sequence[Sequence[str]] = (),
+    phases: str | None = None,
 ) -> list[str]:
     """``push`` to ``hosts`` (the peers' first-rail addresses) and, one stream per rail per peer,
     to the same peers' addresses on every rail of ``other_rails`` (same peer order)."""
@@ -188,7 +194,7 @@ def push_argv(
     ]  # fmt: skip
     if bwlimit_kib is not None:
         argv += ["--bwlimit", str(bwlimit_kib)]
-    return argv + _timing(timeout_s, interval_s)
+    return argv + _timing(timeout_s, interval_s, phases)
 
 
 def wait_argv(
@@ -197,13 +203,14 @@ def wait_argv(
     revision: str,
     timeout_s: float | None = None,
     interval_s: float | None = None,
+    phases: str | None = None,
 ) -> list[str]:
     return [
         *_base("wait"),
         "--cache", cache_dir,
         "--repo", repo,
         "--revision", revision,
-        *_timing(timeout_s, interval_s),
+        *_timing(timeout_s, interval_s, phases),
     ]  # fmt: skip
 
 
@@ -212,12 +219,31 @@ def memwait_argv(
     timeout_s: float | None = None,
     interval_s: float | None = None,
     meminfo: str | None = None,
+    phases: str | None = None,
 ) -> list[str]:
     """``memwait``: ``need_gb`` is the rank's planned footprint (``sparkrack plan``)."""
     argv = [*_base("memwait"), "--need-gb", f"{need_gb:g}"]
     if meminfo is not None:
         argv += ["--meminfo", meminfo]
-    return argv + _timing(timeout_s, interval_s)
+    return argv + _timing(timeout_s, interval_s, phases)
+
+
+def push_rails(res: Resolution) -> int:
+    """The rails the push of one deployment copies over, one stream per rail per peer: every
+    rail the head and all its peers have (none without a peer; the switch estimate divides the
+    copy by this)."""
+    if len(res.nodes) < 2:
+        return 0
+    return min(len(rail_addresses(res.ctx.plan, n)) for n in res.nodes)
+
+
+def estimate(res: Resolution) -> SwitchPrediction:
+    """The switch estimate of one deployment: its checkpoint, its peers and the push's rails, at
+    the inventory's rates (``serving_rail_mbit_s``, ``serving_download_mbit_s``,
+    ``serving_disk_mbyte_s``)."""
+    ctx = res.ctx
+    rates = Rates(ctx.rail_mbit_s, ctx.download_mbit_s, ctx.disk_mbyte_s)
+    return predict(res.weights_bytes, len(res.nodes) - 1, max(1, push_rails(res)), rates)
 
 
 def pf_address(plan: FabricPlan, node: NodePlan) -> str:
@@ -270,15 +296,18 @@ def fetch_plan(res: Resolution) -> FetchPlan:
     others = res.nodes[1:]
     peers = [rail_addresses(ctx.plan, n) for n in others]
     head = rail_addresses(ctx.plan, res.nodes[0])
-    rails = min([len(head), *(len(p) for p in peers)])
+    rails = push_rails(res)
     copy_rails = [[p[r] for p in peers] for r in range(rails)] if peers else []
     copy_to = copy_rails[0] if peers else []
     port = ctx.deployment_fetch_port or deployment_port(ctx.fetch_port, res.name)
     timeout = ctx.fetch_timeout
     secrets = f"{contract.FETCH_SECRET_MOUNT}/{SECRETS_KEY}"
+    phases = contract.PHASE_FILE
     return FetchPlan(
         revision=revision,
-        download=download_argv(profile.model, revision, cache, res.need_bytes, timeout_s=timeout),
+        download=download_argv(
+            profile.model, revision, cache, res.need_bytes, timeout_s=timeout, phases=phases
+        ),
         push=push_argv(
             cache,
             profile.model,
@@ -288,6 +317,7 @@ def fetch_plan(res: Resolution) -> FetchPlan:
             port=port,
             timeout_s=timeout,
             other_rails=copy_rails[1:],
+            phases=phases,
         )
         if others
         else None,
@@ -308,8 +338,8 @@ def fetch_plan(res: Resolution) -> FetchPlan:
             )
             for node, addresses in zip(others, peers, strict=True)
         ],
-        wait=wait_argv(cache, profile.model, revision, timeout_s=timeout),
-        memwait=memwait_argv(res.memwait_gb, timeout_s=ctx.memwait_timeout),
+        wait=wait_argv(cache, profile.model, revision, timeout_s=timeout, phases=phases),
+        memwait=memwait_argv(res.memwait_gb, timeout_s=ctx.memwait_timeout, phases=phases),
         copy_to=copy_to,
         copy_rails=copy_rails,
         port=port,

@@ -51,8 +51,16 @@ def test_download_writes_manifest_and_marker_and_loads_offline(
     assert fetch_base.check_marker(tmp_path, REPO, "main")[0]
     loaded = offline_sums(tmp_path, version)
     assert loaded["version"] == version and loaded["sums"] == sha_of(repo)
+    # The phase records: the download and the verification, each with the bytes it moved.
+    total = sum(int(str(e["size"])) for e in repo.manifest_files().values())
+    records = fetch_base.read_phases(done.stdout)
+    assert [(r["phase"], r["bytes"]) for r in records] == [("download", total), ("verify", total)]
+    assert all(isinstance(r["seconds"], float) for r in records)
     again = download(tmp_path, version, url)
     assert again.returncode == 0 and "no download" in again.stdout
+    assert [(r["phase"], r["bytes"]) for r in fetch_base.read_phases(again.stdout)] == [
+        ("download", 0)
+    ]
     for text in (done.stdout, done.stderr):
         assert "hf_never_printed" not in text
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -27,6 +28,7 @@ from typing import Any
 import fakehub
 import hubversions
 import pytest
+from copytimeline import copy_lines
 from hubcache import COMMIT, REPO, download, make_repo, offline_sums, sha_of, share_blobs
 
 from sparkrack.serving.scripts import fetch_base, fetch_rsync, fetch_step
@@ -142,6 +144,10 @@ def test_shared_blob_snapshot_copied_verified_and_loadable(
     assert peer.proc.returncode == 0, received
     assert "round 1: every file verified" in received
     assert "verified by the peer" in pushed.stdout and "1 round(s)" in pushed.stdout
+    # The push's phase record: one copy to the one peer on rail 0, every byte of the snapshot.
+    (copied,) = fetch_base.read_phases(pushed.stdout)
+    assert (copied["phase"], copied["peer"], copied["rail"]) == ("copy", "127.0.0.1", 0)
+    assert int(str(copied["bytes"])) >= sum(len(d) for d in repo.files.values())
     # The shared store went along (marker, <xx>/<hash>), the repo's blobs are links into it.
     store = peer.cache / "blobs"
     assert (store / ".huggingface-shared-blobs").read_text() == "1\n"
@@ -243,6 +249,80 @@ def test_split_by_rail_is_balanced_and_deterministic(tmp_path: Path) -> None:
     assert sorted(p for part in parts for p in part.model) == sorted(listing.model)
     assert sorted(p for part in parts for p in part.shared) == sorted(listing.shared)
     assert fetch_rsync.split_by_rail(listing, folder, store, 1) == [listing]
+
+
+# --- the copy estimate ------------------------------------------------------------------------
+
+ESTIMATE_TOLERANCE = 0.25
+"""How far the copy estimate may be from the measured copy (a fraction of the measurement)."""
+
+
+def sized_snapshot(cache: Path, sizes: tuple[int, ...]) -> int:
+    """A marked snapshot of REPO@main of random files of ``sizes`` bytes; returns their total."""
+    import hashlib
+
+    commit = "c" * 40
+    base = cache / FOLDER
+    snap = base / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (base / "blobs").mkdir()
+    (base / "refs").mkdir()
+    (base / "refs" / "main").write_text(commit)
+    files: dict[str, dict[str, object]] = {}
+    for i, size in enumerate(sizes):
+        data = os.urandom(size)
+        digest = hashlib.sha256(data).hexdigest()
+        (base / "blobs" / digest).write_bytes(data)
+        name = f"model-{i:05d}.safetensors"
+        (snap / name).symlink_to(f"../../blobs/{digest}")
+        files[name] = {"size": size, "sha256": digest}
+    manifest = cache / "manifest.json"
+    manifest.write_bytes(fetch_base.manifest_bytes(REPO, "main", commit, files))
+    fetch_step.mark(REPO, "main", cache, manifest)
+    return sum(sizes)
+
+
+def test_the_copy_estimate_matches_a_rate_limited_copy(tmp_path: Path) -> None:
+    """``sparkrack plan -i``'s copy figure against the copy the push records, rsync held to
+    a known rate (--bwlimit); the lab-container version is tests/serving/test_fetch_copy.py."""
+    from sparkrack.planner.switch import Rates, copy_seconds, within
+
+    total = sized_snapshot(tmp_path / "head", (24_000_000, 8_000_000))
+    kib_s = 4_000  # 32 MB at 4.1 MB/s: about 8 s
+    peer = start_receive(tmp_path, tmp_path / "peer")
+    pw = tmp_path / "password"
+    pw.write_text(PASSWORD + "\n")
+    argv = fetchplan.push_argv(
+        str(tmp_path / "head"), REPO, "main", ["127.0.0.1"], str(pw), port=peer.port,
+        bwlimit_kib=kib_s, timeout_s=120, interval_s=5,
+    )  # fmt: skip
+    load = os.getloadavg()[0]
+    pushed = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv[2:]],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    received = peer.output()
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    assert peer.proc.returncode == 0, received
+    (copied,) = fetch_base.read_phases(pushed.stdout)
+    measured = float(str(copied["seconds"]))
+    assert int(str(copied["bytes"])) >= total
+    rates = Rates(kib_s * 1024 * 8 / 1e6, 1, 100_000, cores=os.cpu_count() or 1)
+    predicted = copy_seconds(total, 1, 1, rates)
+    print(
+        f"copy estimate vs measured on loopback: {total / 1e6:.0f} MB at --bwlimit={kib_s} KiB/s "
+        f"({rates.rail_mbit_s:.1f} Mbit/s): predicted {predicted:.2f} s, measured {measured:.2f} s "
+        f"({100 * (predicted - measured) / measured:+.0f} %), load {load:.2f}"
+    )
+    shown = copy_lines(pushed.stdout, "127.0.0.1", predicted)
+    print("\n".join(shown))
+    assert re.search(
+        rf"copy rail 0 +{measured:.1f} s +{predicted:.1f} s  pod +127\.0\.0\.1", shown[0]
+    )
+    assert within(predicted, measured, ESTIMATE_TOLERANCE), (predicted, measured)
+    # Negative control: the estimate at twice the rate is outside the tolerance.
+    wrong = Rates(rates.rail_mbit_s * 2, 1, 100_000, cores=rates.cores)
+    assert not within(copy_seconds(total, 1, 1, wrong), measured, ESTIMATE_TOLERANCE)
 
 
 # --- attacks ---------------------------------------------------------------------------------

@@ -174,6 +174,60 @@ def test_memwait_passes_fails_and_follows_the_file(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "no MemAvailable line" in last_line(bad)
 
 
+def test_memwait_writes_its_phase_record_to_the_termination_file(tmp_path: Path) -> None:
+    info = _meminfo(tmp_path / "meminfo", 100_000_000)
+    message = tmp_path / "termination-log"
+    ok = run_step(*fetchplan.memwait_argv(90, 5, meminfo=str(info), phases=str(message))[2:])
+    assert ok.returncode == 0, ok.stderr
+    records = fetch_base.read_phases(message.read_text())
+    assert [r["phase"] for r in records] == ["wait-memory"]
+    assert records == fetch_base.read_phases(ok.stdout)  # the same record as a log line
+    # A failed wait records nothing it did not finish; the file stays as it was.
+    short = run_step(*fetchplan.memwait_argv(110, 1, 0.5, str(info), phases=str(message))[2:])
+    assert short.returncode == fetch_base.EXIT_TIMEOUT
+    assert fetch_base.read_phases(message.read_text()) == records
+    # An unwritable file costs the record, not the step.
+    blocked = run_step(*fetchplan.memwait_argv(90, 5, meminfo=str(info), phases="/proc/nope")[2:])
+    assert blocked.returncode == 0 and "phase records not written to /proc/nope" in blocked.stdout
+
+
+def test_read_phases_keeps_well_formed_records_only() -> None:
+    good = 'sparkrack-phase {"phase": "copy", "seconds": 2.5, "bytes": 10, "peer": "h", "rail": 1}'
+    text = "\n".join(
+        [
+            good,
+            "noise",
+            'sparkrack-phase {"phase": "rm -rf", "seconds": 1}',
+            'sparkrack-phase {"phase": "copy", "seconds": -1}',
+            'sparkrack-phase {"phase": "copy", "seconds": 1, "bytes": "10"}',
+            'sparkrack-phase {"phase": "copy", "seconds": true}',
+            "sparkrack-phase [1, 2]",
+            "sparkrack-phase {",
+        ]
+    )
+    assert fetch_base.read_phases(text) == [
+        {"phase": "copy", "seconds": 2.5, "bytes": 10, "peer": "h", "rail": 1}
+    ]
+    assert fetch_base.read_phases(text.replace("sparkrack-phase", "other")) == []
+
+
+def test_copy_records_one_per_peer_and_rail(capsys: pytest.CaptureFixture[str]) -> None:
+    whole = fetch_step.copy.PushResult("10.0.0.3", seconds=4.0, stats={"Total bytes sent": 900})
+    rail = fetch_step.copy.RailCopy
+    split = fetch_step.copy.PushResult(
+        "10.0.0.4",
+        seconds=5.0,
+        per_rail={1: rail(sent_bytes=400, seconds=4.5), 0: rail(sent_bytes=500, seconds=5.0)},
+    )
+    fetch_step.copy_phases([whole, split])
+    records = fetch_base.read_phases(capsys.readouterr().out)
+    assert [(r["peer"], r["rail"], r["bytes"], r["seconds"]) for r in records] == [
+        ("10.0.0.3", 0, 900, 4.0),
+        ("10.0.0.4", 0, 500, 5.0),
+        ("10.0.0.4", 1, 400, 4.5),
+    ]
+
+
 def test_download_refuses_short_disk_before_writing(tmp_path: Path) -> None:
     cache = tmp_path / "hf"
     need = 10**18  # more than any disk here: the real statvfs of tmp_path refuses
@@ -262,7 +316,7 @@ def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
             "/c", 5, "/s", REPO, REV, ["10.0.0.1", "10.0.1.1"], 9000, ["10.0.0.3", "10.0.1.3"]
         ),
         "wait": fetchplan.wait_argv("/c", REPO, REV, 60, 2),
-        "memwait": fetchplan.memwait_argv(61.5, 60, 2, "/proc/meminfo"),
+        "memwait": fetchplan.memwait_argv(61.5, 60, 2, "/proc/meminfo", phases="/m"),
     }
     for step, argv in built.items():
         assert argv[:3] == ["python3", "/opt/sparkrack/switch/fetch_step.py", step.split("-")[0]]
@@ -271,6 +325,7 @@ def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
     # One --to per rail, the peers in the same order.
     assert parser.parse_args(built["push"][2:]).to == ["10.0.0.3,10.0.0.4", "10.0.1.3,10.0.1.4"]
     assert parser.parse_args(built["memwait"][2:]).need_gb == 61.5
+    assert parser.parse_args(built["memwait"][2:]).phases == Path("/m")
     receive = parser.parse_args(built["receive"][2:])
     assert (receive.address, receive.repo, receive.port) == (["10.0.0.3"], REPO, 9000)
     assert receive.allow == "10.0.0.1"

@@ -1,0 +1,148 @@
+"""How long a model switch takes, phase by phase, from the model's size and the inventory's rates.
+
+A switch runs: pre-pull (the images), download (the head Spark fetches the checkpoint from the
+Hub), verify (every byte against the Hub's hashes), copy (the head pushes the checkpoint to each
+other Spark, one stream per peer and rail; each peer verifies what arrived before the push ends),
+wait-memory (a rank waits until the old model freed its memory), engine load (the weights read
+from disk) and ready. :func:`predict` is the one model of those times; the serve play prints the
+measured timeline beside it (:mod:`sparkrack.serving.switch.timeline`) and
+``tests/serving/test_fetch_copy.py`` checks its copy figure against a rate-limited copy between
+lab containers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MB = 1_000_000
+VERIFY_MBYTE_S_PER_CORE = 1_000
+"""sha256 per core with SHA extensions (measured 1.7 GB per CPU-second in lab/bench_verify.py;
+1 GB/s per core is the figure the verification is held to)."""
+SPARK_CORES = 20
+"""A GB10's CPU cores (10 Cortex-X925 + 10 Cortex-A725): the verification hashes in parallel."""
+ROUND_OVERHEAD_S = 2.0
+"""Fixed cost of one push round to a peer: four rsync connections (snapshot, shared blobs,
+manifest, round) and the wait for the peer's verdict (polled every 0.5 s)."""
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The rates a switch moves bytes at: the inventory's ``serving_rail_mbit_s``,
+    ``serving_download_mbit_s``, ``serving_disk_mbyte_s``, and the CPU's hashing."""
+
+    rail_mbit_s: float
+    download_mbit_s: float
+    disk_mbyte_s: float
+    cores: int = SPARK_CORES
+    verify_mbyte_s_per_core: float = VERIFY_MBYTE_S_PER_CORE
+
+    @property
+    def verify_mbyte_s(self) -> float:
+        """Hashing is bound by the CPU's cores or by the disk, whichever is slower."""
+        return min(self.disk_mbyte_s, self.cores * self.verify_mbyte_s_per_core)
+
+
+@dataclass(frozen=True)
+class PhaseEstimate:
+    name: str
+    seconds: float | None
+    """None: not predicted (``how`` says why)."""
+    how: str
+
+
+@dataclass(frozen=True)
+class SwitchPrediction:
+    model_bytes: int
+    peers: int
+    rails: int
+    phases: tuple[PhaseEstimate, ...]
+    assumptions: tuple[str, ...] = field(default=())
+
+    @property
+    def total_s(self) -> float:
+        return sum(p.seconds for p in self.phases if p.seconds is not None)
+
+    def seconds(self, name: str) -> float | None:
+        return next((p.seconds for p in self.phases if p.name == name), None)
+
+
+def copy_seconds(model_bytes: int, peers: int, rails: int, rates: Rates) -> float:
+    """Wall seconds of the copy to ``peers`` Sparks over ``rails`` rails, the peers' verification
+    included: the head's rails carry ``peers`` copies at once (its links are the bottleneck), no
+    faster than a peer's disk writes one copy; then each peer hashes its copy (in parallel)."""
+    if peers == 0:
+        return 0.0
+    wire = peers * model_bytes * 8 / (rails * rates.rail_mbit_s * MB)
+    disk = model_bytes / (rates.disk_mbyte_s * MB)
+    check = model_bytes / (rates.verify_mbyte_s * MB)
+    return max(wire, disk) + check + ROUND_OVERHEAD_S
+
+
+def predict(model_bytes: int, peers: int, rails: int, rates: Rates) -> SwitchPrediction:
+    """Each phase of a switch to a model of ``model_bytes`` on ``1 + peers`` Sparks, the copy
+    over ``rails`` rails per peer, nothing of it in any cache yet."""
+    if model_bytes <= 0 or peers < 0 or rails < 1:
+        raise ValueError(f"predict: {model_bytes} bytes, {peers} peers, {rails} rails")
+    size_mb = model_bytes / MB
+    download = max(
+        model_bytes * 8 / (rates.download_mbit_s * MB), model_bytes / (rates.disk_mbyte_s * MB)
+    )
+    verify = size_mb / rates.verify_mbyte_s
+    copy = copy_seconds(model_bytes, peers, rails, rates)
+    load = size_mb / (1 + peers) / rates.disk_mbyte_s
+    phases = (
+        PhaseEstimate("pre-pull", None, "not predicted: sparkrack does not know an image's size"),
+        PhaseEstimate(
+            "download",
+            download,
+            f"{size_mb / 1000:.1f} GB at {rates.download_mbit_s:g} Mbit/s "
+            f"(no faster than the disk's {rates.disk_mbyte_s:g} MB/s)",
+        ),
+        PhaseEstimate(
+            "verify", verify, f"sha256 at {rates.verify_mbyte_s:g} MB/s (CPU cores or disk)"
+        ),
+        *(
+            (
+                PhaseEstimate(
+                    f"copy rail {rail}",
+                    copy,
+                    f"{peers} peer(s) x {size_mb / rails / 1000:.1f} GB over rail {rail} at "
+                    f"{rates.rail_mbit_s:g} Mbit/s, verified on the peers, "
+                    f"+{ROUND_OVERHEAD_S:g} s per round",
+                )
+                for rail in range(rails)
+            )
+            if peers
+            else (PhaseEstimate("copy", 0.0, "one Spark: no copy"),)
+        ),
+        PhaseEstimate("wait-memory", 0.0, "0: the Sparks' memory is free when the switch starts"),
+        PhaseEstimate(
+            "engine load",
+            load,
+            f"each rank reads its share ({size_mb / (1 + peers) / 1000:.1f} GB) at "
+            f"{rates.disk_mbyte_s:g} MB/s; graph capture and warm-up not included",
+        ),
+    )
+    assumptions = (
+        "nothing of the model is cached on any Spark (a cached model downloads and copies nothing)",
+        "the rails of the head carry every peer's copy at once: the head's links are the limit",
+        f"sha256 at {rates.verify_mbyte_s_per_core:g} MB/s per core on {rates.cores} cores",
+        "the copies of the rails run in parallel: one copy phase per rail, the same time each",
+        "ready = the sum of the predicted phases (pre-pull not included)",
+    )
+    return SwitchPrediction(model_bytes, peers, rails, phases, assumptions)
+
+
+def within(predicted_s: float, measured_s: float, tolerance: float) -> bool:
+    """The prediction is within ``tolerance`` (a fraction) of the measurement."""
+    return abs(predicted_s - measured_s) <= tolerance * measured_s
+
+
+def table(prediction: SwitchPrediction) -> list[str]:
+    """The prediction as lines: one per phase with its seconds and how it was reckoned."""
+    lines = [f"{'phase':<12} {'predicted':>10}  how"]
+    for p in prediction.phases:
+        shown = "-" if p.seconds is None else f"{p.seconds:.1f} s"
+        lines.append(f"{p.name:<12} {shown:>10}  {p.how}")
+    lines.append(f"{'ready':<12} {prediction.total_s:>8.1f} s  the sum of the phases above")
+    return lines

@@ -1,0 +1,96 @@
+"""The switch estimate (sparkrack.planner.switch) and ``sparkrack plan -i``'s switch table.
+
+The estimate against a measured, rate-limited copy between lab containers is
+tests/serving/test_fetch_copy.py::test_the_copy_estimate_matches_a_rate_limited_copy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparkrack.cli import main
+from sparkrack.planner.switch import ROUND_OVERHEAD_S, Rates, predict, table, within
+
+ROOT = Path(__file__).resolve().parents[2]
+GB = 10**9
+
+
+def test_each_phase_follows_its_rate() -> None:
+    rates = Rates(rail_mbit_s=100_000, download_mbit_s=1_000, disk_mbyte_s=3_000)
+    p = predict(100 * GB, peers=3, rails=1, rates=rates)
+    # 100 GB at 1 Gbit/s; hashing bound by the disk (3 GB/s < 20 cores x 1 GB/s).
+    assert p.seconds("download") == pytest.approx(800.0)
+    assert p.seconds("verify") == pytest.approx(100 / 3)
+    # Three copies share the head's rail (24 s on the wire), but a peer's disk writes one copy
+    # in 33.3 s: the disk is the limit; then each peer hashes its copy (33.3 s).
+    assert p.seconds("copy rail 0") == pytest.approx(100 / 3 + 100 / 3 + ROUND_OVERHEAD_S)
+    assert p.seconds("engine load") == pytest.approx(25 / 3)
+    assert p.seconds("pre-pull") is None
+    assert p.total_s == pytest.approx(sum(e.seconds or 0 for e in p.phases))
+    slow = Rates(rail_mbit_s=10_000, download_mbit_s=1_000, disk_mbyte_s=3_000)
+    one = predict(100 * GB, 3, 1, slow).seconds("copy rail 0")
+    two = predict(100 * GB, 3, 2, slow)
+    # On a slow rail the wire is the limit: two rails halve it, one phase per rail.
+    assert one == pytest.approx(240 + 100 / 3 + ROUND_OVERHEAD_S)
+    assert two.seconds("copy rail 1") == pytest.approx(120 + 100 / 3 + ROUND_OVERHEAD_S)
+    assert [e.name for e in two.phases if e.name.startswith("copy")] == [
+        "copy rail 0",
+        "copy rail 1",
+    ]
+    alone = predict(100 * GB, 0, 1, rates)
+    assert alone.seconds("copy") == 0.0 and "no copy" in table(alone)[4]
+    with pytest.raises(ValueError):
+        predict(0, 1, 1, rates)
+
+
+def test_within_accepts_close_figures_only() -> None:
+    assert within(10.0, 9.0, 0.2) and within(10.0, 11.0, 0.2)
+    assert not within(5.0, 9.0, 0.2)  # negative control: a prediction off by half fails
+
+
+def _inventory(tmp_path: Path, **extra: object) -> str:
+    inv = tmp_path / "inv"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "hosts.yml").write_text((ROOT / "inventories/example/hosts.yml").read_text())
+    base = yaml.safe_load((ROOT / "inventories/example/group_vars/all.yml").read_text())
+    base.update(extra)
+    (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(base))
+    return str(inv)
+
+
+def test_plan_inventory_prints_the_switch_estimate_at_the_inventorys_rates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "-i", _inventory(tmp_path / "a"), "--format", "json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    (name, sw), *_ = default["switch"].items()
+    assert sw["peers"] >= 1 and sw["rails"] == 1
+    assert sw["phases"]["pre-pull"] is None and sw["ready_s"] > 0
+    assert any("cached" in a for a in sw["assumptions"])
+    slow = _inventory(tmp_path / "b", serving_rail_mbit_s=1_000, serving_download_mbit_s=100)
+    assert main(["plan", "-i", slow, "--format", "json"]) == 0
+    slower = json.loads(capsys.readouterr().out)["switch"][name]
+    assert slower["phases"]["download"] == pytest.approx(10 * sw["phases"]["download"])
+    assert slower["phases"]["copy rail 0"] > sw["phases"]["copy rail 0"]
+    assert main(["plan", "-i", slow]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"switch to {name}: \d+\.\d GB to \d Spark\(s\), 1 rail\(s\) per peer", out)
+    assert re.search(r"copy rail 0 +\d+\.\d s +\d peer\(s\) x .* at 1000 Mbit/s", out)
+    assert "switch estimate assumptions" in out
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("serving_rail_mbit_s", 0), ("serving_download_mbit_s", "fast"), ("serving_disk_mbyte_s", -1)],
+)
+def test_a_bad_rate_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, value: object
+) -> None:
+    assert main(["plan", "-i", _inventory(tmp_path, **{key: value})]) != 0
+    captured = capsys.readouterr()
+    assert key in captured.out + captured.err
