@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from kubernetes import client
 
-from sparkrack.contract import contract_fact
+from sparkrack.contract import (
+    COMPONENT_SERVING,
+    LABEL_COMPONENT,
+    LABEL_DEPLOYMENT,
+    PART_OF,
+    contract_fact,
+)
 
 if TYPE_CHECKING:
     from conftest import Playbook
@@ -59,6 +65,14 @@ def secret_tasks() -> list[dict[str, Any]]:
     return found
 
 
+SECRET_LABELS = {
+    **PART_OF,
+    LABEL_COMPONENT: COMPONENT_SERVING,
+    LABEL_DEPLOYMENT: "d1",
+}
+"""A deployment's Secret labels as the render gives them (its name, no profile)."""
+
+
 def play(tasks: list[dict[str, Any]], namespace: str, kube_api: Any) -> dict[str, Any]:
     return {
         "name": "The serve role's Secret tasks",
@@ -80,6 +94,7 @@ def play(tasks: list[dict[str, Any]], namespace: str, kube_api: Any) -> dict[str
                 "deployments": [
                     {
                         "name": "d1",
+                        "secret_labels": SECRET_LABELS,
                         "key_secret": DEPLOYMENT_KEYS,
                         "fetch_secret": DEPLOYMENT_RSYNC,
                         "fetch_job": "sparkrack-d1-fetch",
@@ -88,7 +103,12 @@ def play(tasks: list[dict[str, Any]], namespace: str, kube_api: Any) -> dict[str
                 ],
             },
             "serving_keys_found": {
-                "results": [{"item": {"key_secret": DEPLOYMENT_KEYS}, "resources": []}]
+                "results": [
+                    {
+                        "item": {"key_secret": DEPLOYMENT_KEYS, "secret_labels": SECRET_LABELS},
+                        "resources": [],
+                    }
+                ]
             },
         },
         "tasks": tasks,
