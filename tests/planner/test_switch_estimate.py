@@ -14,7 +14,14 @@ import pytest
 import yaml
 
 from sparkrack.cli import main
-from sparkrack.planner.switch import ROUND_OVERHEAD_S, Rates, predict, table, within
+from sparkrack.planner.switch import (
+    RAIL_OVERHEAD_S,
+    VERDICT_OVERHEAD_S,
+    Rates,
+    predict,
+    table,
+    within,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 GB = 10**9
@@ -27,8 +34,9 @@ def test_each_phase_follows_its_rate() -> None:
     assert p.seconds("download") == pytest.approx(800.0)
     assert p.seconds("verify") == pytest.approx(100 / 3)
     # Three copies share the head's rail (24 s on the wire), but a peer's disk writes one copy
-    # in 33.3 s: the disk is the limit; then each peer hashes its copy (33.3 s).
-    assert p.seconds("copy rail 0") == pytest.approx(100 / 3 + 100 / 3 + ROUND_OVERHEAD_S)
+    # in 33.3 s: the disk is the limit; then each peer hashes its copy (33.3 s) and answers.
+    assert p.seconds("copy rail 0") == pytest.approx(100 / 3 + RAIL_OVERHEAD_S)
+    assert p.seconds("peer-verify") == pytest.approx(100 / 3 + VERDICT_OVERHEAD_S)
     assert p.seconds("engine load") == pytest.approx(25 / 3)
     assert p.seconds("pre-pull") is None
     assert p.total_s == pytest.approx(sum(e.seconds or 0 for e in p.phases))  # one rail
@@ -36,8 +44,9 @@ def test_each_phase_follows_its_rate() -> None:
     one = predict(100 * GB, 3, 1, slow).seconds("copy rail 0")
     two = predict(100 * GB, 3, 2, slow)
     # On a slow rail the wire is the limit: two rails halve it, one phase per rail.
-    assert one == pytest.approx(240 + 100 / 3 + ROUND_OVERHEAD_S)
-    assert two.seconds("copy rail 1") == pytest.approx(120 + 100 / 3 + ROUND_OVERHEAD_S)
+    assert one == pytest.approx(240 + RAIL_OVERHEAD_S)
+    assert two.seconds("copy rail 1") == pytest.approx(120 + RAIL_OVERHEAD_S)
+    assert two.seconds("peer-verify") == p.seconds("peer-verify")  # hashing is per peer, not rail
     assert [e.name for e in two.phases if e.name.startswith("copy")] == [
         "copy rail 0",
         "copy rail 1",
@@ -48,6 +57,7 @@ def test_each_phase_follows_its_rate() -> None:
     )
     alone = predict(100 * GB, 0, 1, rates)
     assert alone.seconds("copy") == 0.0 and "no copy" in table(alone)[4]
+    assert alone.seconds("peer-verify") is None
     with pytest.raises(ValueError):
         predict(0, 1, 1, rates)
 
@@ -55,6 +65,8 @@ def test_each_phase_follows_its_rate() -> None:
 def test_within_accepts_close_figures_only() -> None:
     assert within(10.0, 9.0, 0.2) and within(10.0, 11.0, 0.2)
     assert not within(5.0, 9.0, 0.2)  # negative control: a prediction off by half fails
+    assert within(1.0, 1.4, 0.25, slack_s=0.5) and not within(1.0, 1.4, 0.25)
+    assert not within(1.0, 2.0, 0.25, slack_s=0.5)  # the slack is seconds, not a free pass
 
 
 def _inventory(tmp_path: Path, **extra: object) -> str:

@@ -152,12 +152,21 @@ def test_two_colocated_deployments_of_one_model_switch_together(fabric: fetchlab
             ["docker", "exec", PEER, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True,
         )  # fmt: skip
-    for name, port in ports.items():  # both daemons listen on both rails before anyone pushes
-        deadline = time.monotonic() + 20
-        while fetchlab.sh(PEER, f"grep -c ':{port:04X} ' /proc/net/tcp").stdout.strip() != "2":
-            assert receivers[name].poll() is None, receivers[name].communicate()[0]
-            assert time.monotonic() < deadline, f"{name}'s receiver does not listen on {port}"
-            time.sleep(0.2)
+
+    # One receiver takes the model's lock on spark2 and listens on both rails; the other waits
+    # for the lock (its pusher's connection is refused and retried) so that two pushes never
+    # write one model's folder at once.
+    def listening(port: int) -> bool:
+        return fetchlab.sh(PEER, f"grep -c ':{port:04X} ' /proc/net/tcp").stdout.strip() == "2"
+
+    deadline = time.monotonic() + 20
+    while not any(listening(port) for port in ports.values()):
+        for proc in receivers.values():
+            assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, "no receiver listens on spark2"
+        time.sleep(0.2)
+    time.sleep(1)
+    assert sum(listening(port) for port in ports.values()) == 1
 
     results: dict[str, list[subprocess.CompletedProcess[str]]] = {n: [] for n in NAMES}
 
@@ -205,6 +214,13 @@ def test_two_colocated_deployments_of_one_model_switch_together(fabric: fetchlab
         assert f"port {ports[name]}" in push.stdout
         rails = json.loads(push.stdout.split("copy per rail json: ", 1)[1].splitlines()[0])
         assert set(rails["rails"]) == {"0", "1"}
+    waited = [n for n in NAMES if "is held (another deployment fetches" in received[n]]
+    assert len(waited) == 1, "exactly one receiver waited for the other's copy"
+    late = results[waited[0]][1].stdout
+    assert "retrying (resumes)" in late
+    # The later push found every file in place: nothing sent twice.
+    rails = json.loads(late.split("copy per rail json: ", 1)[1].splitlines()[0])["rails"]
+    assert all(rail["literal_bytes"] == 0 for rail in rails.values()), rails
     # One download: the other deployment found the lock's result (or the marker) and fetched
     # nothing; the Hub served every file once.
     outs = [results[n][0].stdout for n in NAMES]

@@ -32,7 +32,7 @@ import pytest
 from copytimeline import copy_lines
 
 from sparkrack.inputs.inventory import load_inventory
-from sparkrack.planner.switch import Rates, copy_seconds, within
+from sparkrack.planner.switch import Rates, copy_seconds, peer_verify_seconds, within
 from sparkrack.serving.scripts import fetch_base
 from sparkrack.serving.switch import plan as fetchplan
 
@@ -319,6 +319,8 @@ def test_copy_2gb_snapshot_to_a_peer(pair: Pair) -> None:
 
 ESTIMATE_TOLERANCE = 0.25
 """How far the copy estimate may be from the measured copy (a fraction of the measurement)."""
+VERIFY_SLACK_S = 0.5
+"""peer-verify lasts about a second here: half a second of slack for process starts."""
 
 
 def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
@@ -335,7 +337,11 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
     received, _ = receiver.communicate(timeout=90)
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
     assert receiver.returncode == 0, received
-    (copied,) = [r for r in fetch_base.read_phases(pushed.stdout) if r["phase"] == "copy"]
+    records = fetch_base.read_phases(pushed.stdout)
+    (copied,) = [r for r in records if r["phase"] == "copy"]
+    (checked,) = [r for r in records if r["phase"] == "peer-verify"]
+    assert checked["peer"] == pair.peer_ip
+    verified = float(str(checked["seconds"]))
     assert (copied["peer"], copied["rail"]) == (pair.peer_ip, 0)
     assert int(str(copied["bytes"])) >= TOTAL
     measured = float(str(copied["seconds"]))
@@ -348,9 +354,11 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
         cores=os.cpu_count() or 1,
     )
     predicted = copy_seconds(TOTAL, 1, 1, rates)
+    answer = peer_verify_seconds(TOTAL, 1, rates)
     print(
         f"copy estimate vs measured: {TOTAL / 1e9:.3f} GB to 1 peer at --bwlimit={kib_s} KiB/s "
-        f"({rates.rail_mbit_s:.0f} Mbit/s): predicted {predicted:.1f} s, measured {measured:.1f} s "
+        f"({rates.rail_mbit_s:.0f} Mbit/s): copy predicted {predicted:.1f} s, measured "
+        f"{measured:.1f} s; peer-verify predicted {answer:.2f} s, measured {verified:.2f} s "
         f"(push wall {wall:.1f} s), load {load:.2f} -> {os.getloadavg()[0]:.2f}"
     )
     # The serve play's line for this copy, from the push's own records.
@@ -358,6 +366,7 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
     print("\n".join(shown))
     assert re.search(rf"copy rail 0 +{measured:.1f} s +{predicted:.1f} s  pod", shown[0])
     assert within(predicted, measured, ESTIMATE_TOLERANCE), (predicted, measured)
+    assert within(answer, verified, ESTIMATE_TOLERANCE, VERIFY_SLACK_S), (answer, verified)
     # Negative control: the estimate at twice the rate is outside the tolerance.
     wrong = Rates(rates.rail_mbit_s * 2, 1, 100_000, cores=rates.cores)
     assert not within(copy_seconds(TOTAL, 1, 1, wrong), measured, ESTIMATE_TOLERANCE)

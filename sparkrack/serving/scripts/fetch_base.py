@@ -91,7 +91,7 @@ def gb(n: float) -> str:
 
 PHASE_TAG = "sparkrack-phase"
 """Opens every phase record line: ``sparkrack-phase {"phase": ..., "seconds": ..., ...}``."""
-PHASES = ("download", "verify", "copy", "wait-weights", "wait-memory")
+PHASES = ("download", "verify", "copy", "peer-verify", "wait-weights", "wait-memory")
 """The phases the fetch step measures in a pod (the serve play's timeline reads them)."""
 PHASE_MESSAGE_MAX = 4096
 """Kubernetes keeps at most this many bytes of a container's termination message."""

@@ -225,49 +225,54 @@ def receive(
     common.say("receive", f"{common.gb(have)} of {repo} already here")
     missing = max(0, need - have)
     common.check_space(cache, missing, "receive", common.space_margin(need))
-    base = cache / common.repo_folder(repo)
-    store = cache / common.SHARED_STORE
-    for folder in (base, store):
-        folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="sparkrack-rsyncd-") as tmp:
-        meta, status = Path(tmp, "meta"), Path(tmp, "status")
-        meta.mkdir()
-        status.mkdir()
-        os.chmod(tmp, 0o755)  # the chrooted transfers must reach meta/ and status/
-        _own([base, store, meta], TRANSFER_UID)
-        secrets = Path(tmp, "rsyncd.secrets")
-        fd = os.open(secrets, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write("\n".join(lines) + "\n")
-        modules = {MODULE_MODEL: base, MODULE_SHARED: store, MODULE_META: meta}
-        daemons: list[subprocess.Popen[bytes]] = []
-        logs: list[Path] = []
-        start = time.monotonic()
-        try:
-            # One daemon per rail address (rsync binds one address, or all); they share the
-            # modules, each writes its own log.
-            for rail, address in enumerate(addresses or [None]):
-                log = Path(tmp, f"rsyncd-{rail}.log")
-                conf = Path(tmp, f"rsyncd-{rail}.conf")
-                conf.write_text(
-                    rsyncd_config(modules, status, secrets, log, allow, TRANSFER_UID),
-                    encoding="utf-8",
-                )
-                cmd = ["rsync", "--daemon", "--no-detach", f"--config={conf}", f"--port={port}"]
-                if address:
-                    cmd.append(f"--address={address}")
-                common.say(
-                    "receive",
-                    f"rsync daemon on {address or '*'}:{port} for {', '.join(allow)} only: "
-                    f"modules {MODULE_MODEL} -> {base}, {MODULE_SHARED} -> {store}",
-                )
-                daemons.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL))
-                logs.append(log)
-            _serve(cache, repo, revision, daemons, meta, status, logs, start, timeout, interval)
-        finally:
-            for daemon in daemons:
-                _stop(daemon)
-    common.say("receive", f"done after {time.monotonic() - start:.0f} s; daemons stopped")
+    began = time.monotonic()
+    # Co-located deployments of one model push it to this Spark at once: the second receiver
+    # waits here (its pusher retries the refused connection), then finds most of it present.
+    with common.node_lock(cache, repo, revision, timeout, interval, "receive"):
+        left = max(1.0, timeout - (time.monotonic() - began))
+        base = cache / common.repo_folder(repo)
+        store = cache / common.SHARED_STORE
+        for folder in (base, store):
+            folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="sparkrack-rsyncd-") as tmp:
+            meta, status = Path(tmp, "meta"), Path(tmp, "status")
+            meta.mkdir()
+            status.mkdir()
+            os.chmod(tmp, 0o755)  # the chrooted transfers must reach meta/ and status/
+            _own([base, store, meta], TRANSFER_UID)
+            secrets = Path(tmp, "rsyncd.secrets")
+            fd = os.open(secrets, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write("\n".join(lines) + "\n")
+            modules = {MODULE_MODEL: base, MODULE_SHARED: store, MODULE_META: meta}
+            daemons: list[subprocess.Popen[bytes]] = []
+            logs: list[Path] = []
+            start = time.monotonic()
+            try:
+                # One daemon per rail address (rsync binds one address, or all); they share the
+                # modules, each writes its own log.
+                for rail, address in enumerate(addresses or [None]):
+                    log = Path(tmp, f"rsyncd-{rail}.log")
+                    conf = Path(tmp, f"rsyncd-{rail}.conf")
+                    conf.write_text(
+                        rsyncd_config(modules, status, secrets, log, allow, TRANSFER_UID),
+                        encoding="utf-8",
+                    )
+                    cmd = ["rsync", "--daemon", "--no-detach", f"--config={conf}", f"--port={port}"]
+                    if address:
+                        cmd.append(f"--address={address}")
+                    common.say(
+                        "receive",
+                        f"rsync daemon on {address or '*'}:{port} for {', '.join(allow)} only: "
+                        f"modules {MODULE_MODEL} -> {base}, {MODULE_SHARED} -> {store}",
+                    )
+                    daemons.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL))
+                    logs.append(log)
+                _serve(cache, repo, revision, daemons, meta, status, logs, start, left, interval)
+            finally:
+                for daemon in daemons:
+                    _stop(daemon)
+        common.say("receive", f"done after {time.monotonic() - start:.0f} s; daemons stopped")
 
 
 class _LogTail:

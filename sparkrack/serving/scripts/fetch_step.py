@@ -276,14 +276,17 @@ def mark(repo: str, revision: str, cache: Path, manifest_file: Path) -> None:
 
 
 def copy_phases(results: Sequence[copy.PushResult]) -> None:
-    """One ``copy`` record per peer and rail from the push's results: from a result's
-    ``per_rail`` where the push measured each rail, else the peer's whole copy as rail 0."""
+    """Per peer, one ``copy`` record per rail (from a result's ``per_rail`` where the push
+    measured each rail, else the peer's whole push as rail 0), then one ``peer-verify`` record:
+    the rest of the push, from the end of its longest stream to the peer's verdict."""
     for result in results:
         if result.per_rail:
             for rail, carried in sorted(result.per_rail.items()):
                 common.phase(
                     "copy", carried.seconds, carried.sent_bytes, peer=result.host, rail=rail
                 )
+            streams = max(carried.seconds for carried in result.per_rail.values())
+            common.phase("peer-verify", max(0.0, result.seconds - streams), peer=result.host)
         else:
             sent = result.stats.get("Total bytes sent", result.stats.get("Literal data", 0))
             common.phase("copy", result.seconds, sent, peer=result.host, rail=0)

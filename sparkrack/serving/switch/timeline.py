@@ -6,9 +6,10 @@ Sources, each named in the table:
   Job (``status.startTime`` -> ``completionTime``), each rank's engine load (its container's
   ``startedAt`` -> the pod's ``Ready`` condition);
 * **pod** - the phases the fetch step measured inside its containers (download, verify, copy per
-  peer and rail, wait-weights, wait-memory): its phase records in the containers' termination
-  messages (:func:`sparkrack.serving.scripts.fetch_base.read_phases`). A container that left no
-  record (a KWOK pod runs no container) shows ``not measured``, never a number;
+  peer and rail, peer-verify per peer, wait-weights, wait-memory): its phase records in the
+  containers' termination messages (:func:`sparkrack.serving.scripts.fetch_base.read_phases`).
+  A container that left no record (a KWOK pod runs no container) shows ``not measured``, never a
+  number;
 * **play** - ``ready``: from the moment the play started the switch to the last rank Ready.
 
 The predicted column is the switch estimate the render carries (``predicted``,
@@ -135,18 +136,20 @@ def rows(
         out.append(_from_records(phase, "head", got, predicted.get(phase)))
     peers = [str(p) for p in deployment.get("copy_to") or []]
     if peers:
-        copies = [r for r in _records(head, "push") if r["phase"] == "copy"]
-        if not copies:
-            out.append(
-                Row(
-                    "copy",
-                    ", ".join(peers),
-                    None,
-                    "pod",
-                    note=f"{NOT_MEASURED}: the push left no phase record",
-                    predicted=predicted.get("copy rail 0"),
+        push = _records(head, "push")
+        for phase, estimate in (("copy", "copy rail 0"), ("peer-verify", "peer-verify")):
+            if not any(r["phase"] == phase for r in push):
+                out.append(
+                    Row(
+                        phase,
+                        ", ".join(peers),
+                        None,
+                        "pod",
+                        note=f"{NOT_MEASURED}: the push left no phase record",
+                        predicted=predicted.get(estimate),
+                    )
                 )
-            )
+        copies = [r for r in push if r["phase"] == "copy"]
         for r in sorted(copies, key=lambda r: (int(str(r.get("rail", 0))), str(r.get("peer")))):
             rail = int(str(r.get("rail", 0)))
             out.append(
@@ -157,6 +160,17 @@ def rows(
                     "pod",
                     int(str(r.get("bytes", 0))),
                     predicted=predicted.get(f"copy rail {rail}"),
+                )
+            )
+        checks = [r for r in push if r["phase"] == "peer-verify"]
+        for r in sorted(checks, key=lambda r: str(r.get("peer"))):
+            out.append(
+                Row(
+                    "peer-verify",
+                    str(r.get("peer", "")),
+                    float(str(r["seconds"])),
+                    "pod",
+                    predicted=predicted.get("peer-verify"),
                 )
             )
     ranks = [p for p in pods if _name(p) in set(deployment.get("pods") or [])]

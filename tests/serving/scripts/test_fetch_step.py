@@ -216,16 +216,20 @@ def test_copy_records_one_per_peer_and_rail(capsys: pytest.CaptureFixture[str]) 
     rail = fetch_step.copy.RailCopy
     split = fetch_step.copy.PushResult(
         "10.0.0.4",
-        seconds=5.0,
+        seconds=6.25,
         per_rail={1: rail(sent_bytes=400, seconds=4.5), 0: rail(sent_bytes=500, seconds=5.0)},
     )
     fetch_step.copy_phases([whole, split])
     records = fetch_base.read_phases(capsys.readouterr().out)
-    assert [(r["peer"], r["rail"], r["bytes"], r["seconds"]) for r in records] == [
+    copies = [r for r in records if r["phase"] == "copy"]
+    assert [(r["peer"], r["rail"], r["bytes"], r["seconds"]) for r in copies] == [
         ("10.0.0.3", 0, 900, 4.0),
         ("10.0.0.4", 0, 500, 5.0),
         ("10.0.0.4", 1, 400, 4.5),
     ]
+    # The peer's verification: from the end of its longest stream (5.0 s) to its verdict.
+    checks = [r for r in records if r["phase"] == "peer-verify"]
+    assert [(r["peer"], r["seconds"], "bytes" in r) for r in checks] == [("10.0.0.4", 1.25, False)]
 
 
 def test_download_refuses_short_disk_before_writing(tmp_path: Path) -> None:

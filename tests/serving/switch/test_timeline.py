@@ -29,6 +29,7 @@ DEPLOYMENT = {
         {"phase": "download", "seconds": 500.0, "how": "-"},
         {"phase": "verify", "seconds": 20.0, "how": "-"},
         {"phase": "copy rail 0", "seconds": 45.0, "how": "-"},
+        {"phase": "peer-verify", "seconds": 22.0, "how": "-"},
         {"phase": "wait-memory", "seconds": 0.0, "how": "-"},
         {"phase": "engine load", "seconds": 10.0, "how": "-"},
     ],
@@ -89,7 +90,9 @@ def measured_pods(memwait: str | None = None) -> list[dict[str, Any]]:
     download = record("download", 480.5, bytes=62_000_000_000) + record(
         "verify", 21.25, bytes=62_000_000_000
     )
-    push = record("copy", 40.0, bytes=62_100_000_000, peer="10.10.0.2", rail=0)
+    push = record("copy", 40.0, bytes=62_100_000_000, peer="10.10.0.2", rail=0) + record(
+        "peer-verify", 23.5, peer="10.10.0.2"
+    )
     return [
         fetch_pod(download, push),
         rank_pod(
@@ -113,7 +116,7 @@ def test_the_timeline_reads_the_api_and_the_pods_records() -> None:
         for r in rows(DEPLOYMENT, JOBS, measured_pods(), ["sparkrack-prepull-spark1"], STARTED)
     }
     assert list(got) == [
-        "pre-pull", "fetch Job", "download", "verify", "copy rail 0",
+        "pre-pull", "fetch Job", "download", "verify", "copy rail 0", "peer-verify",
         "wait-weights", "wait-memory", "engine load", "ready",
     ]  # fmt: skip
     assert (got["pre-pull"].seconds, got["pre-pull"].source) == (60.0, "API")
@@ -123,10 +126,12 @@ def test_the_timeline_reads_the_api_and_the_pods_records() -> None:
     assert got["verify"].seconds == 21.25
     copy = got["copy rail 0"]
     assert (copy.where, copy.seconds, copy.predicted) == ("10.10.0.2", 40.0, 45.0)
+    checked = got["peer-verify"]
+    assert (checked.where, checked.seconds, checked.predicted) == ("10.10.0.2", 23.5, 22.0)
     assert got["wait-memory"].seconds == 3.5 and "r0-0" in got["wait-memory"].where
     assert got["engine load"].seconds == 120.0  # the slower rank: 02:10:10 -> 02:12:10
     assert got["ready"].seconds == 730.0  # the play's start -> the last rank Ready
-    assert got["ready"].predicted == 575.0  # the sum of the predicted phases
+    assert got["ready"].predicted == 597.0  # the sum of the predicted phases
     lines = FILTERS["sparkrack_switch_timeline"](
         [DEPLOYMENT], JOBS, measured_pods(), ["sparkrack-prepull-spark1"], STARTED
     )
@@ -144,7 +149,7 @@ def test_kwok_pods_leave_no_record_and_the_timeline_says_not_measured() -> None:
         rank_pod("sparkrack-gemma-r1-0", None, "2026-11-24T02:10:10Z", "2026-11-24T02:10:11Z"),
     ]
     got = {r.phase: r for r in rows(DEPLOYMENT, JOBS, pods, [], STARTED)}
-    for phase in ("download", "verify", "copy", "wait-weights", "wait-memory"):
+    for phase in ("download", "verify", "copy", "peer-verify", "wait-weights", "wait-memory"):
         assert got[phase].seconds is None and got[phase].note.startswith(NOT_MEASURED), phase
         assert got[phase].nbytes is None
     assert got["pre-pull"].note == "off (serving_prepull: false)"
@@ -152,7 +157,7 @@ def test_kwok_pods_leave_no_record_and_the_timeline_says_not_measured() -> None:
     text = "\n".join(FILTERS["sparkrack_switch_timeline"]([DEPLOYMENT], JOBS, pods, [], STARTED))
     for line in text.splitlines()[2:]:
         phase = line.split()[0]
-        if phase in ("download", "verify", "copy", "wait-weights", "wait-memory"):
+        if phase in ("download", "verify", "copy", "peer-verify", "wait-weights", "wait-memory"):
             assert f" {NOT_MEASURED} " in line and " GB" not in line, line
 
 
