@@ -343,11 +343,14 @@ def serving_stale(
     return stale_serving(rendered, by_kind, applied_first or [])
 
 
-def watchdog_stale(live: list[Mapping[str, Any]], deployments: list[str]) -> list[Any]:
-    """``{{ found.results | sparkrack_stale_watchdogs(names) }}`` with ``found`` a k8s_info loop
-    over the watchdog's kinds: the watchdogs of deployments that left the list."""
+def watchdog_stale(
+    live: list[Mapping[str, Any]], deployments: list[str], guard: bool = False
+) -> list[Any]:
+    """``{{ found.results | sparkrack_stale_watchdogs(keep, guard) }}`` with ``found`` a k8s_info
+    loop over the watchdog's kinds: the watchdogs of deployments not in ``keep`` and, unless
+    ``guard``, the memory guard's objects."""
     by_kind = {str(r["item"]): list(r.get("resources") or []) for r in live}
-    return stale_watchdogs(by_kind, deployments)
+    return stale_watchdogs(by_kind, deployments, bool(guard))
 
 
 def fetch_secret_data(password: str) -> dict[str, str]:

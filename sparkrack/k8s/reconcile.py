@@ -27,8 +27,16 @@ from sparkrack import contract
 WORKLOADS = ("StatefulSet", "Deployment", "DaemonSet", "Job")
 DRY_RUN_SUFFIX = "-dry-run"
 PRUNE_ORDER = contract.SERVING_PRUNE_KINDS
-WATCHDOG_KINDS = ("Deployment", "NetworkPolicy", "RoleBinding", "Role", "ServiceAccount")
-"""Kinds of a deployment's watchdog, in removal order (the pod first, its rights last)."""
+WATCHDOG_KINDS = (
+    "DaemonSet",
+    "Deployment",
+    "NetworkPolicy",
+    "RoleBinding",
+    "Role",
+    "ServiceAccount",
+)
+"""Kinds of the watchdogs and the memory guard, in removal order (the pods first, their rights
+last)."""
 _MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -200,11 +208,20 @@ def stale_serving(
 
 
 def stale_watchdogs(
-    live: Mapping[str, Iterable[Mapping[str, Any]]], deployments: Iterable[str]
+    live: Mapping[str, Iterable[Mapping[str, Any]]], deployments: Iterable[str], guard: bool
 ) -> list[dict[str, str]]:
-    """Live watchdog objects (``live``: kind -> objects) of deployments no longer rendered, in
-    :data:`WATCHDOG_KINDS` order. A kept deployment's watchdog is updated in place."""
+    """Live watchdog and memory-guard objects (``live``: kind -> objects) to remove, in
+    :data:`WATCHDOG_KINDS` order: the watchdogs of deployments not in ``deployments`` (those
+    that keep a watchdog: none when the watchdogs are off), and the memory guard's unless
+    ``guard``. A kept one is updated in place."""
     kept = set(deployments)
+
+    def stale(obj: Mapping[str, Any]) -> bool:
+        labels = _meta(obj).get("labels") or {}
+        if labels.get(contract.LABEL_COMPONENT) == contract.COMPONENT_MEMGUARD:
+            return not guard
+        return labels.get(contract.LABEL_DEPLOYMENT) not in kept
+
     return [
         {
             "kind": kind,
@@ -213,5 +230,5 @@ def stale_watchdogs(
         }
         for kind in WATCHDOG_KINDS
         for obj in live.get(kind, [])
-        if (_meta(obj).get("labels") or {}).get(contract.LABEL_DEPLOYMENT) not in kept
+        if stale(obj)
     ]

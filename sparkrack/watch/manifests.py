@@ -245,7 +245,7 @@ def policy(deployment: str, namespace: str, head: dict[str, str], api_port: int)
 
 # --- the memory guard: one pod per Spark --------------------------------------------------------
 
-MEMGUARD: Final = "memguard"
+MEMGUARD: Final = contract.COMPONENT_MEMGUARD
 MEMGUARD_NAME: Final = f"{contract.OBJECT_PREFIX}-{MEMGUARD}"
 """The guard's DaemonSet, ServiceAccount, Role and RoleBinding."""
 HOST_PROC: Final = "/host/proc"

@@ -246,6 +246,27 @@ def test_stale_watchdogs_are_those_of_deployments_that_left_the_list() -> None:
     assert FILTERS["sparkrack_stale_watchdogs"](found, ["a", "b"]) == []
 
 
+def test_watchdogs_off_remove_every_watchdog_and_the_memory_guard() -> None:
+    def obj(kind: str, name: str, component: str, deployment: str = "") -> dict[str, Any]:
+        labels = {"sparkrack.io/component": component}
+        if deployment:
+            labels["sparkrack.io/deployment"] = deployment
+        return {"kind": kind, "metadata": {"name": name, "namespace": "n", "labels": labels}}
+
+    found = [
+        {"item": "DaemonSet", "resources": [obj("DaemonSet", "g", "memguard")]},
+        {"item": "Deployment", "resources": [obj("Deployment", "a-w", "watchdog", "a")]},
+        {"item": "Role", "resources": [obj("Role", "g", "memguard")]},
+    ]  # fmt: skip
+    on = FILTERS["sparkrack_stale_watchdogs"](found, ["a"], True)
+    assert on == []  # negative control: with the watchdogs on, everything stays
+    assert FILTERS["sparkrack_stale_watchdogs"](found, [], False) == [
+        {"kind": "DaemonSet", "namespace": "n", "name": "g"},
+        {"kind": "Deployment", "namespace": "n", "name": "a-w"},
+        {"kind": "Role", "namespace": "n", "name": "g"},
+    ]
+
+
 def test_a_dry_run_pod_runs_as_default_while_its_account_is_applied_in_the_same_run() -> None:
     sa = {"kind": "ServiceAccount", "metadata": {"name": "w", "namespace": "n"}}
     dep = {"kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import LAB_INVENTORY, ROOT, admin, host_of, kube
+from conftest import LAB_INVENTORY, ROOT, admin, host_of, kube, recap_changed, run_play
 from kubernetes import client
 
 from sparkrack import contract
@@ -286,3 +286,37 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
         cluster.annotate(TARGET, {STATE: None, contract.WATCHDOG_VERDICT_ANNOTATION: None,
                                   contract.WATCHDOG_RESTARTS_ANNOTATION: None})  # fmt: skip
         wait("ranks Ready again", lambda: cluster.view(TARGET).ranks_ready() == (ranks, ranks))
+
+
+def _guarding(rendered: dict[str, Any]) -> dict[str, list[str]]:
+    """The live watchdog and memory-guard objects by kind, found by the render's own selector."""
+    apps, rbac = client.AppsV1Api(kube()), client.RbacAuthorizationV1Api(kube())
+    core, net = client.CoreV1Api(kube()), client.NetworkingV1Api(kube())
+    selector = rendered["watchdog"]["selector"]
+    listed = {
+        "DaemonSet": apps.list_namespaced_daemon_set(NS, label_selector=selector),
+        "Deployment": apps.list_namespaced_deployment(NS, label_selector=selector),
+        "NetworkPolicy": net.list_namespaced_network_policy(NS, label_selector=selector),
+        "RoleBinding": rbac.list_namespaced_role_binding(NS, label_selector=selector),
+        "Role": rbac.list_namespaced_role(NS, label_selector=selector),
+        "ServiceAccount": core.list_namespaced_service_account(NS, label_selector=selector),
+    }
+    assert set(listed) == set(rendered["watchdog"]["kinds"])
+    return {kind: sorted(o.metadata.name for o in found.items) for kind, found in listed.items()}
+
+
+def test_emptying_the_watchdog_image_removes_every_watchdog_and_the_guard(
+    rendered: dict[str, Any],
+) -> None:
+    """``serving_watchdog_image: ""`` turns the watchdogs and the memory guard off: the serve
+    play removes them all; the next play with the image puts them back (the lab's state)."""
+    before = _guarding(rendered)
+    # Negative control: converge left a guard on the Sparks and a watchdog per deployment.
+    assert before["DaemonSet"] and len(before["Deployment"]) == len(rendered["names"])
+    off = run_play("playbooks/serve.yml", "-e", '{"serving_watchdog_image": ""}')
+    assert off.returncode == 0, off.stdout[-3000:] + off.stderr[-2000:]
+    assert _guarding(rendered) == {kind: [] for kind in before}
+    on = run_play("playbooks/serve.yml")
+    assert on.returncode == 0, on.stdout[-3000:] + on.stderr[-2000:]
+    assert _guarding(rendered) == before
+    assert recap_changed(on.stdout)["localhost"] > 0

@@ -161,12 +161,16 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
         "manifests": docs,
         "contract": contract.contract_fact(),
         # Objects of deployments that left the list: removed by label, never from a kept list.
-        # The watchdogs: their kinds (removal order) and label, the evidence directory the play
-        # gives the pod's user on the control-plane node.
+        # The watchdogs and the memory guard: their kinds (removal order) and labels, the
+        # deployments that keep a watchdog, whether the guard stays, the evidence directory the
+        # play gives the pod's user on the control-plane node.
         "watchdog": {
             "enabled": ctx.watchdog is not None,
             "kinds": list(WATCHDOG_KINDS),
-            "selector": f"{contract.LABEL_COMPONENT}={contract.COMPONENT_WATCHDOG}",
+            "selector": f"{contract.LABEL_COMPONENT} in "
+            f"({contract.COMPONENT_WATCHDOG},{contract.COMPONENT_MEMGUARD})",
+            "keep": listed if ctx.watchdog is not None else [],
+            "guard": ctx.memguard is not None,
             "evidence_dir": ctx.watchdog.evidence_dir if ctx.watchdog else "",
             "owner": contract.SERVING_UID,
         },
