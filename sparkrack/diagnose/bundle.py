@@ -13,8 +13,8 @@ A bundle is a directory ``<root>/<deployment>-<UTC time>/``::
     events.json        the Kubernetes events of the deployment's pods (a JSON list)
 
 Every log file is cut to its last :data:`MAX_LOG_BYTES` bytes, and a root keeps the newest
-:data:`KEEP` bundles (older ones are deleted when a new one is written), so evidence on a node's
-disk is bounded. Nothing secret is written: the verdict carries no key, pod logs are the
+:data:`KEEP` bundles of each deployment (older ones are deleted when a new one is written; the
+watchdogs of several deployments share one root), so evidence on a node's disk is bounded. Nothing secret is written: the verdict carries no key, pod logs are the
 engine's own output.
 
 ``diagnose`` also reads a directory that is not a bundle (no ``bundle.json``): every ``*.log`` and
@@ -94,7 +94,7 @@ def write(
     now: float | None = None,
 ) -> Path:
     """Write one bundle under ``root`` (logs by pod name, rank 0 first); keep the newest ``keep``
-    bundles of ``root``. Returns the bundle's directory."""
+    bundles of this deployment in ``root``. Returns the bundle's directory."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
     base = f"{safe_name(identity.name)}-{stamp}"
     bundle = root / base
@@ -126,7 +126,7 @@ def write(
     tmp = bundle / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     tmp.rename(bundle / MANIFEST)  # a bundle is complete once its manifest exists
-    rotate(root, keep)
+    rotate(root, keep, identity.name)
     return bundle
 
 
@@ -138,9 +138,21 @@ def bundles(root: Path) -> list[Path]:
     return sorted(found, key=lambda p: ((p / MANIFEST).stat().st_mtime, p.name))
 
 
-def rotate(root: Path, keep: int) -> None:
-    for old in bundles(root)[: max(0, len(bundles(root)) - keep)]:
+def rotate(root: Path, keep: int, deployment: str) -> None:
+    """Delete all but the newest ``keep`` bundles of ``deployment`` (the name in their manifest:
+    one deployment's stalls never push out another's evidence)."""
+    own = [b for b in bundles(root) if _deployment_of(b) == deployment]
+    for old in own[: max(0, len(own) - keep)]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _deployment_of(path: Path) -> str | None:
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        name = manifest["deployment"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def _refuse(path: Path, key: str, what: str, fix: str) -> SparkrackError:

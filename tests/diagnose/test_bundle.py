@@ -20,8 +20,8 @@ LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 HEALTHY_LOG = "[2026-11-23 22:00:01] INFO: Decode batch. #running-req: 1, gen throughput: 14.2\n"
 
 
-def write_bundle(root: Path, logs: dict[str, str], **kw: object) -> Path:
-    identity = bundle.Identity("alpha", "sparkrack", "model-alpha", "http://x:30000", tuple(logs))
+def write_bundle(root: Path, logs: dict[str, str], name: str = "alpha", **kw: object) -> Path:
+    identity = bundle.Identity(name, "sparkrack", f"model-{name}", "http://x:30000", tuple(logs))
     verdict = {"verdict": "stalled", "detail": "stalled after 3 tokens and 0.1 s", "tokens": 3}
     return bundle.write(root, identity, verdict, logs, [{"reason": "Killing"}], ["a note"], **kw)
 
@@ -87,6 +87,19 @@ def test_logs_are_capped_and_old_bundles_rotated(tmp_path: Path) -> None:
     text = (paths[-1] / "logs" / "p.log").read_text()
     assert len(text.encode()) <= 10_000 and text.endswith("line 4999 " + "x" * 90 + "\n")
     assert text.startswith("line ")  # cut at a line boundary
+
+
+def test_rotation_keeps_each_deployments_newest_bundles(tmp_path: Path) -> None:
+    """Watchdogs of several deployments share one evidence directory: a deployment that stalls
+    often deletes only its own old bundles."""
+    other = write_bundle(tmp_path, {"p": HEALTHY_LOG}, name="beta", keep=2, now=1_800_000_000)
+    mine = [
+        write_bundle(tmp_path, {"p": HEALTHY_LOG}, keep=2, now=1_800_000_001 + i) for i in range(4)
+    ]
+    assert bundle.bundles(tmp_path) == [other, *mine[-2:]]
+    # Negative control: a rotation of beta's own bundles does remove beta's oldest.
+    newer = write_bundle(tmp_path, {"p": HEALTHY_LOG}, name="beta", keep=1, now=1_800_000_009)
+    assert bundle.bundles(tmp_path) == [*mine[-2:], newer]
 
 
 def test_a_bundle_pointing_outside_itself_is_refused(tmp_path: Path) -> None:
