@@ -21,6 +21,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +38,9 @@ from sparkrack.serving.scripts import fetch_base
 from sparkrack.serving.switch import plan as fetchplan
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "lab"))
+import fetchlab  # noqa: E402
+
 LOCK = Path("/tmp/sparkrack-lab.lock")
 NAME = "sparkrack-fetchtest"
 NETWORK = f"{NAME}-fabric"
@@ -51,25 +55,6 @@ PORT = fetchplan.DEFAULT_PORT
 SECRETS_DIR = "/run/sparkrack-rsync"
 SMALL = "/small"
 HUB1 = "/opt/hub1"
-
-
-def docker(*args: str, timeout: float = 120, check: bool = True) -> str:
-    result = subprocess.run(
-        ["docker", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)} -> {result.returncode}: {result.stderr}")
-    return result.stdout
-
-
-def in_container(box: str, script: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["docker", "exec", box, "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def step(box: str, argv: list[str]) -> list[str]:
@@ -94,8 +79,8 @@ def _docker_answers() -> bool:
 
 
 def _cleanup(boxes: list[str]) -> None:
-    docker("rm", "-f", "-v", *boxes, check=False)
-    docker("network", "rm", NETWORK, check=False)
+    fetchlab.docker("rm", "-f", "-v", *boxes, check=False)
+    fetchlab.docker("network", "rm", NETWORK, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -115,26 +100,26 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
         try:
             tag, _ = lab.ensure_image()
             _cleanup(boxes)
-            docker(
+            fetchlab.docker(
                 "network", "create", "--driver", "bridge", "--internal",
                 "-o", f"com.docker.network.driver.mtu={mtu}", "--label", LABEL, NETWORK,
             )  # fmt: skip
             for box in boxes:
                 extra = ["--tmpfs", f"{SMALL}:size={SHARD_MIB}m"] if box.endswith("-b") else []
-                docker(
+                fetchlab.docker(
                     "run", "-d", "--name", box, "--hostname", box, "--network", NETWORK,
                     "--label", LABEL, *extra, tag, "sleep", "infinity",
                 )  # fmt: skip
-                docker("exec", box, "mkdir", "-p", str(fetchplan.SCRIPT_DIR), SECRETS_DIR)
+                fetchlab.docker("exec", box, "mkdir", "-p", str(fetchplan.SCRIPT_DIR), SECRETS_DIR)
                 for name in fetchplan.SCRIPT_FILES:
-                    docker(
+                    fetchlab.docker(
                         "cp",
                         str(ROOT / "sparkrack/serving/scripts" / name),
                         f"{box}:{fetchplan.SCRIPT_DIR / name}",
                     )
-                docker("cp", f"{hub1}/.", f"{box}:{HUB1}")
+                fetchlab.docker("cp", f"{hub1}/.", f"{box}:{HUB1}")
             head_ip, peer_ip = (
-                docker(
+                fetchlab.docker(
                     "inspect", "-f",
                     f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}', box,
                 ).strip()
@@ -150,7 +135,7 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
                 )  # fmt: skip
                 assert put.returncode == 0, put.stderr
             made_at = time.monotonic()
-            made = in_container(boxes[0], make_snapshot_script(), timeout=300)
+            made = fetchlab.sh(boxes[0], make_snapshot_script(), timeout=300)
             assert made.returncode == 0, made.stderr
             print(f"2 GB random snapshot made in {time.monotonic() - made_at:.0f} s")
             yield Pair(boxes[0], boxes[1], peer_ip, head_ip, password)
@@ -203,7 +188,7 @@ python3 {fetchplan.SCRIPT_PATH} mark --cache /cache --repo {REPO} --revision {RE
 def listing(box: str, cache: str) -> list[str]:
     """Type, size, link target and path of every entry of the model's cache folder."""
     repo = f"{cache}/models--{REPO.replace('/', '--')}"
-    out = in_container(
+    out = fetchlab.sh(
         box, f"cd {repo} && find . -not -path '*/.rsync-partial*' -printf '%y %s %l %p\\n' | sort"
     )
     assert out.returncode == 0, out.stderr
@@ -214,7 +199,7 @@ def blob_sums_ok(box: str, cache: str) -> list[str]:
     """Blobs whose sha256 differs from their name (empty when every byte arrived); the shards
     are read through the repo's links into the shared store."""
     repo = f"{cache}/models--{REPO.replace('/', '--')}"
-    out = in_container(
+    out = fetchlab.sh(
         box,
         f"cd {repo}/blobs && for f in *; do s=$(sha256sum $f | cut -c1-64); "
         f'[ "$s" = "$f" ] || echo "$f $s"; done; ls | wc -l; '
@@ -236,7 +221,7 @@ def offline_load(box: str, cache: str) -> dict[str, str]:
         "open(os.path.join(r, f), 'rb').read()).hexdigest() "
         "for r, _, fs in os.walk(p) for f in fs}))"
     )
-    out = in_container(box, f'HF_HUB_OFFLINE=1 PYTHONPATH={HUB1} python3 -c "{code}"')
+    out = fetchlab.sh(box, f'HF_HUB_OFFLINE=1 PYTHONPATH={HUB1} python3 -c "{code}"')
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
@@ -251,7 +236,7 @@ def start_receive(pair: Pair, cache: str, timeout: float = 150) -> subprocess.Po
     )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:  # the daemon listens: the push need not retry
-        probe = in_container(pair.peer, f"grep -q ':{PORT:04X} ' /proc/net/tcp")
+        probe = fetchlab.sh(pair.peer, f"grep -q ':{PORT:04X} ' /proc/net/tcp")
         if probe.returncode == 0:
             return proc
         assert proc.poll() is None, proc.communicate()[0]
@@ -299,16 +284,16 @@ def test_copy_2gb_snapshot_to_a_peer(pair: Pair) -> None:
     links = [ln for ln in listing(pair.peer, "/cache") if ln.startswith("l ")]
     assert len(links) == 2 * SHARDS + 2 and all(" ../../" in ln for ln in links)
     marker = fetchplan.marker_path("/cache", REPO, REVISION)
-    head_marker = json.loads(docker("exec", pair.head, "cat", str(marker)))
+    head_marker = json.loads(fetchlab.docker("exec", pair.head, "cat", str(marker)))
     # The receiver wrote its own marker after verifying: it names the same manifest.
-    assert json.loads(docker("exec", pair.peer, "cat", str(marker))) == head_marker
+    assert json.loads(fetchlab.docker("exec", pair.peer, "cat", str(marker))) == head_marker
     assert head_marker["bytes"] > TOTAL and head_marker["files"] == SHARDS + 2
     assert offline_load(pair.peer, "/cache") == offline_load(pair.head, "/cache")
     # Every file arrived before the round that asked for verification.
     recv = re.findall(r"rsyncd: .*\brecv \S+ (\S+)", received)
     assert recv[-1] == "round" and "verified" in received
     # The shared store's blobs (hub's own .refs and .lock bookkeeping stays on the head).
-    shared = in_container(
+    shared = fetchlab.sh(
         pair.head, "cd /cache/blobs && find . -mindepth 2 -type f -regex '.*/[0-9a-f]*'"
     ).stdout
     assert len(shared.split()) == SHARDS
@@ -388,7 +373,7 @@ def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:
         line
     )
     assert "nothing was written" in line
-    assert docker("exec", pair.peer, "find", SMALL, "-mindepth", "1").strip() == ""
+    assert fetchlab.docker("exec", pair.peer, "find", SMALL, "-mindepth", "1").strip() == ""
     # Negative control: the same need on the disk-backed overlay passes the check (and then
     # times out after 1 s, as nobody pushes).
     ok = fetchplan.receive_argv(
@@ -416,13 +401,13 @@ def test_interrupted_push_resumes(pair: Pair) -> None:
         deadline = time.monotonic() + 60
         while partial < TOTAL // 3 and time.monotonic() < deadline:
             time.sleep(0.5)
-            du = in_container(pair.peer, "du -sb /resume | cut -f1")
+            du = fetchlab.sh(pair.peer, "du -sb /resume | cut -f1")
             partial = int(du.stdout.strip() or 0)
         assert partial >= TOTAL // 3, f"only {partial} bytes arrived within 60 s"
-        pids = in_container(pair.head, "pgrep -x rsync").stdout.split()
+        pids = fetchlab.sh(pair.head, "pgrep -x rsync").stdout.split()
         assert pids, "no rsync client running in the head container"
         for pid in pids:  # the test's own rsync client, in the test's own container
-            in_container(pair.head, f"kill -TERM {pid}")
+            fetchlab.sh(pair.head, f"kill -TERM {pid}")
         out, err = slow.communicate(timeout=30)
     finally:
         if slow.poll() is None:
@@ -430,14 +415,14 @@ def test_interrupted_push_resumes(pair: Pair) -> None:
     assert slow.returncode != 0, out
     assert "FAILED:" in err and "exited 20" in err, err
     time.sleep(1)
-    kept = in_container(pair.peer, "du -sb /resume | cut -f1").stdout.strip()
-    partials = in_container(pair.peer, "find /resume -path '*/.rsync-partial/*' -type f -size +1k")
+    kept = fetchlab.sh(pair.peer, "du -sb /resume | cut -f1").stdout.strip()
+    partials = fetchlab.sh(pair.peer, "find /resume -path '*/.rsync-partial/*' -type f -size +1k")
     print(
         f"interrupted after {int(kept)} bytes on the peer; partial files: {partials.stdout.split()}"
     )
     assert receiver.poll() is None, "receive must keep serving until the marker arrives"
     marker = fetchplan.marker_path("/resume", REPO, REVISION)
-    assert in_container(pair.peer, f"test -e {marker}").returncode != 0
+    assert fetchlab.sh(pair.peer, f"test -e {marker}").returncode != 0
     # Negative control of the comparison below: the interrupted copy does not pass it.
     assert listing(pair.peer, "/resume") != listing(pair.head, "/cache")
 
