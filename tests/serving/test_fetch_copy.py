@@ -1,11 +1,12 @@
 """The fetch step's copy for real: two lab containers, rsync over a fabric-like Docker network.
 
-Container A plays the head Spark: a 2 GB snapshot of random data in huggingface_hub 1.x's layout
+Container A plays the head Spark: a snapshot of random data (2 GB, less where the Docker disk has
+too little room: :func:`shard_mib`) in huggingface_hub 1.x's layout
 (the shards moved into the cache-wide shared blob store by hub 1.x's own publishing code, the
 repo's blobs links into it), a manifest of its sha256s, marked; B another Spark (``receive`` runs
 a real rsync daemon, verifies against the manifest, writes the marker). Cases: the full copy
 (byte-identical blobs, links intact, shared store along, an offline load by hub 1.x on B), the
-disk-space refusal on a 512 MB tmpfs, and an interrupted push that a rerun resumes (rsync
+disk-space refusal on a tmpfs one shard large, and an interrupted push that a rerun resumes (rsync
 ``--stats``: less literal data the second time).
 
 The containers and their network are this test's own (``sparkrack-fetchtest-*``); the Docker work
@@ -45,12 +46,14 @@ LOCK = Path("/tmp/sparkrack-lab.lock")
 NAME = "sparkrack-fetchtest"
 NETWORK = f"{NAME}-fabric"
 LABEL = "io.sparkrack.lab=fetchtest"
-REPO = "sparkrack/fake-2g"
+REPO = "sparkrack/fake-model"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
-SHARD_MIB = int(os.environ.get("SPARKRACK_FETCHTEST_SHARD_MIB", "512"))
-"""4 shards of 512 MiB: the 2 GB model; smaller on a machine short of disk (the figures scale)."""
 SHARDS = 4
-TOTAL = SHARD_MIB * SHARDS * 1024 * 1024
+SHARD_SIZES_MIB = (512, 256, 128, 64, 32, 16, 8, 4)
+"""4 shards of 512 MiB: the 2 GB model; smaller where the disk is short (the figures scale)."""
+DISK_FACTOR = 6
+"""Model sizes the module writes at most: the head's snapshot, three copies on the peer
+(``/cache``, ``/estimate``, ``/resume``), the receiver's free-space margin, one spare."""
 PORT = fetchplan.DEFAULT_PORT
 SECRETS_DIR = "/run/sparkrack-rsync"
 SMALL = "/small"
@@ -69,6 +72,25 @@ class Pair:
     peer_ip: str
     head_ip: str
     password: str
+    shard_mib: int
+
+    @property
+    def total(self) -> int:
+        """The snapshot's shards, in bytes."""
+        return self.shard_mib * SHARDS * 2**20
+
+
+def shard_mib() -> int:
+    """``SPARKRACK_FETCHTEST_SHARD_MIB``, else the largest of :data:`SHARD_SIZES_MIB` whose
+    model fits :data:`DISK_FACTOR` times in the Docker disk's free space (skip below the least)."""
+    if os.environ.get("SPARKRACK_FETCHTEST_SHARD_MIB"):
+        return int(os.environ["SPARKRACK_FETCHTEST_SHARD_MIB"])
+    root = fetchlab.docker("info", "-f", "{{.DockerRootDir}}").strip()
+    free = shutil.disk_usage(root).free
+    for mib in SHARD_SIZES_MIB:
+        if DISK_FACTOR * SHARDS * mib * 2**20 <= free:
+            return mib
+    pytest.skip(f"{free / 1e6:.0f} MB free under {root}: too little for even the smallest copy")
 
 
 def _docker_answers() -> bool:
@@ -100,12 +122,13 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
         try:
             tag, _ = lab.ensure_image()
             _cleanup(boxes)
+            mib = shard_mib()
             fetchlab.docker(
                 "network", "create", "--driver", "bridge", "--internal",
                 "-o", f"com.docker.network.driver.mtu={mtu}", "--label", LABEL, NETWORK,
             )  # fmt: skip
             for box in boxes:
-                extra = ["--tmpfs", f"{SMALL}:size={SHARD_MIB}m"] if box.endswith("-b") else []
+                extra = ["--tmpfs", f"{SMALL}:size={mib}m"] if box.endswith("-b") else []
                 fetchlab.docker(
                     "run", "-d", "--name", box, "--hostname", box, "--network", NETWORK,
                     "--label", LABEL, *extra, tag, "sleep", "infinity",
@@ -135,15 +158,19 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
                 )  # fmt: skip
                 assert put.returncode == 0, put.stderr
             made_at = time.monotonic()
-            made = fetchlab.sh(boxes[0], make_snapshot_script(), timeout=300)
+            made = fetchlab.sh(boxes[0], make_snapshot_script(mib), timeout=300)
             assert made.returncode == 0, made.stderr
-            print(f"2 GB random snapshot made in {time.monotonic() - made_at:.0f} s")
-            yield Pair(boxes[0], boxes[1], peer_ip, head_ip, password)
+            made_s = time.monotonic() - made_at
+            found = Pair(boxes[0], boxes[1], peer_ip, head_ip, password, mib)
+            print(
+                f"{found.total / 1e9:.2f} GB random snapshot ({mib} MiB shards) in {made_s:.0f} s"
+            )
+            yield found
         finally:
             _cleanup(boxes)
 
 
-def make_snapshot_script() -> str:
+def make_snapshot_script(mib: int) -> str:
     """A hub 1.x cache entry in A: random shards named by their sha256, linked from the
     snapshot, then moved into the shared blob store by hub 1.x's ``publish_blob_to_shared_store``
     (what it does after a Xet download); a manifest of every file's sha256; marked."""
@@ -155,7 +182,7 @@ add() {{  # add SOURCE NAME LINKPREFIX
   h=$(sha256sum "$1" | cut -c1-64); mv "$1" {repo}/blobs/$h; ln -s "$3blobs/$h" {snap}/$2
 }}
 for i in $(seq 1 {SHARDS}); do
-  head -c {SHARD_MIB}M /dev/urandom > /cache/shard
+  head -c {mib}M /dev/urandom > /cache/shard
   add /cache/shard model-0000$i-of-0000{SHARDS}.safetensors ../../
 done
 echo '{{"architectures": ["FakeForCausalLM"]}}' > /cache/cfg; add /cache/cfg config.json ../../
@@ -228,7 +255,7 @@ def offline_load(box: str, cache: str) -> dict[str, str]:
 
 def start_receive(pair: Pair, cache: str, timeout: float = 150) -> subprocess.Popen[str]:
     argv = fetchplan.receive_argv(
-        cache, TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION, pair.head_ip,
+        cache, pair.total, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION, pair.head_ip,
         PORT, address=pair.peer_ip, timeout_s=timeout, interval_s=2,
     )  # fmt: skip
     proc = subprocess.Popen(
@@ -262,7 +289,7 @@ def stats(output: str, key: str) -> int:
     return sum(int(v.replace(",", "")) for v in values)
 
 
-def test_copy_2gb_snapshot_to_a_peer(pair: Pair) -> None:
+def test_copy_a_snapshot_to_a_peer(pair: Pair) -> None:
     receiver = start_receive(pair, "/cache")
     start = time.monotonic()
     pushed = subprocess.run(
@@ -273,10 +300,10 @@ def test_copy_2gb_snapshot_to_a_peer(pair: Pair) -> None:
     print(pushed.stdout, pushed.stderr, received, sep="\n")
     assert pushed.returncode == 0, pushed.stderr
     assert receiver.returncode == 0, received
-    assert stats(pushed.stdout, "Literal data") >= TOTAL  # all of it went over the wire
+    assert stats(pushed.stdout, "Literal data") >= pair.total  # all of it went over the wire
     print(
-        f"{TOTAL / 1e9:.2f} GB copy over the test fabric: {seconds:.1f} s "
-        f"({TOTAL / seconds / 1e6:.0f} MB/s)"
+        f"{pair.total / 1e9:.2f} GB copy over the test fabric: {seconds:.1f} s "
+        f"({pair.total / seconds / 1e6:.0f} MB/s)"
     )
     # Byte-identical (every blob hashes to its name), same tree, symlinks still relative links.
     assert blob_sums_ok(pair.peer, "/cache") == []
@@ -287,7 +314,7 @@ def test_copy_2gb_snapshot_to_a_peer(pair: Pair) -> None:
     head_marker = json.loads(fetchlab.docker("exec", pair.head, "cat", str(marker)))
     # The receiver wrote its own marker after verifying: it names the same manifest.
     assert json.loads(fetchlab.docker("exec", pair.peer, "cat", str(marker))) == head_marker
-    assert head_marker["bytes"] > TOTAL and head_marker["files"] == SHARDS + 2
+    assert head_marker["bytes"] > pair.total and head_marker["files"] == SHARDS + 2
     assert offline_load(pair.peer, "/cache") == offline_load(pair.head, "/cache")
     # Every file arrived before the round that asked for verification.
     recv = re.findall(r"rsyncd: .*\brecv \S+ (\S+)", received)
@@ -311,7 +338,7 @@ VERIFY_SLACK_S = 0.5
 def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
     """``sparkrack plan -i``'s copy figure for this size and rate against the copy the fetch step
     measured (its phase record), the rate held by rsync --bwlimit to last about 10 s."""
-    kib_s = max(1_000, min(40_000, TOTAL // 1024 // 10))
+    kib_s = max(1_000, min(40_000, pair.total // 1024 // 10))
     receiver = start_receive(pair, "/estimate")
     load = os.getloadavg()[0]
     start = time.monotonic()
@@ -328,7 +355,7 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
     assert checked["peer"] == pair.peer_ip
     verified = float(str(checked["seconds"]))
     assert (copied["peer"], copied["rail"]) == (pair.peer_ip, 0)
-    assert int(str(copied["bytes"])) >= TOTAL
+    assert int(str(copied["bytes"])) >= pair.total
     measured = float(str(copied["seconds"]))
     # The lab's rates: the rail is the rsync limit; the disk (the containers' overlay, in the
     # page cache) is no limit here; the peer hashes on this machine's cores.
@@ -338,10 +365,10 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
         disk_mbyte_s=100_000,
         cores=os.cpu_count() or 1,
     )
-    predicted = copy_seconds(TOTAL, 1, 1, rates)
-    answer = peer_verify_seconds(TOTAL, 1, rates)
+    predicted = copy_seconds(pair.total, 1, 1, rates)
+    answer = peer_verify_seconds(pair.total, 1, rates)
     print(
-        f"copy estimate vs measured: {TOTAL / 1e9:.3f} GB to 1 peer at --bwlimit={kib_s} KiB/s "
+        f"copy estimate vs measured: {pair.total / 1e9:.3f} GB to 1 peer at --bwlimit={kib_s} KiB/s "
         f"({rates.rail_mbit_s:.0f} Mbit/s): copy predicted {predicted:.1f} s, measured "
         f"{measured:.1f} s; peer-verify predicted {answer:.2f} s, measured {verified:.2f} s "
         f"(push wall {wall:.1f} s), load {load:.2f} -> {os.getloadavg()[0]:.2f}"
@@ -354,12 +381,12 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
     assert within(answer, verified, ESTIMATE_TOLERANCE, VERIFY_SLACK_S), (answer, verified)
     # Negative control: the estimate at twice the rate is outside the tolerance.
     wrong = Rates(rates.rail_mbit_s * 2, 1, 100_000, cores=rates.cores)
-    assert not within(copy_seconds(TOTAL, 1, 1, wrong), measured, ESTIMATE_TOLERANCE)
+    assert not within(copy_seconds(pair.total, 1, 1, wrong), measured, ESTIMATE_TOLERANCE)
 
 
 def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:
     argv = fetchplan.receive_argv(
-        f"{SMALL}/cache", TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
+        f"{SMALL}/cache", pair.total, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
         pair.head_ip, PORT + 1, timeout_s=30,
     )  # fmt: skip
     refused = subprocess.run(
@@ -367,8 +394,8 @@ def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:
     )
     assert refused.returncode == 1, refused.stdout + refused.stderr
     line = refused.stderr.strip().splitlines()[-1]
-    need = (TOTAL + min(fetchplan.SPACE_MARGIN_BYTES, TOTAL)) / 1e9
-    small = SHARD_MIB * 2**20 / 1e9
+    need = (pair.total + min(fetchplan.SPACE_MARGIN_BYTES, pair.total)) / 1e9
+    small = pair.shard_mib * 2**20 / 1e9
     assert re.search(rf"need {need:.2f} GB \(.*\), free {small:.2f} GB on {SMALL}/cache", line), (
         line
     )
@@ -377,7 +404,7 @@ def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:
     # Negative control: the same need on the disk-backed overlay passes the check (and then
     # times out after 1 s, as nobody pushes).
     ok = fetchplan.receive_argv(
-        "/roomy", TOTAL, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
+        "/roomy", pair.total, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
         pair.head_ip, PORT + 1, timeout_s=1,
     )  # fmt: skip
     fits = subprocess.run(
@@ -391,7 +418,7 @@ def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:
 def test_interrupted_push_resumes(pair: Pair) -> None:
     receiver = start_receive(pair, "/resume")
     slow = subprocess.Popen(
-        push_argv(pair, bwlimit=max(2_000, 60_000 * SHARD_MIB // 512)),
+        push_argv(pair, bwlimit=max(2_000, 60_000 * pair.shard_mib // 512)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -399,11 +426,11 @@ def test_interrupted_push_resumes(pair: Pair) -> None:
     try:
         partial = 0
         deadline = time.monotonic() + 60
-        while partial < TOTAL // 3 and time.monotonic() < deadline:
+        while partial < pair.total // 3 and time.monotonic() < deadline:
             time.sleep(0.5)
             du = fetchlab.sh(pair.peer, "du -sb /resume | cut -f1")
             partial = int(du.stdout.strip() or 0)
-        assert partial >= TOTAL // 3, f"only {partial} bytes arrived within 60 s"
+        assert partial >= pair.total // 3, f"only {partial} bytes arrived within 60 s"
         pids = fetchlab.sh(pair.head, "pgrep -x rsync").stdout.split()
         assert pids, "no rsync client running in the head container"
         for pid in pids:  # the test's own rsync client, in the test's own container
@@ -440,6 +467,6 @@ def test_interrupted_push_resumes(pair: Pair) -> None:
         f"resume: {literal} of {total} bytes sent as literal data on the rerun "
         f"({100 * literal / total:.0f} %), matched {stats(rerun.stdout, 'Matched data')}, {seconds:.1f} s"
     )
-    assert literal < total - TOTAL // 4, "the rerun must not resend what arrived before"
+    assert literal < total - pair.total // 4, "the rerun must not resend what arrived before"
     assert blob_sums_ok(pair.peer, "/resume") == []
     assert listing(pair.peer, "/resume") == listing(pair.head, "/cache")
