@@ -14,8 +14,8 @@ A bundle is a directory ``<root>/<deployment>-<UTC time>/``::
 
 Every log file is cut to its last :data:`MAX_LOG_BYTES` bytes, and a root keeps the newest
 :data:`KEEP` bundles of each deployment (older ones are deleted when a new one is written; the
-watchdogs of several deployments share one root), so evidence on a node's disk is bounded. Nothing secret is written: the verdict carries no key, pod logs are the
-engine's own output.
+watchdogs of several deployments share one root), so evidence on a node's disk is bounded.
+Nothing secret is written: the verdict carries no key, pod logs are the engine's own output.
 
 ``diagnose`` also reads a directory that is not a bundle (no ``bundle.json``): every ``*.log`` and
 ``*.txt`` file in it, e.g. one NCCL debug log per rank.
