@@ -1,6 +1,7 @@
 """The watchdog's hands: for each verdict, what :class:`~.supervisor.Supervisor` decided, in
-order — evidence first (while the sick group still exists), then routing, then the restart, then
-the state annotations ``sparkrack status`` reads."""
+order — evidence first (while the sick group still exists), then routing, then the state
+annotations ``sparkrack status`` reads (the restart counted before it happens: a watchdog that
+dies mid-restart keeps its budget), then the restart."""
 
 from __future__ import annotations
 
@@ -73,9 +74,6 @@ class Actions:
             ):
                 where = "back into" if decision.routable else "out of"
                 self.log.append(f"{self.deployment}: {where} the gateway's routing")
-            if decision.restart:
-                pods = self.cluster.restart_group(self.deployment)
-                self.log.append(f"{self.deployment}: restarted the group ({', '.join(pods)})")
             self.cluster.annotate(
                 self.deployment,
                 {
@@ -89,6 +87,9 @@ class Actions:
                     ),
                 },
             )
+            if decision.restart:
+                pods = self.cluster.restart_group(self.deployment)
+                self.log.append(f"{self.deployment}: restarted the group ({', '.join(pods)})")
         if decision.message:
             self.log.append(f"{self.deployment}: {decision.state}: {decision.message}")
         return decision
