@@ -99,11 +99,17 @@ _recorded: list[dict[str, object]] = []
 
 
 def phase(
-    name: str, seconds: float, nbytes: int | None = None, peer: str = "", rail: int | None = None
+    name: str,
+    seconds: float,
+    nbytes: int | None = None,
+    peer: str = "",
+    rail: int | None = None,
+    via: str = "",
 ) -> dict[str, object]:
     """Record one phase this process ran (wall ``seconds``, ``nbytes`` moved or checked; the
-    ``peer`` and ``rail`` of a copy) and print it as a log line; :func:`write_phases` saves
-    every record of the process where the API shows it."""
+    ``peer`` and ``rail`` of a copy, ``via`` the Spark that relayed it in a chain) and print it
+    as a log line; :func:`write_phases` saves every record of the process where the API shows
+    it."""
     if name not in PHASES:
         raise ValueError(f"unknown phase {name!r}")
     record: dict[str, object] = {"phase": name, "seconds": round(max(0.0, seconds), 3)}
@@ -113,6 +119,8 @@ def phase(
         record["peer"] = peer
     if rail is not None:
         record["rail"] = int(rail)
+    if via:
+        record["via"] = via
     _recorded.append(record)
     print(f"{PHASE_TAG} {json.dumps(record, sort_keys=True)}", flush=True)
     return record

@@ -1,7 +1,12 @@
 """The copy of a snapshot between Sparks (STDLIB ONLY, plus the rsync binary): ``receive`` serves
 the HF cache through a real ``rsync --daemon`` per fabric rail (write-only modules) until a
-pushed round verifies; ``push`` rsyncs the snapshot to every peer in parallel, one stream per
-rail per peer (the files split across the rails, balanced by bytes), resumable, the marker last.
+pushed round verifies; ``push`` rsyncs the snapshot to its peers, one stream per rail per peer
+(the files split across the rails, balanced by bytes), resumable, the marker last.
+
+Two shapes: a fan-out (the head pushes to every peer at once) or a chain (the head pushes to
+the first peer only; each receiver with a :class:`Relay` passes every file on to the next peer
+as soon as the file has arrived whole, then, once its own copy verifies, runs ``push`` to the
+next peer, whose verdict ends its step).
 
 Shipped verbatim beside ``fetch_step.py`` (the entry point) and ``fetch_base.py``.
 """
@@ -190,10 +195,12 @@ def receive(
     allow: Sequence[str],
     timeout: float,
     interval: float,
-) -> None:
+    relay: Relay | None = None,
+) -> list[PushResult]:
     """Serve ``expect`` (repo, revision) to the pusher at ``allow`` (its address on every rail):
     one daemon per address of ``addresses`` (this Spark's rail addresses; empty: one daemon on
-    every address), until a round verifies."""
+    every address), until a round verifies. With ``relay``, pass the model on to the next Spark
+    of a chain while it arrives, then push it there; returns that hop's result (none without)."""
     try:
         lines = secrets_file.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
@@ -215,6 +222,7 @@ def receive(
                 raise common.StepError(f"{flag} {host!r} is not an address")
     if shutil.which("rsync") is None:
         raise common.StepError("rsync is not installed in this image")
+    env = _relay_env(relay) if relay is not None else {}
     if os.geteuid() != 0:
         raise common.StepError(
             "receive runs as root (chroot, then every transfer as uid "
@@ -246,13 +254,18 @@ def receive(
                 out.write("\n".join(lines) + "\n")
             modules = {MODULE_MODEL: base, MODULE_SHARED: store, MODULE_META: meta}
             daemons: list[subprocess.Popen[bytes]] = []
-            logs: list[Path] = []
+            logs = [Path(tmp, f"rsyncd-{rail}.log") for rail in range(max(1, len(addresses)))]
             start = time.monotonic()
+            relayer = (
+                None
+                if relay is None
+                else _Relayer(relay, (base, store), logs, env, began + timeout, interval)
+            )
             try:
                 # One daemon per rail address (rsync binds one address, or all); they share the
                 # modules, each writes its own log.
                 for rail, address in enumerate(addresses or [None]):
-                    log = Path(tmp, f"rsyncd-{rail}.log")
+                    log = logs[rail]
                     conf = Path(tmp, f"rsyncd-{rail}.conf")
                     conf.write_text(
                         rsyncd_config(modules, status, secrets, log, allow, TRANSFER_UID),
@@ -267,12 +280,278 @@ def receive(
                         f"modules {MODULE_MODEL} -> {base}, {MODULE_SHARED} -> {store}",
                     )
                     daemons.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL))
-                    logs.append(log)
+                if relayer is not None:
+                    relayer.start()
                 _serve(cache, repo, revision, daemons, meta, status, logs, start, left, interval)
             finally:
+                if relayer is not None:
+                    relayer.halt()
                 for daemon in daemons:
                     _stop(daemon)
         common.say("receive", f"done after {time.monotonic() - start:.0f} s; daemons stopped")
+        if relay is None or relayer is None:
+            return []
+        # The next Spark's final round: what the relay has not sent, the manifest, the verdict.
+        results = push(
+            cache, repo, revision, [[host] for host in relay.hosts], relay.port,
+            relay.password_file, relay.bwlimit, max(1.0, began + timeout - time.monotonic()),
+            interval, sources=relay.sources,
+        )  # fmt: skip
+        return [relayer.merged(result) for result in results]
+
+
+RELAY_TICK_S = 1.0
+"""How often a relaying receiver looks for files that have arrived whole."""
+
+
+@dataclass(frozen=True)
+class Relay:
+    """Where a receiver in a chain passes the model on: the next Spark's address on every rail
+    (rail order), its receiver's port, and the file holding the password its daemon takes."""
+
+    hosts: tuple[str, ...]
+    port: int
+    password_file: Path
+    sources: tuple[str, ...] = ()
+    """This Spark's own address on every rail: each rail's streams leave from it (the next
+    Spark's daemon allows this Spark's addresses only)."""
+    bwlimit: int | None = None
+
+
+def _relay_env(relay: Relay) -> dict[str, str]:
+    """The relay's rsync environment, after checking its addresses and password file."""
+    if not relay.hosts:
+        raise common.StepError("--relay-to names no host")
+    for host in (*relay.hosts, *relay.sources):
+        if not common.HOST_RE.match(host):
+            raise common.StepError(f"--relay-to {host!r} is not a host name or address")
+    if relay.sources and len(relay.sources) < len(relay.hosts):
+        raise common.StepError(
+            f"the relay uses {len(relay.hosts)} rail(s) but this receiver listens on "
+            f"{len(relay.sources)} address(es): give one --address per rail"
+        )
+    password = _read_password(relay.password_file, "--relay-password-file")
+    os.environ["RSYNC_PASSWORD"] = password  # only so that redact() knows it
+    return {**os.environ, "RSYNC_PASSWORD": password, "LC_ALL": "C"}
+
+
+def _read_password(path: Path, flag: str) -> str:
+    try:
+        password = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise common.StepError(f"cannot read {flag} {path}: {exc.strerror}") from None
+    if not password:
+        raise common.StepError(f"{flag} {path} is empty")
+    return password
+
+
+class _Relayer(threading.Thread):
+    """Pass every file the daemons have received whole on to the next Spark, while the copy
+    from upstream goes on: every :data:`RELAY_TICK_S`, the files the daemons' logs name as
+    received (one ``recv <module> <path> <length>`` line each) that now lie under their final
+    name with that length, split across the rails like a push. Only regular files inside the
+    model's folder or the shared store, reached through no symlink, are sent (a pusher cannot
+    make the relay read anything else); the next Spark verifies every file against the
+    manifest the final push brings, so a relayed file that was still bad is sent again then."""
+
+    def __init__(
+        self,
+        relay: Relay,
+        roots: tuple[Path, Path],
+        logs: Sequence[Path],
+        env: dict[str, str],
+        deadline: float,
+        interval: float,
+    ) -> None:
+        super().__init__(name=f"relay-{relay.hosts[0]}", daemon=True)
+        self.relay = relay
+        self.roots = {MODULE_MODEL: roots[0], MODULE_SHARED: roots[1]}
+        self.offsets = {log: 0 for log in logs}
+        self.env = env
+        self.deadline = deadline
+        self.interval = interval
+        self.pending: dict[tuple[str, str], int] = {}
+        self.stopping = threading.Event()
+        self.result = PushResult(
+            relay.hosts[0], per_rail={r: RailCopy() for r in range(len(relay.hosts))}
+        )
+        self.began = 0.0
+        self.seconds = 0.0
+        self.files = 0
+
+    def run(self) -> None:
+        self.began = time.monotonic()
+        try:
+            with tempfile.TemporaryDirectory(prefix="sparkrack-relay-") as tmp:
+                while not self.stopping.is_set():
+                    self._read_logs()
+                    ready = self._ready()
+                    if ready and not self._send(ready, Path(tmp)):
+                        return
+                    self.stopping.wait(RELAY_TICK_S)
+        finally:
+            self.seconds = time.monotonic() - self.began
+
+    def halt(self) -> None:
+        """Stop after the batch under way (the final push sends the rest)."""
+        self.stopping.set()
+        if self.is_alive():
+            self.join()
+        common.say(
+            "receive",
+            f"relay to {self.relay.hosts[0]}: {self.files} files passed on while receiving",
+        )
+
+    def _read_logs(self) -> None:
+        for log, offset in self.offsets.items():
+            try:
+                with log.open("rb") as f:
+                    f.seek(offset)
+                    data = f.read()
+            except OSError:
+                continue
+            cut = data.rfind(b"\n") + 1
+            self.offsets[log] = offset + cut
+            for line in data[:cut].decode(errors="replace").splitlines():
+                words = line.split()
+                if "recv" not in words or len(words) < words.index("recv") + 4:
+                    continue
+                at = words.index("recv")
+                module, path, length = words[at + 1 : at + 4]
+                if module in self.roots and length.isdigit():
+                    self.pending[(module, path)] = int(length)
+
+    def _ready(self) -> list[tuple[str, str]]:
+        """The pending files now whole under their final names (the others wait)."""
+        ready = []
+        for (module, path), length in list(self.pending.items()):
+            root = self.roots[module]
+            full = root / path
+            if _plain_file(root, path) is None:
+                del self.pending[(module, path)]  # never relayed: not a plain file inside
+                continue
+            if not _whole(full, length):
+                continue
+            del self.pending[(module, path)]
+            ready.append((module, path))
+        return ready
+
+    def _send(self, ready: list[tuple[str, str]], work: Path) -> bool:
+        listing = Listing(
+            tuple(sorted(p for m, p in ready if m == MODULE_MODEL)),
+            tuple(sorted(p for m, p in ready if m == MODULE_SHARED)),
+        )
+        rails = len(self.relay.hosts)
+        base = ["rsync", *RSYNC_COPY_OPTIONS]
+        if self.relay.bwlimit:
+            base.append(f"--bwlimit={self.relay.bwlimit}")
+        folder, store = self.roots[MODULE_MODEL], self.roots[MODULE_SHARED]
+        errors: dict[int, common.StepError] = {}
+
+        def rail_work(rail: int, part: Listing) -> None:
+            began = time.monotonic()
+            stats: dict[str, int] = {}
+            url = (
+                f"rsync://{common.RSYNC_USER}@{_bracket(self.relay.hosts[rail])}:{self.relay.port}"
+            )
+            error = _push_rail(
+                self.relay.hosts[0], rail, rails > 1, part, (folder, store), url,
+                [*base, *_bind(self.relay.sources, rail)], work, self.env, self.deadline,
+                self.interval, stats,
+            )  # fmt: skip
+            copy = self.result.per_rail[rail]
+            copy.files += len(part.model) + len(part.shared)
+            copy.sent_bytes += stats.get("Total bytes sent", 0)
+            copy.literal_bytes += stats.get("Literal data", 0)
+            copy.seconds += time.monotonic() - began
+            if error is not None:
+                errors[rail] = error
+
+        threads = [
+            threading.Thread(target=rail_work, args=(r, part), name=f"relay-rail{r}")
+            for r, part in enumerate(split_by_rail(listing, folder, store, rails))
+            if part.model or part.shared
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.files += len(ready)
+        if errors:
+            common.say(
+                "receive",
+                f"relay to {self.relay.hosts[0]} stopped ({errors[min(errors)]}); "
+                "the final push sends the rest",
+            )
+            return False
+        common.say(
+            "receive",
+            f"relay to {self.relay.hosts[0]}: {len(ready)} file(s) passed on ({self.files} so far)",
+        )
+        return True
+
+    def merged(self, final: PushResult) -> PushResult:
+        """The hop's result: what each rail carried while relaying and in the final push, and
+        the final push's wait for the next Spark's verdict (its ``seconds`` beyond its streams)."""
+        out = PushResult(
+            final.host, stats=dict(final.stats), error=final.error, rounds=final.rounds
+        )
+        for rail in sorted(set(self.result.per_rail) | set(final.per_rail)):
+            mine, theirs = (
+                self.result.per_rail.get(rail, RailCopy()),
+                final.per_rail.get(rail, RailCopy()),
+            )
+            out.per_rail[rail] = RailCopy(
+                mine.sent_bytes + theirs.sent_bytes,
+                mine.literal_bytes + theirs.literal_bytes,
+                mine.files + theirs.files,
+                mine.seconds + theirs.seconds,
+            )
+        _add(out.stats, self.result.stats)
+        streams = max((c.seconds for c in final.per_rail.values()), default=0.0)
+        out.seconds = max(c.seconds for c in out.per_rail.values()) + max(
+            0.0, final.seconds - streams
+        )
+        return out
+
+
+def _plain_file(root: Path, path: str) -> Path | None:
+    """``root / path`` when it is a regular file reached through no symlink and ``path`` is
+    relative without ``..``; else None."""
+    rel = Path(path)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        return None
+    here = root
+    for part in rel.parts:
+        here = here / part
+        try:
+            st = here.lstat()
+        except OSError:
+            return here if here == root / rel else None  # not there yet: wait for it
+        if stat.S_ISLNK(st.st_mode):
+            return None
+    return here if stat.S_ISREG(here.lstat().st_mode) else None
+
+
+def _whole(full: Path, length: int) -> bool:
+    """The file lies under its final name with the logged length, and rsync holds no temporary
+    file of it any more (rsync logs a file just before renaming it into place)."""
+    try:
+        st = full.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_size != length:
+        return False
+    prefix = f".{full.name}."
+    try:
+        return not any(name.startswith(prefix) for name in os.listdir(full.parent))
+    except OSError:
+        return False
+
+
+def _bind(sources: Sequence[str], rail: int) -> list[str]:
+    """rsync's ``--address``: a rail's streams leave from this Spark's address on that rail."""
+    return [f"--address={sources[rail]}"] if rail < len(sources) else []
 
 
 class _LogTail:
@@ -676,18 +955,21 @@ def _push_one(
     bwlimit: int | None,
     deadline: float,
     interval: float,
+    sources: Sequence[str] = (),
 ) -> PushResult:
     """Push ``snap`` to one peer, ``hosts`` its address on every rail (rail order): each round's
     files split across the rails, one rsync stream per rail at once; the manifest, the round and
-    the verdict over the first rail once every rail is done."""
+    the verdict over the first rail once every rail is done (from ``sources[r]`` on rail r where
+    given)."""
     host = hosts[0]
     result = PushResult(host, per_rail={r: RailCopy() for r in range(len(hosts))})
     start = time.monotonic()
     urls = [f"rsync://{common.RSYNC_USER}@{_bracket(h)}:{port}" for h in hosts]
     url = urls[0]
-    base = ["rsync", *RSYNC_COPY_OPTIONS]
+    opts = ["rsync", *RSYNC_COPY_OPTIONS]
     if bwlimit:
-        base.append(f"--bwlimit={bwlimit}")
+        opts.append(f"--bwlimit={bwlimit}")
+    base = [*opts, *_bind(sources, 0)]
     folder = cache / common.repo_folder(snap.repo)
     store = cache / common.SHARED_STORE
     names: set[str] | None = None
@@ -716,7 +998,7 @@ def _push_one(
             threads = [
                 threading.Thread(
                     target=rail_work,
-                    args=(r, part, [*base, *again], outcome),
+                    args=(r, part, [*opts, *_bind(sources, r), *again], outcome),
                     name=f"push-{host}-rail{r}",
                 )
                 for r, part in enumerate(split_by_rail(listing, folder, store, len(hosts)))
@@ -884,9 +1166,11 @@ def push(
     bwlimit: int | None,
     timeout: float,
     interval: float,
+    sources: Sequence[str] = (),
 ) -> list[PushResult]:
     """Push the snapshot to every peer at once; ``rails[r][p]`` is peer p's address on rail r
-    (the address plan's ``fabric.rails`` order). One rsync stream per rail per peer."""
+    (the address plan's ``fabric.rails`` order). One rsync stream per rail per peer, leaving
+    from ``sources[r]`` where given (a relaying receiver: the next daemon allows those only)."""
     if not rails or not rails[0]:
         raise common.StepError("--to names no host")
     if any(len(hosts) != len(rails[0]) for hosts in rails):
@@ -902,14 +1186,7 @@ def push(
     ok, why = common.check_marker(cache, repo, revision)
     if not ok:
         raise common.StepError(f"{why}: the snapshot is not complete here (download first)")
-    try:
-        password = password_file.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise common.StepError(
-            f"cannot read --password-file {password_file}: {exc.strerror}"
-        ) from None
-    if not password:
-        raise common.StepError(f"--password-file {password_file} is empty")
+    password = _read_password(password_file, "--password-file")
     snap = common.find_snapshot(cache, repo, revision)
     manifest = cache / common.manifest_relpath(repo, revision)
     if shutil.which("rsync") is None:
@@ -930,7 +1207,9 @@ def push(
 
         def work(hosts: tuple[str, ...] = peer) -> None:
             results.append(
-                _push_one(hosts, cache, port, snap, manifest, env, bwlimit, deadline, interval)
+                _push_one(
+                    hosts, cache, port, snap, manifest, env, bwlimit, deadline, interval, sources
+                )
             )
 
         thread = threading.Thread(target=work, name=f"push-{peer[0]}")

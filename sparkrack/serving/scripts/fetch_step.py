@@ -13,8 +13,10 @@ non-zero with one ``FAILED:`` line naming the numbers otherwise; a token is neve
 * ``download``  on the head Spark: unless the completion marker of (repo, revision) exists,
                 check free space, ``snapshot_download`` into the HF cache, write the marker;
 * ``receive``   on every other Spark: check free space, serve the cache through a real
-                ``rsync --daemon`` (one write-only module) until the pusher's marker arrives;
-* ``push``      on the head: rsync the snapshot to every peer (in parallel, one stream per
+                ``rsync --daemon`` (write-only modules) until a pushed round verifies; in a
+                chain (``--relay-to``) pass each file on to the next Spark as it arrives, then
+                push the model there;
+* ``push``      on the head: rsync the snapshot to its peers (in parallel, one stream per
                 fabric rail per peer), resumable; each peer verifies and writes its marker;
 * ``mark``      record a snapshot already present in the cache as complete (what ``download``
                 does after its download);
@@ -275,21 +277,22 @@ def mark(repo: str, revision: str, cache: Path, manifest_file: Path) -> None:
     )
 
 
-def copy_phases(results: Sequence[copy.PushResult]) -> None:
+def copy_phases(results: Sequence[copy.PushResult], via: str = "") -> None:
     """Per peer, one ``copy`` record per rail (from a result's ``per_rail`` where the push
     measured each rail, else the peer's whole push as rail 0), then one ``peer-verify`` record:
-    the rest of the push, from the end of its longest stream to the peer's verdict."""
+    the rest of the push, from the end of its longest stream to the peer's verdict. ``via``: the
+    relaying receiver's own address (a hop of a chain)."""
     for result in results:
         if result.per_rail:
             for rail, carried in sorted(result.per_rail.items()):
-                common.phase(
-                    "copy", carried.seconds, carried.sent_bytes, peer=result.host, rail=rail
-                )
+                common.phase("copy", carried.seconds, carried.sent_bytes, result.host, rail, via)
             streams = max(carried.seconds for carried in result.per_rail.values())
-            common.phase("peer-verify", max(0.0, result.seconds - streams), peer=result.host)
+            common.phase(
+                "peer-verify", max(0.0, result.seconds - streams), peer=result.host, via=via
+            )
         else:
             sent = result.stats.get("Total bytes sent", result.stats.get("Literal data", 0))
-            common.phase("copy", result.seconds, sent, peer=result.host, rail=0)
+            common.phase("copy", result.seconds, sent, result.host, 0, via)
 
 
 # --- command line ---------------------------------------------------------------------------
@@ -362,6 +365,16 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="ADDR[,ADDR...]: the only addresses the pusher may come from (its rail addresses)",
     )
+    p.add_argument(
+        "--relay-to",
+        action="append",
+        default=[],
+        help="the next Spark of a chain, its address on one rail (repeat per rail, in rail "
+        "order): files are passed on as they arrive, then pushed there once verified here",
+    )
+    p.add_argument(
+        "--relay-password-file", type=Path, help="the password the next Spark's daemon takes"
+    )
     p.add_argument("--repo", required=True)
     p.add_argument("--revision", required=True)
     bounded(p, "receive")
@@ -414,7 +427,19 @@ def run(args: argparse.Namespace) -> None:
             args.interval,
         )
     elif step == "receive":
-        copy.receive(
+        if bool(args.relay_to) != (args.relay_password_file is not None):
+            raise common.StepError("--relay-to and --relay-password-file go together")
+        relay = (
+            copy.Relay(
+                tuple(args.relay_to),
+                args.port,
+                args.relay_password_file,
+                sources=tuple(args.address),
+            )
+            if args.relay_to
+            else None
+        )
+        hop = copy.receive(
             args.cache,
             args.need_bytes,
             args.port,
@@ -424,7 +449,9 @@ def run(args: argparse.Namespace) -> None:
             [a.strip() for a in args.allow.split(",") if a.strip()],
             args.timeout,
             args.interval,
+            relay,
         )
+        copy_phases(hop, via=args.address[0] if args.address else "")
     elif step == "push":
         rails = [[h.strip() for h in to.split(",") if h.strip()] for to in args.to]
         results = copy.push(

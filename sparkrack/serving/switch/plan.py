@@ -112,10 +112,16 @@ def receive_argv(
     address: str | Sequence[str] | None = None,
     timeout_s: float | None = None,
     interval_s: float | None = None,
+    relay_to: Sequence[str] = (),
+    relay_password_file: str | None = None,
+    phases: str | None = None,
 ) -> list[str]:
     """``receive`` of (repo, revision) from the pusher at ``allow`` only (its address on every
     rail); with ``address`` one daemon per address listens on it only (the Spark's fabric PFs,
-    one per rail)."""
+    one per rail). With ``relay_to`` (the next Spark's address on every rail, rail order) a hop
+    of a chain: it passes the model on as it arrives, authenticated by ``relay_password_file``."""
+    if bool(relay_to) != (relay_password_file is not None):
+        raise ValueError("receive_argv: relay_to and relay_password_file go together")
     allowed = [allow] if isinstance(allow, str) else list(allow)
     argv = [
         *_base("receive"),
@@ -129,7 +135,11 @@ def receive_argv(
     ]  # fmt: skip
     for bound in [address] if isinstance(address, str) else address or []:
         argv += ["--address", bound]
-    return argv + _timing(timeout_s, interval_s)
+    for host in relay_to:
+        argv += ["--relay-to", host]
+    if relay_password_file is not None:
+        argv += ["--relay-password-file", relay_password_file]
+    return argv + _timing(timeout_s, interval_s, phases)
 
 
 PORT_SPAN: Final = contract.FETCH_PORT_SPAN

@@ -30,6 +30,16 @@ import hubversions
 import pytest
 from copytimeline import copy_lines
 from hubcache import COMMIT, REPO, download, make_repo, offline_sums, sha_of, share_blobs
+from rsyncpeer import (
+    FOLDER,
+    PASSWORD,
+    SCRIPT,
+    confined,
+    free_port,
+    password_file,
+    sized_snapshot,
+    start_receive,
+)
 
 from sparkrack.serving.scripts import fetch_base, fetch_rsync, fetch_step
 from sparkrack.serving.switch import plan as fetchplan
@@ -39,76 +49,12 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed"),
     pytest.mark.skipif(os.geteuid() != 0, reason="the receiver chroots: root only"),
 ]
-SCRIPT = Path(fetch_step.__file__)
-PASSWORD = "pw-" + os.urandom(8).hex()
-FOLDER = "models--org--model"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Peer:
-    cache: Path
-    port: int
-    proc: subprocess.Popen[str]
-
-    def output(self, timeout: float = 60) -> str:
-        out, _ = self.proc.communicate(timeout=timeout)
-        return out
-
-
-def confined() -> list[str]:
-    """The receiver with exactly the capabilities its securityContext grants (setpriv, from
-    util-linux; none when missing) and no new privileges, as the pod runs it."""
-    caps = RECEIVER_SECURITY["capabilities"]["add"]
-    if shutil.which("setpriv") is None:
-        return []
-    bounding = "-all," + ",".join(f"+{c.lower()}" for c in caps)
-    return ["setpriv", f"--bounding-set={bounding}", "--no-new-privs"]
-
-
-def start_receive(
-    tmp: Path,
-    cache: Path,
-    allow: str = "127.0.0.1",
-    timeout: float = 60,
-    addresses: tuple[str, ...] = ("127.0.0.1",),
-) -> Peer:
-    secrets = tmp / "rsyncd.secrets"
-    secrets.write_text(f"{fetch_base.RSYNC_USER}:{PASSWORD}\n")
-    port = free_port()
-    argv = fetchplan.receive_argv(
-        str(cache), 1_000_000, str(secrets), REPO, "main", allow, port=port,
-        address=list(addresses), timeout_s=timeout, interval_s=5,
-    )  # fmt: skip
-    proc = subprocess.Popen(
-        [*confined(), sys.executable, str(SCRIPT), *argv[2:]],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 20
-    listening: set[str] = set()
-    while time.monotonic() < deadline:
-        for address in addresses:
-            with socket.socket() as s:
-                if s.connect_ex((address, port)) == 0:
-                    listening.add(address)
-        if listening == set(addresses):
-            return Peer(cache, port, proc)
-        assert proc.poll() is None, proc.communicate()[0]
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError(f"receive did not listen: {proc.communicate()[0]}")
 
 
 def push(
     head: Path, port: int, tmp: Path, other_rails: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
-    pw = tmp / "password"
-    pw.write_text(PASSWORD + "\n")
+    pw = password_file(tmp)
     argv = fetchplan.push_argv(
         str(head), REPO, "main", ["127.0.0.1"], str(pw), port=port, timeout_s=60, interval_s=5,
         other_rails=[[address] for address in other_rails],
@@ -260,31 +206,6 @@ ESTIMATE_TOLERANCE = 0.25
 VERIFY_SLACK_S = 0.5
 """peer-verify lasts about a second here (the peer's answer, not its hashing): half a second
 of slack for process starts on a loaded machine."""
-
-
-def sized_snapshot(cache: Path, sizes: tuple[int, ...]) -> int:
-    """A marked snapshot of REPO@main of random files of ``sizes`` bytes; returns their total."""
-    import hashlib
-
-    commit = "c" * 40
-    base = cache / FOLDER
-    snap = base / "snapshots" / commit
-    snap.mkdir(parents=True)
-    (base / "blobs").mkdir()
-    (base / "refs").mkdir()
-    (base / "refs" / "main").write_text(commit)
-    files: dict[str, dict[str, object]] = {}
-    for i, size in enumerate(sizes):
-        data = os.urandom(size)
-        digest = hashlib.sha256(data).hexdigest()
-        (base / "blobs" / digest).write_bytes(data)
-        name = f"model-{i:05d}.safetensors"
-        (snap / name).symlink_to(f"../../blobs/{digest}")
-        files[name] = {"size": size, "sha256": digest}
-    manifest = cache / "manifest.json"
-    manifest.write_bytes(fetch_base.manifest_bytes(REPO, "main", commit, files))
-    fetch_step.mark(REPO, "main", cache, manifest)
-    return sum(sizes)
 
 
 def test_the_copy_estimate_matches_a_rate_limited_copy(tmp_path: Path) -> None:
