@@ -15,13 +15,11 @@ import json
 import os
 import re
 import shutil
-import socket
 import stat
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +32,14 @@ from rsyncpeer import (
     FOLDER,
     PASSWORD,
     SCRIPT,
-    confined,
     free_port,
     password_file,
     sized_snapshot,
     start_receive,
 )
 
-from sparkrack.serving.scripts import fetch_base, fetch_rsync, fetch_step
+from sparkrack.serving.scripts import fetch_base, fetch_rsync
 from sparkrack.serving.switch import plan as fetchplan
-from sparkrack.serving.switch.objects import RECEIVER_SECURITY
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed"),
