@@ -143,7 +143,12 @@ def run(args: argparse.Namespace) -> int:
 def switch_lines(name: str, prediction: SwitchPrediction) -> list[str]:
     lines = [
         f"switch to {name}: {prediction.model_bytes / 1e9:.1f} GB to {1 + prediction.peers} "
-        f"Spark(s)" + (f", {prediction.rails} rail(s) per peer" if prediction.peers else ""),
+        f"Spark(s)"
+        + (
+            f", {prediction.rails} rail(s) per peer, as a {prediction.shape}"
+            if prediction.peers
+            else ""
+        ),
         *(f"  {line}" for line in switch_table(prediction)),
     ]
     return lines
@@ -179,6 +184,7 @@ def run_inventory(inventory: str, hw: Hardware, fmt: str) -> int:
                             "model_bytes": p.model_bytes,
                             "peers": p.peers,
                             "rails": p.rails,
+                            "shape": p.shape,
                             "phases": {e.name: e.seconds for e in p.phases},
                             "ready_s": round(p.total_s, 1),
                             "assumptions": list(p.assumptions),

@@ -1,18 +1,25 @@
 """How long a model switch takes, phase by phase, from the model's size and the inventory's rates.
 
 A switch runs: pre-pull (the images), download (the head Spark fetches the checkpoint from the
-Hub), verify (every byte against the Hub's hashes), copy (the head pushes the checkpoint to each
-other Spark, one stream per peer and rail), peer-verify (each peer hashes what arrived and
-answers the head's poll before the push ends), wait-memory (a rank waits until the old model
-freed its memory), engine load (the weights read from disk) and ready. :func:`predict` is the
-one model of those times; the serve play prints the measured timeline beside it
-(:mod:`sparkrack.serving.switch.timeline`), and ``tests/serving/test_fetch_copy.py`` checks its
-copy and peer-verify figures against a rate-limited copy between lab containers.
+Hub), verify (every byte against the Hub's hashes), copy (one stream per rail to each peer),
+peer-verify (a peer hashes what arrived and answers its pusher), wait-memory (a rank waits until
+the old model freed its memory), engine load (the weights read from disk) and ready.
+
+The copy has two shapes (:func:`copy_shape` picks the faster): a **fan-out**, the head pushing
+to every peer at once (its rails carry every copy), or a **chain**, the head pushing to the
+first peer only and each peer relaying every file to the next as soon as it has it whole
+(``relay``: each further peer lags one file, or its upstream's verification, behind).
+
+:func:`predict` is the one model of those times; the serve play prints the measured timeline
+beside it (:mod:`sparkrack.serving.switch.timeline`); ``tests/serving/test_fetch_copy.py`` and
+``tests/serving/test_fetch_chain_lab.py`` check its copy figures against rate-limited copies
+between lab containers, and ``lab/bench_rails.py`` measures both shapes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 MB = 1_000_000
 VERIFY_MBYTE_S_PER_CORE = 1_000
@@ -27,6 +34,15 @@ wire)."""
 VERDICT_OVERHEAD_S = 1.0
 """Fixed cost of the peer's answer: two rsync connections (manifest, round) and the verdict,
 polled every 0.5 s. Measured 1.06-1.12 s on loopback, 1.08 s between lab containers."""
+RELAY_OVERHEAD_S = 1.0
+"""Fixed cost of one hop of a chain: a relaying peer looks for whole files once a second
+(``fetch_rsync.RELAY_TICK_S``), then opens its streams to the next."""
+LARGEST_FILE_BYTES = 5_000_000_000
+"""The largest file of a checkpoint when nothing says: 5 GB, the usual safetensors shard size
+on the Hub. An assumption: the render knows a model's size, not its files'."""
+Shape = Literal["fan-out", "chain"]
+FAN_OUT: Final[Shape] = "fan-out"
+CHAIN: Final[Shape] = "chain"
 
 
 @dataclass(frozen=True)
@@ -54,6 +70,15 @@ class PhaseEstimate:
     how: str
 
 
+def total_seconds(phases: dict[str, float | None]) -> float:
+    """Predicted phases (name -> seconds, None: not predicted) one after another, the rails'
+    copies once (they run at the same time)."""
+    timed = {name: s for name, s in phases.items() if s is not None}
+    copies = [s for name, s in timed.items() if name.startswith("copy")]
+    rest = sum(s for name, s in timed.items() if not name.startswith("copy"))
+    return rest + max(copies, default=0.0)
+
+
 @dataclass(frozen=True)
 class SwitchPrediction:
     model_bytes: int
@@ -61,14 +86,12 @@ class SwitchPrediction:
     rails: int
     phases: tuple[PhaseEstimate, ...]
     assumptions: tuple[str, ...] = field(default=())
+    shape: Shape = FAN_OUT
 
     @property
     def total_s(self) -> float:
         """The phases one after another, the rails' copies once (they run at the same time)."""
-        timed = [p for p in self.phases if p.seconds is not None]
-        copies = [p.seconds for p in timed if p.name.startswith("copy") and p.seconds is not None]
-        rest = sum(p.seconds for p in timed if not p.name.startswith("copy") and p.seconds)
-        return rest + max(copies, default=0.0)
+        return total_seconds({p.name: p.seconds for p in self.phases})
 
     def seconds(self, name: str) -> float | None:
         return next((p.seconds for p in self.phases if p.name == name), None)
@@ -93,18 +116,73 @@ def peer_verify_seconds(model_bytes: int, peers: int, rates: Rates) -> float:
     return model_bytes / (rates.verify_mbyte_s * MB) + VERDICT_OVERHEAD_S
 
 
-def predict(model_bytes: int, peers: int, rails: int, rates: Rates) -> SwitchPrediction:
+def relay_seconds(
+    model_bytes: int, peers: int, rates: Rates, largest_bytes: int | None = None
+) -> float:
+    """What a chain adds after the first peer's streams: each further peer lags its upstream by
+    one file (the largest, on one rail) or by its upstream's verification and final push,
+    whichever is longer."""
+    if peers < 2:
+        return 0.0
+    largest = min(model_bytes, largest_bytes or LARGEST_FILE_BYTES)
+    lag = largest * 8 / (rates.rail_mbit_s * MB) + RELAY_OVERHEAD_S
+    upstream = peer_verify_seconds(model_bytes, 1, rates) + RAIL_OVERHEAD_S
+    return (peers - 1) * max(lag, upstream)
+
+
+def chain_seconds(
+    model_bytes: int, peers: int, rails: int, rates: Rates, largest_bytes: int | None = None
+) -> float:
+    """From the start of the copy until the last peer of a chain has verified."""
+    return (
+        copy_seconds(model_bytes, min(peers, 1), rails, rates)
+        + relay_seconds(model_bytes, peers, rates, largest_bytes)
+        + peer_verify_seconds(model_bytes, min(peers, 1), rates)
+    )
+
+
+def fan_out_seconds(model_bytes: int, peers: int, rails: int, rates: Rates) -> float:
+    """From the start of the copy until every peer of a fan-out has verified."""
+    return copy_seconds(model_bytes, peers, rails, rates) + peer_verify_seconds(
+        model_bytes, peers, rates
+    )
+
+
+def copy_shape(
+    model_bytes: int, peers: int, rails: int, rates: Rates, largest_bytes: int | None = None
+) -> Shape:
+    """The faster shape by :func:`chain_seconds` against :func:`fan_out_seconds` (a chain
+    needs two peers or more; a tie keeps the fan-out)."""
+    if peers < 2:
+        return FAN_OUT
+    chain = chain_seconds(model_bytes, peers, rails, rates, largest_bytes)
+    return CHAIN if chain < fan_out_seconds(model_bytes, peers, rails, rates) else FAN_OUT
+
+
+def predict(
+    model_bytes: int,
+    peers: int,
+    rails: int,
+    rates: Rates,
+    shape: Shape = FAN_OUT,
+    largest_bytes: int | None = None,
+) -> SwitchPrediction:
     """Each phase of a switch to a model of ``model_bytes`` on ``1 + peers`` Sparks, the copy
-    over ``rails`` rails per peer, nothing of it in any cache yet."""
+    over ``rails`` rails per peer in ``shape``, nothing of it in any cache yet."""
     if model_bytes <= 0 or peers < 0 or rails < 1:
         raise ValueError(f"predict: {model_bytes} bytes, {peers} peers, {rails} rails")
+    if shape == CHAIN and peers < 2:
+        raise ValueError(f"predict: a chain needs two peers or more, not {peers}")
+    chain = shape == CHAIN
     size_mb = model_bytes / MB
     download = max(
         model_bytes * 8 / (rates.download_mbit_s * MB), model_bytes / (rates.disk_mbyte_s * MB)
     )
     verify = size_mb / rates.verify_mbyte_s
-    copy = copy_seconds(model_bytes, peers, rails, rates)
-    checked = peer_verify_seconds(model_bytes, peers, rates)
+    streams = 1 if chain else peers
+    copy = copy_seconds(model_bytes, streams, rails, rates)
+    checked = peer_verify_seconds(model_bytes, streams, rates)
+    largest = min(model_bytes, largest_bytes or LARGEST_FILE_BYTES)
     load = size_mb / (1 + peers) / rates.disk_mbyte_s
     phases = (
         PhaseEstimate("pre-pull", None, "not predicted: sparkrack does not know an image's size"),
@@ -122,8 +200,9 @@ def predict(model_bytes: int, peers: int, rails: int, rates: Rates) -> SwitchPre
                 PhaseEstimate(
                     f"copy rail {rail}",
                     copy,
-                    f"{peers} peer(s) x {size_mb / rails / 1000:.1f} GB over rail {rail} at "
-                    f"{rates.rail_mbit_s:g} Mbit/s, +{RAIL_OVERHEAD_S:g} s per stream",
+                    f"{streams} peer(s) x {size_mb / rails / 1000:.1f} GB over rail {rail} at "
+                    f"{rates.rail_mbit_s:g} Mbit/s, +{RAIL_OVERHEAD_S:g} s per stream"
+                    + (" (the head to the first peer of the chain)" if chain else ""),
                 )
                 for rail in range(rails)
             )
@@ -133,10 +212,23 @@ def predict(model_bytes: int, peers: int, rails: int, rates: Rates) -> SwitchPre
         *(
             (
                 PhaseEstimate(
+                    "relay",
+                    relay_seconds(model_bytes, peers, rates, largest_bytes),
+                    f"{peers - 1} further peer(s), each one file ({largest / 1e9:.1f} GB at "
+                    f"{rates.rail_mbit_s:g} Mbit/s, +{RELAY_OVERHEAD_S:g} s) or one "
+                    "verification behind the one before, whichever is longer",
+                ),
+            )
+            if chain
+            else ()
+        ),
+        *(
+            (
+                PhaseEstimate(
                     "peer-verify",
                     checked,
-                    f"each peer hashes {size_mb / 1000:.1f} GB at {rates.verify_mbyte_s:g} MB/s, "
-                    f"+{VERDICT_OVERHEAD_S:g} s for its answer",
+                    f"{'the last' if chain else 'each'} peer hashes {size_mb / 1000:.1f} GB at "
+                    f"{rates.verify_mbyte_s:g} MB/s, +{VERDICT_OVERHEAD_S:g} s for its answer",
                 ),
             )
             if peers
@@ -150,15 +242,25 @@ def predict(model_bytes: int, peers: int, rails: int, rates: Rates) -> SwitchPre
             f"{rates.disk_mbyte_s:g} MB/s; graph capture and warm-up not included",
         ),
     )
+    shaped = (
+        (
+            f"a chain head -> peer -> peer: faster here than a fan-out "
+            f"({chain_seconds(model_bytes, peers, rails, rates, largest_bytes):.0f} s against "
+            f"{fan_out_seconds(model_bytes, peers, rails, rates):.0f} s); its largest file "
+            f"{largest / 1e9:.1f} GB"
+        )
+        if chain
+        else "the rails of the head carry every peer's copy at once: the head's links are the limit"
+    )
     assumptions = (
         "nothing of the model is cached on any Spark (a cached model downloads and copies nothing)",
-        "the rails of the head carry every peer's copy at once: the head's links are the limit",
+        shaped,
         f"sha256 at {rates.verify_mbyte_s_per_core:g} MB/s per core on {rates.cores} cores",
         "the copies of the rails run in parallel: one copy phase per rail, the same time each",
         "ready = the sum of the predicted phases, the rails' copies counted once (pre-pull not "
         "included)",
     )
-    return SwitchPrediction(model_bytes, peers, rails, phases, assumptions)
+    return SwitchPrediction(model_bytes, peers, rails, phases, assumptions, shape)
 
 
 def within(predicted_s: float, measured_s: float, tolerance: float, slack_s: float = 0.0) -> bool:

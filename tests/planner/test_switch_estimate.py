@@ -15,9 +15,15 @@ import yaml
 
 from sparkrack.cli import main
 from sparkrack.planner.switch import (
+    CHAIN,
+    FAN_OUT,
     RAIL_OVERHEAD_S,
+    RELAY_OVERHEAD_S,
     VERDICT_OVERHEAD_S,
     Rates,
+    chain_seconds,
+    copy_shape,
+    fan_out_seconds,
     predict,
     table,
     within,
@@ -62,6 +68,44 @@ def test_each_phase_follows_its_rate() -> None:
         predict(0, 1, 1, rates)
 
 
+def test_a_chain_streams_once_and_lags_one_file_or_one_verification_per_further_peer() -> None:
+    # The lab's figures: 2.15 GB in 512 MiB files, rails shaped to 200 Mbit/s (25 MB/s).
+    lab = Rates(rail_mbit_s=200, download_mbit_s=1_000, disk_mbyte_s=1_000, cores=2)
+    model, shard = 4 * 512 * 2**20, 512 * 2**20
+    chain = predict(model, peers=3, rails=2, rates=lab, shape=CHAIN, largest_bytes=shard)
+    stream = model / 2 / 25e6
+    assert chain.shape == CHAIN
+    assert chain.seconds("copy rail 0") == pytest.approx(stream + RAIL_OVERHEAD_S)
+    # Each of the 2 further peers lags one 537 MB file on one 25 MB/s rail (21.5 s), longer
+    # than its upstream's verification (2.15 GB at 1 GB/s and the answer).
+    lag = shard / 25e6 + RELAY_OVERHEAD_S
+    assert chain.seconds("relay") == pytest.approx(2 * lag)
+    assert chain.seconds("peer-verify") == pytest.approx(model / 1e9 + VERDICT_OVERHEAD_S)
+    fan = predict(model, peers=3, rails=2, rates=lab)
+    assert chain.total_s - fan.total_s == pytest.approx(
+        chain_seconds(model, 3, 2, lab, shard) - fan_out_seconds(model, 3, 2, lab)
+    )
+    assert fan.shape == FAN_OUT and fan.seconds("relay") is None
+    assert fan.seconds("copy rail 0") == pytest.approx(3 * stream + RAIL_OVERHEAD_S)
+    # Here the chain is faster (86 s against 131 s): the head's rails carry one copy, not three.
+    assert copy_shape(model, 3, 2, lab, shard) == CHAIN
+    assert chain_seconds(model, 3, 2, lab, shard) < fan_out_seconds(model, 3, 2, lab)
+    # A slow verification lags each hop instead of the file: 1 core at 100 MB/s.
+    slow_hash = Rates(200, 1_000, 100, cores=1, verify_mbyte_s_per_core=100)
+    verify_lag = predict(model, 3, 2, slow_hash, CHAIN, shard).seconds("relay")
+    assert verify_lag == pytest.approx(2 * (model / 100e6 + VERDICT_OVERHEAD_S + RAIL_OVERHEAD_S))
+    # Negative controls: with the disk the limit (fast rails, the default rates) the fan-out
+    # wins, the chain only adding verifications; one peer never chains; a chain of one peer is
+    # refused.
+    spark = Rates(rail_mbit_s=100_000, download_mbit_s=1_000, disk_mbyte_s=3_000)
+    assert copy_shape(100 * GB, 3, 2, spark) == FAN_OUT
+    assert copy_shape(model, 1, 2, lab, shard) == FAN_OUT
+    with pytest.raises(ValueError, match="two peers"):
+        predict(model, 1, 2, lab, CHAIN)
+    # One file as large as the model: the chain lags a whole model per hop and loses.
+    assert copy_shape(model, 3, 2, lab, model) == FAN_OUT
+
+
 def test_within_accepts_close_figures_only() -> None:
     assert within(10.0, 9.0, 0.2) and within(10.0, 11.0, 0.2)
     assert not within(5.0, 9.0, 0.2)  # negative control: a prediction off by half fails
@@ -98,6 +142,14 @@ def test_plan_inventory_prints_the_switch_estimate_at_the_inventorys_rates(
     assert re.search(rf"switch to {name}: \d+\.\d GB to \d Spark\(s\), 1 rail\(s\) per peer", out)
     assert re.search(r"copy rail 0 +\d+\.\d s +\d peer\(s\) x .* at 1000 Mbit/s", out)
     assert "switch estimate assumptions" in out
+    # The default rates (100 Gbit/s rails, a 3 GB/s disk): the disk is the limit, the fan-out
+    # is chosen. Rails of 1 Gbit/s: the head's rails would carry every copy, the chain wins
+    # and its relay phase shows.
+    assert sw["shape"] == "fan-out" and "relay" not in sw["phases"]
+    if sw["peers"] >= 2:
+        assert slower["shape"] == "chain" and slower["phases"]["relay"] > 0
+        assert re.search(r"per peer, as a chain\n", out)
+        assert re.search(r"relay +\d+\.\d s +\d further peer", out)
 
 
 @pytest.mark.parametrize(

@@ -215,6 +215,7 @@ def switch_objects(res: Resolution) -> Switch:
         "need_bytes": res.need_bytes,
         "copy_to": plan.copy_to,
         "copy_rails": plan.copy_rails,
+        "copy_shape": plan.shape,
         "fetch_port": plan.port,
         "fetch_secret": secret,
         # The switch estimate, printed beside the measured timeline (seconds, None: not

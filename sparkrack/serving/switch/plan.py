@@ -17,7 +17,7 @@ from typing import Final
 
 from sparkrack import contract
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
-from sparkrack.planner.switch import Rates, SwitchPrediction, predict
+from sparkrack.planner.switch import CHAIN, Rates, Shape, SwitchPrediction, copy_shape, predict
 from sparkrack.serving import scripts
 from sparkrack.serving.resolution import Resolution
 from sparkrack.serving.scripts import fetch_base
@@ -250,10 +250,17 @@ def push_rails(res: Resolution) -> int:
 def estimate(res: Resolution) -> SwitchPrediction:
     """The switch estimate of one deployment: its checkpoint, its peers and the push's rails, at
     the inventory's rates (``serving_rail_mbit_s``, ``serving_download_mbit_s``,
-    ``serving_disk_mbyte_s``)."""
+    ``serving_disk_mbyte_s``), the copy in the faster shape (:func:`copy_shape`)."""
     ctx = res.ctx
     rates = Rates(ctx.rail_mbit_s, ctx.download_mbit_s, ctx.disk_mbyte_s)
-    return predict(res.weights_bytes, len(res.nodes) - 1, max(1, push_rails(res)), rates)
+    peers, rails = len(res.nodes) - 1, max(1, push_rails(res))
+    shape = copy_shape(res.weights_bytes, peers, rails, rates)
+    return predict(res.weights_bytes, peers, rails, rates, shape)
+
+
+def shape_of(res: Resolution) -> Shape:
+    """How one deployment's checkpoint travels: a fan-out from the head or a chain."""
+    return estimate(res).shape
 
 
 def pf_address(plan: FabricPlan, node: NodePlan) -> str:
@@ -288,10 +295,14 @@ class FetchPlan:
     memwait: list[str]
     """Then: MemAvailable covers the rank's planned footprint."""
     copy_to: list[str]
-    """The first-rail PF addresses the snapshot is copied to."""
+    """The first-rail PF addresses the snapshot is copied to (in a chain, in the chain's
+    order)."""
     copy_rails: list[list[str]]
     """The same peers' PF addresses on every rail (``copy_rails[0] == copy_to``; empty: no
     peer)."""
+    shape: Shape
+    """``fan-out``: the head pushes to every peer; ``chain``: to the first, each peer relays
+    to the next."""
     port: int
     """The receivers' port (:func:`deployment_ports`)."""
     marker: str
@@ -312,7 +323,16 @@ def fetch_plan(res: Resolution) -> FetchPlan:
     port = ctx.deployment_fetch_port or deployment_port(ctx.fetch_port, res.name)
     timeout = ctx.fetch_timeout
     secrets = f"{contract.FETCH_SECRET_MOUNT}/{SECRETS_KEY}"
+    password = f"{contract.FETCH_SECRET_MOUNT}/{PASSWORD_KEY}"
     phases = contract.PHASE_FILE
+    shape = shape_of(res)
+    chain = shape == CHAIN
+    # A fan-out: the head pushes to every peer, every peer takes it from the head. A chain: the
+    # head pushes to the first peer only; each peer takes it from the one before and relays
+    # to the one after.
+    pushed_to = copy_rails if not chain else [rail[:1] for rail in copy_rails]
+    upstream = [head, *peers[:-1]] if chain else [head] * len(peers)
+    downstream: list[tuple[str, ...]] = [*peers[1:], ()] if chain else [()] * len(peers)
     return FetchPlan(
         revision=revision,
         download=download_argv(
@@ -322,11 +342,11 @@ def fetch_plan(res: Resolution) -> FetchPlan:
             cache,
             profile.model,
             revision,
-            copy_to,
-            f"{contract.FETCH_SECRET_MOUNT}/{PASSWORD_KEY}",
+            pushed_to[0],
+            password,
             port=port,
             timeout_s=timeout,
-            other_rails=copy_rails[1:],
+            other_rails=pushed_to[1:],
             phases=phases,
         )
         if others
@@ -340,18 +360,24 @@ def fetch_plan(res: Resolution) -> FetchPlan:
                     secrets,
                     profile.model,
                     revision,
-                    head[:rails],
+                    source[:rails],
                     port=port,
                     address=addresses[:rails],
                     timeout_s=timeout,
+                    relay_to=after[:rails],
+                    relay_password_file=password if after else None,
+                    phases=phases if after else None,
                 ),
             )
-            for node, addresses in zip(others, peers, strict=True)
+            for node, addresses, source, after in zip(
+                others, peers, upstream, downstream, strict=True
+            )
         ],
         wait=wait_argv(cache, profile.model, revision, timeout_s=timeout, phases=phases),
         memwait=memwait_argv(res.memwait_gb, timeout_s=ctx.memwait_timeout, phases=phases),
         copy_to=copy_to,
         copy_rails=copy_rails,
+        shape=shape,
         port=port,
         marker=str(marker_path(cache, profile.model, profile.revision)),
         marker_on_host=str(marker_path(f"{ctx.hf_cache}/hub", profile.model, profile.revision)),

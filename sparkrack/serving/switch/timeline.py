@@ -7,7 +7,9 @@ Sources, each named in the table:
   ``startedAt`` -> the pod's ``Ready`` condition);
 * **pod** - the phases the fetch step measured inside its containers (download, verify, copy per
   peer and rail, peer-verify per peer, wait-weights, wait-memory): its phase records in the
-  containers' termination messages (:func:`sparkrack.serving.scripts.fetch_base.read_phases`).
+  containers' termination messages (:func:`sparkrack.serving.scripts.fetch_base.read_phases`);
+  in a chain also each relaying receiver's hop (``relay`` from the API: the first peer's verdict,
+  which ends the fetch Job, to the last receiver Job's end).
   A container that left no record (a KWOK pod runs no container) shows ``not measured``, never a
   number;
 * **play** - ``ready``: from the moment the play started the switch to the last rank Ready.
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sparkrack.planner.switch import CHAIN, total_seconds
 from sparkrack.serving.scripts.fetch_base import read_phases
 
 NOT_MEASURED = "not measured"
@@ -135,8 +138,14 @@ def rows(
         got = [r for r in _records(head, "download") if r["phase"] == phase]
         out.append(_from_records(phase, "head", got, predicted.get(phase)))
     peers = [str(p) for p in deployment.get("copy_to") or []]
+    chain = deployment.get("copy_shape") == CHAIN
+    receivers = [str(j) for j in deployment.get("receiver_jobs") or []]
     if peers:
         push = _records(head, "push")
+        if chain:
+            for job in receivers:
+                pods_of = _job_pods(pods, job)
+                push += _records(pods_of[-1], "receive") if pods_of else []
         for phase, estimate in (("copy", "copy rail 0"), ("peer-verify", "peer-verify")):
             if not any(r["phase"] == phase for r in push):
                 out.append(
@@ -155,7 +164,7 @@ def rows(
             out.append(
                 Row(
                     f"copy rail {rail}",
-                    str(r.get("peer", "")),
+                    _hop(r),
                     float(str(r["seconds"])),
                     "pod",
                     int(str(r.get("bytes", 0))),
@@ -167,12 +176,14 @@ def rows(
             out.append(
                 Row(
                     "peer-verify",
-                    str(r.get("peer", "")),
+                    _hop(r),
                     float(str(r["seconds"])),
                     "pod",
                     predicted=predicted.get("peer-verify"),
                 )
             )
+        if chain:
+            out.append(_relay_row(by_name, fetch_job, receivers, peers, predicted.get("relay")))
     ranks = [p for p in pods if _name(p) in set(deployment.get("pods") or [])]
     for phase, container in (("wait-weights", "wait-weights"), ("wait-memory", "wait-memory")):
         waits = [
@@ -244,7 +255,7 @@ def rows(
                 predicted=predicted.get("engine load"),
             )
         )
-    total = sum(v for v in predicted.values() if v is not None) if predicted else None
+    total = total_seconds(predicted) if predicted else None
     if begun is not None and readies and len(readies) == len(ranks):
         out.append(
             Row("ready", "every rank Ready", _span(begun, max(readies)), "play", predicted=total)
@@ -261,6 +272,31 @@ def rows(
             )
         )
     return out
+
+
+def _hop(record: Mapping[str, object]) -> str:
+    """Where a copy went: the peer, and in a chain the Spark that relayed it there."""
+    peer, via = str(record.get("peer", "")), str(record.get("via", ""))
+    return f"{via} -> {peer}" if via else peer
+
+
+def _relay_row(
+    jobs: Mapping[str, Mapping[str, Any]],
+    fetch_job: str,
+    receivers: Sequence[str],
+    peers: Sequence[str],
+    predicted: float | None,
+) -> Row:
+    """A chain's relay: from the fetch Job's end (the first peer's verdict) to the last
+    receiver Job's end (the last peer verified)."""
+    where = " -> ".join(peers)
+    ends = [_time((jobs.get(n) or {}).get("status", {}).get("completionTime")) for n in receivers]
+    first = _time((jobs.get(fetch_job) or {}).get("status", {}).get("completionTime"))
+    if not receivers or first is None or None in ends:
+        note = f"{NOT_MEASURED}: not every receiver Job completed"
+        return Row("relay", where, None, "API", note=note, predicted=predicted)
+    last = max(e for e in ends if e is not None)
+    return Row("relay", where, _span(first, last), "API", predicted=predicted)
 
 
 def _from_records(

@@ -288,8 +288,20 @@ def test_push_and_receive_refuse_bad_inputs(tmp_path: Path) -> None:
     bad_allow = fetchplan.receive_argv(str(tmp_path / "c"), 10, str(secrets), REPO, REV, "a b")
     refused = run_step(*bad_allow[2:])
     assert refused.returncode == 1 and "--allow 'a b'" in last_line(refused)
+    # A relay: its next Spark must be an address, its password file readable and not empty,
+    # and both flags go together; each refused before anything listens.
+    relay = fetchplan.receive_argv(str(tmp_path / "c"), 10, str(secrets), REPO, REV, "10.0.0.1")
+    bad_next = run_step(*relay[2:], "--relay-to", "a b", "--relay-password-file", str(pw))
+    assert bad_next.returncode == 1 and "--relay-to 'a b'" in last_line(bad_next)
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    no_pw = run_step(*relay[2:], "--relay-to", "10.0.0.4", "--relay-password-file", str(empty))
+    assert no_pw.returncode == 1 and "--relay-password-file" in last_line(no_pw)
+    alone = run_step(*relay[2:], "--relay-to", "10.0.0.4")
+    assert alone.returncode == 1 and "go together" in last_line(alone)
     for text in (unmarked.stdout, unmarked.stderr, bad_host.stdout, bad_host.stderr):
         assert "s3cret-pass" not in text
+    assert not (tmp_path / "c").exists()
 
 
 def test_secrets_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -319,6 +331,19 @@ def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
         "receive-rails": fetchplan.receive_argv(
             "/c", 5, "/s", REPO, REV, ["10.0.0.1", "10.0.1.1"], 9000, ["10.0.0.3", "10.0.1.3"]
         ),
+        "receive-relay": fetchplan.receive_argv(
+            "/c",
+            5,
+            "/s",
+            REPO,
+            REV,
+            ["10.0.0.1", "10.0.1.1"],
+            9000,
+            ["10.0.0.3", "10.0.1.3"],
+            relay_to=["10.0.0.4", "10.0.1.4"],
+            relay_password_file="/p",
+            phases="/m",
+        ),  # fmt: skip
         "wait": fetchplan.wait_argv("/c", REPO, REV, 60, 2),
         "memwait": fetchplan.memwait_argv(61.5, 60, 2, "/proc/meminfo", phases="/m"),
     }
@@ -335,6 +360,11 @@ def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
     assert receive.allow == "10.0.0.1"
     rails = parser.parse_args(built["receive-rails"][2:])
     assert (rails.address, rails.allow) == (["10.0.0.3", "10.0.1.3"], "10.0.0.1,10.0.1.1")
+    relay = parser.parse_args(built["receive-relay"][2:])
+    assert (relay.relay_to, relay.relay_password_file) == (["10.0.0.4", "10.0.1.4"], Path("/p"))
+    assert relay.phases == Path("/m")
+    with pytest.raises(ValueError, match="go together"):
+        fetchplan.receive_argv("/c", 5, "/s", REPO, REV, "10.0.0.1", relay_to=["10.0.0.4"])
     with pytest.raises(SystemExit):
         parser.parse_args(["receive", "--cache", "/c", "--need-bytes", "0", "--secrets-file", "s"])
 

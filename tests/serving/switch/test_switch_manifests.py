@@ -437,3 +437,49 @@ def test_colliding_fetch_ports_of_deployments_sharing_a_spark_are_resolved(tmp_p
             [c] = job["spec"]["template"]["spec"]["containers"]
             if c["command"][2] in ("push", "receive"):
                 assert option(c["command"], "--port") == str(ports[d.name])
+
+
+def test_slow_rails_render_a_chain_each_receiver_taking_from_the_one_before() -> None:
+    """Rails of 1 Gbit/s (the head's rails would carry three copies): the estimate picks the
+    chain. The head pushes to the first peer only; each receiver allows the Spark before it
+    only and relays to the one after (the password key of the deployment's Secret, its hop's
+    phase records); the last relays nothing. The default rates render the fan-out."""
+    plan = load_inventory("inventories/example").plan()
+    slow = context_from_vars(plan, {"serving_fetch_image": COPIER, "serving_rail_mbit_s": 1_000})
+    res = resolve(pinned(SGLANG, revision=REVISION), slow)
+    assert fetchplan.shape_of(res) == "chain"
+    docs = fetch_objects(res)
+    assert validate_manifests(docs, source="switch") == []
+    fetch, *receivers = kind(docs, "Job")
+    head, *others = res.nodes
+    assert len(others) >= 2
+    push = fetch["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert [push[i + 1] for i, a in enumerate(push) if a == "--to"] == [pf_address(plan, others[0])]
+    chain = [head, *others]
+    for k, job in enumerate(receivers):
+        argv = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert option(argv, "--allow") == pf_address(plan, chain[k])
+        relays = [argv[i + 1] for i, a in enumerate(argv) if a == "--relay-to"]
+        if k + 1 < len(others):
+            assert relays == [pf_address(plan, others[k + 1])]
+            assert option(argv, "--relay-password-file") == (
+                f"{contract.FETCH_SECRET_MOUNT}/{fetchplan.PASSWORD_KEY}"
+            )
+            assert option(argv, "--phases") == contract.PHASE_FILE
+        else:
+            assert relays == [] and "--relay-password-file" not in argv and "--phases" not in argv
+    facts = switch_objects(res).facts
+    assert facts["copy_shape"] == "chain"
+    assert facts["copy_to"] == [pf_address(plan, n) for n in others]
+    assert [p["phase"] for p in facts["predicted"]].count("relay") == 1
+    # Negative control: the default rates keep the fan-out.
+    fast = resolve(
+        pinned(SGLANG, revision=REVISION), context_from_vars(plan, {"serving_fetch_image": COPIER})
+    )
+    assert fetchplan.shape_of(fast) == "fan-out"
+    fetch, *receivers = kind(fetch_objects(fast), "Job")
+    push = fetch["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert option(push, "--to").split(",") == [pf_address(plan, n) for n in others]
+    for job in receivers:
+        argv = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert option(argv, "--allow") == pf_address(plan, head) and "--relay-to" not in argv

@@ -201,3 +201,57 @@ def test_every_measuring_container_writes_its_records_where_the_api_reads_them()
             if step != "receive":
                 assert argv[argv.index("--phases") + 1] == contract.PHASE_FILE
     assert {"download", "push", "receive", "wait", "memwait"} <= set(steps)
+
+
+def receiver_pod(job_name: str, receive: str | None) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"{job_name}-x1",
+            "labels": {"batch.kubernetes.io/job-name": job_name},
+            "creationTimestamp": "2026-11-24T02:00:05Z",
+        },
+        "status": {"containerStatuses": [terminated("receive", receive)]},
+    }
+
+
+def test_a_chain_shows_each_hop_and_the_relay_from_the_api() -> None:
+    """Head -> 10.10.0.2 -> 10.10.0.3: the head's push records, the relaying receiver's hop
+    (``via``), and the relay: the fetch Job's end (the first peer's verdict) to the last
+    receiver Job's end."""
+    chain = {
+        **DEPLOYMENT,
+        "copy_shape": "chain",
+        "copy_to": ["10.10.0.2", "10.10.0.3"],
+        "receiver_jobs": ["sparkrack-gemma-recv-spark2", "sparkrack-gemma-recv-spark3"],
+        "predicted": [*DEPLOYMENT["predicted"], {"phase": "relay", "seconds": 30.0, "how": "-"}],
+    }
+    jobs = [
+        *JOBS,
+        job("sparkrack-gemma-recv-spark2", "2026-11-24T02:01:05Z", "2026-11-24T02:10:40Z"),
+        job("sparkrack-gemma-recv-spark3", "2026-11-24T02:01:05Z", "2026-11-24T02:10:35Z"),
+    ]
+    hop = record("copy", 41.0, bytes=62_100_000_000, peer="10.10.0.3", rail=0, via="10.10.0.2")
+    hop += record("peer-verify", 24.0, peer="10.10.0.3", via="10.10.0.2")
+    pods = [
+        *measured_pods(),
+        receiver_pod("sparkrack-gemma-recv-spark2", hop),
+        receiver_pod("sparkrack-gemma-recv-spark3", None),
+    ]
+    got = rows(chain, jobs, pods, [], STARTED)
+    copies = [(r.where, r.seconds, r.predicted) for r in got if r.phase == "copy rail 0"]
+    assert copies == [("10.10.0.2", 40.0, 45.0), ("10.10.0.2 -> 10.10.0.3", 41.0, 45.0)]
+    checks = [(r.where, r.seconds) for r in got if r.phase == "peer-verify"]
+    assert checks == [("10.10.0.2", 23.5), ("10.10.0.2 -> 10.10.0.3", 24.0)]
+    [relay] = [r for r in got if r.phase == "relay"]
+    assert (relay.seconds, relay.predicted, relay.source) == (35.0, 30.0, "API")
+    assert relay.where == "10.10.0.2 -> 10.10.0.3"
+    # ready's prediction: every phase once, the copies counted once.
+    assert [r for r in got if r.phase == "ready"][0].predicted == 627.0
+    # A receiver Job not completed: the relay is not measured, never a number.
+    running = [*JOBS, job("sparkrack-gemma-recv-spark2", "2026-11-24T02:01:05Z", "")]
+    [late] = [r for r in rows(chain, running, pods, [], STARTED) if r.phase == "relay"]
+    assert late.seconds is None and late.note.startswith(NOT_MEASURED)
+    # Negative control: a fan-out ignores the receivers' records and has no relay.
+    fan = rows({**chain, "copy_shape": "fan-out"}, jobs, pods, [], STARTED)
+    assert [r.where for r in fan if r.phase == "copy rail 0"] == ["10.10.0.2"]
+    assert not [r for r in fan if r.phase == "relay"]
