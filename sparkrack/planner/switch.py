@@ -8,7 +8,8 @@ the old model freed its memory), engine load (the weights read from disk) and re
 The copy has two shapes (:func:`copy_shape` picks the faster): a **fan-out**, the head pushing
 to every peer at once (its rails carry every copy), or a **chain**, the head pushing to the
 first peer only and each peer relaying every file to the next as soon as it has it whole
-(``relay``: each further peer lags one file, or its upstream's verification, behind).
+(``relay``: each further peer holds the bytes one file after the one before, and verifies
+once that one has verified and pushed it the manifest).
 
 :func:`predict` is the one model of those times; the serve play prints the measured timeline
 beside it (:mod:`sparkrack.serving.switch.timeline`); ``tests/serving/test_fetch_copy.py`` and
@@ -35,8 +36,9 @@ VERDICT_OVERHEAD_S = 1.0
 """Fixed cost of the peer's answer: two rsync connections (manifest, round) and the verdict,
 polled every 0.5 s. Measured 1.06-1.12 s on loopback, 1.08 s between lab containers."""
 RELAY_OVERHEAD_S = 1.0
-"""Fixed cost of one hop of a chain: a relaying peer looks for whole files once a second
-(``fetch_rsync.RELAY_TICK_S``), then opens its streams to the next."""
+"""Fixed cost of one hop of a chain beyond its bytes and hashing: the relay noticing a whole
+file (every 0.25 s), its rsync processes, and the peer's stop after its verdict before its
+final push."""
 LARGEST_FILE_BYTES = 5_000_000_000
 """The largest file of a checkpoint when nothing says: 5 GB, the usual safetensors shard size
 on the Hub. An assumption: the render knows a model's size, not its files'."""
@@ -119,25 +121,31 @@ def peer_verify_seconds(model_bytes: int, peers: int, rates: Rates) -> float:
 def relay_seconds(
     model_bytes: int, peers: int, rates: Rates, largest_bytes: int | None = None
 ) -> float:
-    """What a chain adds after the first peer's streams: each further peer lags its upstream by
-    one file (the largest, on one rail) or by its upstream's verification and final push,
-    whichever is longer."""
+    """What a chain adds after the first peer has verified, until the last has. Peer k holds
+    every byte one file (the largest, on one rail) after peer k-1; it verifies once it has them
+    and peer k-1, verified itself, has pushed it the manifest: each hop waits for the later of
+    the two, then hashes the model and answers."""
     if peers < 2:
         return 0.0
     largest = min(model_bytes, largest_bytes or LARGEST_FILE_BYTES)
     lag = largest * 8 / (rates.rail_mbit_s * MB) + RELAY_OVERHEAD_S
-    upstream = peer_verify_seconds(model_bytes, 1, rates) + RAIL_OVERHEAD_S
-    return (peers - 1) * max(lag, upstream)
+    check = peer_verify_seconds(model_bytes, 1, rates)
+    arrived, verified = 0.0, check  # peer 1: its bytes at 0, verified after its check
+    for _ in range(peers - 1):
+        arrived += lag
+        verified = max(verified, arrived) + RAIL_OVERHEAD_S + check
+    return verified - check
 
 
 def chain_seconds(
     model_bytes: int, peers: int, rails: int, rates: Rates, largest_bytes: int | None = None
 ) -> float:
-    """From the start of the copy until the last peer of a chain has verified."""
+    """From the start of the copy until the last peer of a chain has verified: the first hop's
+    streams, the first peer's check, then the relay."""
     return (
         copy_seconds(model_bytes, min(peers, 1), rails, rates)
-        + relay_seconds(model_bytes, peers, rates, largest_bytes)
         + peer_verify_seconds(model_bytes, min(peers, 1), rates)
+        + relay_seconds(model_bytes, peers, rates, largest_bytes)
     )
 
 
@@ -215,8 +223,8 @@ def predict(
                     "relay",
                     relay_seconds(model_bytes, peers, rates, largest_bytes),
                     f"{peers - 1} further peer(s), each one file ({largest / 1e9:.1f} GB at "
-                    f"{rates.rail_mbit_s:g} Mbit/s, +{RELAY_OVERHEAD_S:g} s) or one "
-                    "verification behind the one before, whichever is longer",
+                    f"{rates.rail_mbit_s:g} Mbit/s, +{RELAY_OVERHEAD_S:g} s) behind the one "
+                    "before, then its manifest after that one's check, then its own check",
                 ),
             )
             if chain
@@ -227,7 +235,7 @@ def predict(
                 PhaseEstimate(
                     "peer-verify",
                     checked,
-                    f"{'the last' if chain else 'each'} peer hashes {size_mb / 1000:.1f} GB at "
+                    f"{'the first' if chain else 'each'} peer hashes {size_mb / 1000:.1f} GB at "
                     f"{rates.verify_mbyte_s:g} MB/s, +{VERDICT_OVERHEAD_S:g} s for its answer",
                 ),
             )
