@@ -344,7 +344,7 @@ def serving_stale(
 
 
 def watchdog_stale(
-    live: list[Mapping[str, Any]], deployments: list[str], guard: bool = False
+    live: list[Mapping[str, Any]], deployments: list[str], guard: bool
 ) -> list[Any]:
     """``{{ found.results | sparkrack_stale_watchdogs(keep, guard) }}`` with ``found`` a k8s_info
     loop over the watchdog's kinds: the watchdogs of deployments not in ``keep`` and, unless

@@ -239,11 +239,14 @@ def test_stale_watchdogs_are_those_of_deployments_that_left_the_list() -> None:
         {"item": "Deployment", "resources": [obj("Deployment", "a-w", "a"), obj("Deployment", "b-w", "b")]},
     ]  # fmt: skip
     # The pod first, its rights last; a kept deployment's watchdog stays (negative control).
-    assert FILTERS["sparkrack_stale_watchdogs"](found, ["b"]) == [
+    assert FILTERS["sparkrack_stale_watchdogs"](found, ["b"], True) == [
         {"kind": "Deployment", "namespace": "n", "name": "a-w"},
         {"kind": "ServiceAccount", "namespace": "n", "name": "a-w"},
     ]
-    assert FILTERS["sparkrack_stale_watchdogs"](found, ["a", "b"]) == []
+    assert FILTERS["sparkrack_stale_watchdogs"](found, ["a", "b"], True) == []
+    # The guard's answer is the render's to give: a call without it is refused, not defaulted.
+    with pytest.raises(TypeError):
+        FILTERS["sparkrack_stale_watchdogs"](found, ["b"])
 
 
 def test_watchdogs_off_remove_every_watchdog_and_the_memory_guard() -> None:
