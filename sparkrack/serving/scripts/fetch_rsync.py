@@ -378,27 +378,23 @@ class _Relayer(threading.Thread):
             relay.hosts[0], per_rail={r: RailCopy() for r in range(len(relay.hosts))}
         )
         self.began = 0.0
-        self.seconds = 0.0
         self.files = 0
 
     def run(self) -> None:
         self.began = time.monotonic()
-        try:
-            with tempfile.TemporaryDirectory(prefix="sparkrack-relay-") as tmp:
-                while not self.stopping.is_set():
-                    self._read_logs()
-                    ready = self._ready()
-                    if ready:
-                        common.say(
-                            "receive",
-                            f"relay to {self.relay.hosts[0]}: sending {len(ready)} file(s) "
-                            f"after {time.monotonic() - self.began:.1f} s",
-                        )
-                    if ready and not self._send(ready, Path(tmp)):
-                        return
-                    self.stopping.wait(RELAY_TICK_S)
-        finally:
-            self.seconds = time.monotonic() - self.began
+        with tempfile.TemporaryDirectory(prefix="sparkrack-relay-") as tmp:
+            while not self.stopping.is_set():
+                self._read_logs()
+                ready = self._ready()
+                if ready:
+                    common.say(
+                        "receive",
+                        f"relay to {self.relay.hosts[0]}: sending {len(ready)} file(s) "
+                        f"after {time.monotonic() - self.began:.1f} s",
+                    )
+                if ready and not self._send(ready, Path(tmp)):
+                    return
+                self.stopping.wait(RELAY_TICK_S)
 
     def halt(self) -> None:
         """Stop after the batch under way (the final push sends the rest)."""
