@@ -69,32 +69,6 @@ def lab_module() -> Any:
     return module
 
 
-def snapshot_script(shard_mib: int) -> str:
-    """A hub cache entry on the head: random shards named by their sha256, linked from the
-    snapshot, a manifest of every file's sha256, marked by the fetch step's ``mark``."""
-    repo = f"/cache/models--{REPO.replace('/', '--')}"
-    snap = f"{repo}/snapshots/{REVISION}"
-    return f"""set -eu
-rm -rf /cache; mkdir -p {repo}/blobs {snap} {repo}/refs
-add() {{ h=$(sha256sum "$1" | cut -c1-64); mv "$1" {repo}/blobs/$h; ln -s ../../blobs/$h {snap}/$2; }}
-for i in $(seq 1 {SHARDS}); do
-  head -c {shard_mib}M /dev/urandom > /cache/shard; add /cache/shard model-0000$i-of-0000{SHARDS}.safetensors
-done
-echo '{{"architectures": ["FakeForCausalLM"]}}' > /cache/cfg; add /cache/cfg config.json
-printf {REVISION} > {repo}/refs/main
-python3 - <<'PY'
-import glob, json, os
-snap = "{snap}"
-files = {{os.path.relpath(p, snap): {{"size": os.path.getsize(p), "sha256": os.path.basename(os.path.realpath(p))}}
-         for p in sorted(glob.glob(snap + "/*"))}}
-doc = {{"repo": "{REPO}", "revision": "{REVISION}", "commit": "{REVISION}", "files": files}}
-open("/cache/manifest.json", "w").write(json.dumps(doc, indent=1, sort_keys=True) + "\\n")
-PY
-python3 {fetchplan.SCRIPT_PATH} mark --cache /cache --repo {REPO} --revision {REVISION} \\
-  --manifest /cache/manifest.json
-"""
-
-
 def receive(
     fabric: Fabric,
     box: str,
@@ -225,7 +199,9 @@ def main() -> int:
             for key in (fetchplan.PASSWORD_KEY, fetchplan.SECRETS_KEY):
                 put(box, f"{SECRETS}/{key}", data[key])
         made = time.monotonic()
-        out = sh(head, snapshot_script(args.shard_mib), timeout=900)
+        out = sh(
+            head, fetchlab.snapshot_script(REPO, REVISION, SHARDS, args.shard_mib), timeout=900
+        )
         if out.returncode != 0:
             raise RuntimeError(out.stderr)
         model = SHARDS * args.shard_mib * 2**20

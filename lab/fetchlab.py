@@ -9,6 +9,7 @@ with ``<prefix>``; :func:`down` removes exactly those.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,3 +146,39 @@ def qdiscs(fabric: Fabric) -> str:
         for dev in fabric.netdevs[box]:
             out.append(f"{box} {dev}: " + sh(box, f"tc -s qdisc show dev {dev}").stdout.strip())
     return "\n".join(out)
+
+
+def docker_answers() -> bool:
+    """A Docker engine answers (``docker version``): the lab's containers can run."""
+    if shutil.which("docker") is None:
+        return False
+    probe = subprocess.run(["docker", "version"], capture_output=True, timeout=30, check=False)
+    return probe.returncode == 0
+
+
+def snapshot_script(repo: str, revision: str, shards: int, shard_mib: int) -> str:
+    """Shell for a container: a hub cache entry of ``repo`` in ``/cache``, ``shards`` random
+    files of ``shard_mib`` MiB named by their sha256 and linked from the snapshot, a manifest of
+    every file's sha256, marked by the fetch step's ``mark``."""
+    folder = f"/cache/models--{repo.replace('/', '--')}"
+    snap = f"{folder}/snapshots/{revision}"
+    return f"""set -eu
+rm -rf /cache; mkdir -p {folder}/blobs {snap} {folder}/refs
+add() {{ h=$(sha256sum "$1" | cut -c1-64); mv "$1" {folder}/blobs/$h; ln -s ../../blobs/$h {snap}/$2; }}
+for i in $(seq 1 {shards}); do
+  head -c {shard_mib}M /dev/urandom > /cache/shard
+  add /cache/shard model-$(printf %05d $i)-of-$(printf %05d {shards}).safetensors
+done
+echo '{{"architectures": ["FakeForCausalLM"]}}' > /cache/cfg; add /cache/cfg config.json
+printf {revision} > {folder}/refs/main
+python3 - <<'PY'
+import glob, json, os
+snap = "{snap}"
+files = {{os.path.relpath(p, snap): {{"size": os.path.getsize(p),
+          "sha256": os.path.basename(os.path.realpath(p))}} for p in sorted(glob.glob(snap + "/*"))}}
+doc = {{"repo": "{repo}", "revision": "{revision}", "commit": "{revision}", "files": files}}
+open("/cache/manifest.json", "w").write(json.dumps(doc, indent=1, sort_keys=True) + "\\n")
+PY
+python3 {SCRIPT_DIR}/fetch_step.py mark --cache /cache --repo {repo} --revision {revision} \\
+  --manifest /cache/manifest.json
+"""

@@ -343,9 +343,7 @@ def serving_stale(
     return stale_serving(rendered, by_kind, applied_first or [])
 
 
-def watchdog_stale(
-    live: list[Mapping[str, Any]], deployments: list[str], guard: bool
-) -> list[Any]:
+def watchdog_stale(live: list[Mapping[str, Any]], deployments: list[str], guard: bool) -> list[Any]:
     """``{{ found.results | sparkrack_stale_watchdogs(keep, guard) }}`` with ``found`` a k8s_info
     loop over the watchdog's kinds: the watchdogs of deployments not in ``keep`` and, unless
     ``guard``, the memory guard's objects."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import fcntl
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import threading
@@ -56,40 +55,9 @@ TOLERANCE = 0.35
 batch starts a process per rail."""
 
 
-def _docker_answers() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    probe = subprocess.run(["docker", "version"], capture_output=True, timeout=30, check=False)
-    return probe.returncode == 0
-
-
-def snapshot_script() -> str:
-    """Random shards named by their sha256 in the head's cache, a manifest, the marker."""
-    repo = f"/cache/models--{REPO.replace('/', '--')}"
-    snap = f"{repo}/snapshots/{REVISION}"
-    return f"""set -eu
-rm -rf /cache; mkdir -p {repo}/blobs {snap} {repo}/refs
-add() {{ h=$(sha256sum "$1" | cut -c1-64); mv "$1" {repo}/blobs/$h; ln -s ../../blobs/$h {snap}/$2; }}
-for i in $(seq 1 {SHARDS}); do
-  head -c {SHARD_MIB}M /dev/urandom > /cache/shard; add /cache/shard model-$i.safetensors
-done
-printf {REVISION} > {repo}/refs/main
-python3 - <<'PY'
-import glob, json, os
-snap = "{snap}"
-files = {{os.path.relpath(p, snap): {{"size": os.path.getsize(p),
-          "sha256": os.path.basename(os.path.realpath(p))}} for p in sorted(glob.glob(snap + "/*"))}}
-doc = {{"repo": "{REPO}", "revision": "{REVISION}", "commit": "{REVISION}", "files": files}}
-open("/cache/manifest.json", "w").write(json.dumps(doc, sort_keys=True) + "\\n")
-PY
-python3 {fetchplan.SCRIPT_PATH} mark --cache /cache --repo {REPO} --revision {REVISION} \\
-  --manifest /cache/manifest.json
-"""
-
-
 @pytest.fixture(scope="module")
 def chain(lab: ModuleType) -> Iterator[tuple[fetchlab.Fabric, str]]:
-    if not _docker_answers():
+    if not fetchlab.docker_answers():
         pytest.skip("no Docker engine answers (`docker version` fails): needs four containers")
     mtu = load_inventory(ROOT / "inventories" / "lab").plan().mtu
     boxes = [f"{PREFIX}-{n}" for n in NAMES]
@@ -104,7 +72,9 @@ def chain(lab: ModuleType) -> Iterator[tuple[fetchlab.Fabric, str]]:
                 fetchlab.sh(box, f"mkdir -p {SECRETS}")
                 for key in (fetchplan.PASSWORD_KEY, fetchplan.SECRETS_KEY):
                     fetchlab.put(box, f"{SECRETS}/{key}", data[key])
-            made = fetchlab.sh(boxes[0], snapshot_script(), timeout=300)
+            made = fetchlab.sh(
+                boxes[0], fetchlab.snapshot_script(REPO, REVISION, SHARDS, SHARD_MIB), timeout=300
+            )
             assert made.returncode == 0, made.stderr
             fetchlab.shape(fab, RATE_MBIT)
             yield fab, password
@@ -236,7 +206,7 @@ def test_a_corrupted_blob_on_the_middle_peer_is_sent_again_alone(
     if fetchlab.sh(peers[-1], "test -d /peer").returncode != 0:
         run_chain(fab)
     folder = f"/peer/models--{REPO.replace('/', '--')}/blobs"
-    victim = fetchlab.sh(middle, f"ls {folder} | head -1").stdout.strip()
+    victim = fetchlab.sh(middle, f"ls -S {folder} | head -1").stdout.strip()  # a shard
     flipped = fetchlab.sh(
         middle,
         f"python3 -c \"import os; p='{folder}/{victim}'; st=os.stat(p); f=open(p,'r+b'); "

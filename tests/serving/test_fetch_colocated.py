@@ -23,7 +23,6 @@ from __future__ import annotations
 import fcntl
 import json
 import secrets
-import shutil
 import subprocess
 import sys
 import threading
@@ -79,16 +78,9 @@ def colliding(name: str) -> str:
 NAMES = ("chat", colliding("chat"))
 
 
-def _docker_answers() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    probe = subprocess.run(["docker", "version"], capture_output=True, timeout=30, check=False)
-    return probe.returncode == 0
-
-
 @pytest.fixture(scope="module")
 def fabric(lab: ModuleType) -> Iterator[fetchlab.Fabric]:
-    if not _docker_answers():
+    if not fetchlab.docker_answers():
         pytest.skip("no Docker engine answers (`docker version` fails): needs two containers")
     mtu = load_inventory(ROOT / "inventories" / "lab").plan().mtu
     hub1 = hubversions.target(hubversions.HUB_1)

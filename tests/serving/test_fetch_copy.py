@@ -93,13 +93,6 @@ def shard_mib() -> int:
     pytest.skip(f"{free / 1e6:.0f} MB free under {root}: too little for even the smallest copy")
 
 
-def _docker_answers() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    probe = subprocess.run(["docker", "version"], capture_output=True, timeout=30, check=False)
-    return probe.returncode == 0
-
-
 def _cleanup(boxes: list[str]) -> None:
     fetchlab.docker("rm", "-f", "-v", *boxes, check=False)
     fetchlab.docker("network", "rm", NETWORK, check=False)
@@ -107,7 +100,7 @@ def _cleanup(boxes: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def pair(lab: ModuleType) -> Iterator[Pair]:
-    if not _docker_answers():
+    if not fetchlab.docker_answers():
         pytest.skip(
             "no Docker engine answers (`docker version` fails): the copy test needs two containers"
         )
