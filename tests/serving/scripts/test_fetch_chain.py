@@ -1,7 +1,7 @@
 """A chain of receivers for real on loopback: the head pushes to the first peer only, over two
 rails; the first peer passes every file on to the second while it still receives (its relay),
 then, once its own copy verifies, pushes the rest and the manifest there; the second verifies
-and marks. Both daemons listen on the deployment's one port, each on its own addresses, each
+and marks (also a huggingface_hub 1.x shared-blob snapshot, which loads offline at the end). Both daemons listen on the deployment's one port, each on its own addresses, each
 allowing only the Spark before it. The relay reads nothing but plain files inside the model's
 folder and the shared store.
 
@@ -16,8 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fakehub
+import hubversions
 import pytest
-from hubcache import REPO
+from hubcache import REPO, download, make_repo, offline_sums, sha_of, share_blobs
 from rsyncpeer import (
     FOLDER,
     PASSWORD,
@@ -121,6 +123,53 @@ def test_a_chain_relays_each_file_while_receiving_and_every_hop_verifies(tmp_pat
     assert sum(int(str(r["bytes"])) for r in copies) >= total
     assert [r["peer"] for r in records if r["phase"] == "peer-verify"] == [P2[0]]
     assert PASSWORD not in pushed.stdout + pushed.stderr + relayed + received
+
+
+def test_a_shared_blob_snapshot_travels_the_chain_and_loads_offline_at_its_end(
+    tmp_path: Path,
+) -> None:
+    """huggingface_hub 1.x's layout: the shards in the cache-wide shared store, the repo's blobs
+    links into it. The relay passes the store's files on (module ``shared``); the links come
+    with the final push; the last peer loads the model offline with hub 1.x."""
+    head = tmp_path / "head"
+    repo = make_repo()
+    with fakehub.serve(repo) as url:
+        done = download(head, hubversions.HUB_1, url)
+    assert done.returncode == 0, done.stderr
+    share_blobs(head, repo)
+    port = free_port()
+    for d in ("p1", "p2"):
+        (tmp_path / d).mkdir()
+    last = start_receive(
+        tmp_path / "p2", tmp_path / "p2" / "cache", allow=",".join(P1), addresses=P2, port=port
+    )
+    first = start_receive(
+        tmp_path / "p1", tmp_path / "p1" / "cache", allow=HEAD, addresses=P1, port=port,
+        relay_to=P2,
+    )  # fmt: skip
+    argv = fetchplan.push_argv(
+        str(head), REPO, "main", [P1[0]], str(password_file(tmp_path)), port=port,
+        timeout_s=60, interval_s=5, other_rails=[[P1[1]]],
+    )  # fmt: skip
+    pushed = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv[2:]],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    relayed, received = first.output(), last.output()
+    print(pushed.stdout, relayed, received, sep="\n----\n")
+    assert pushed.returncode == 0 and first.proc.returncode == 0, relayed
+    assert last.proc.returncode == 0, received
+    assert " recv shared " in received  # the store's files reached the last peer from the first
+    store = last.cache / "blobs"
+    assert (store / ".huggingface-shared-blobs").is_file()
+    for path in (p for p in repo.files if repo.is_lfs(p)):
+        xet = fakehub.xet_hash(repo.files[path])
+        assert (store / xet[:2] / xet).is_file()
+        assert os.readlink(last.cache / FOLDER / "blobs" / repo.etag(path)) == (
+            f"../../blobs/{xet[:2]}/{xet}"
+        )
+    assert fetch_base.check_marker(last.cache, REPO, "main")[0]
+    assert offline_sums(last.cache, hubversions.HUB_1)["sums"] == sha_of(repo)
 
 
 def test_without_a_relay_the_first_peer_passes_nothing_on(tmp_path: Path) -> None:
