@@ -151,10 +151,10 @@ def test_plan_inventory_prints_the_switch_estimate_at_the_inventorys_rates(
     # is chosen. Rails of 1 Gbit/s: the head's rails would carry every copy, the chain wins
     # and its relay phase shows.
     assert sw["shape"] == "fan-out" and "relay" not in sw["phases"]
-    if sw["peers"] >= 2:
-        assert slower["shape"] == "chain" and slower["phases"]["relay"] > 0
-        assert re.search(r"per peer, as a chain\n", out)
-        assert re.search(r"relay +\d+\.\d s +\d further peer", out)
+    assert sw["peers"] == 3  # the example inventory: a chain is possible
+    assert slower["shape"] == "chain" and slower["phases"]["relay"] > 0
+    assert re.search(r"per peer, as a chain\n", out)
+    assert re.search(r"relay +\d+\.\d s +\d further peer", out)
 
 
 @pytest.mark.parametrize(

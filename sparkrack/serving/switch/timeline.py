@@ -290,8 +290,12 @@ def _relay_row(
     """A chain's relay: from the fetch Job's end (the first peer's verdict) to the last
     receiver Job's end (the last peer verified)."""
     where = " -> ".join(peers)
-    ends = [_time((jobs.get(n) or {}).get("status", {}).get("completionTime")) for n in receivers]
-    first = _time((jobs.get(fetch_job) or {}).get("status", {}).get("completionTime"))
+
+    def done(name: str) -> datetime | None:
+        return _time(((jobs.get(name) or {}).get("status") or {}).get("completionTime"))
+
+    ends = [done(n) for n in receivers]
+    first = done(fetch_job)
     if not receivers or first is None or None in ends:
         note = f"{NOT_MEASURED}: not every receiver Job completed"
         return Row("relay", where, None, "API", note=note, predicted=predicted)

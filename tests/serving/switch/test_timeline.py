@@ -247,8 +247,10 @@ def test_a_chain_shows_each_hop_and_the_relay_from_the_api() -> None:
     assert relay.where == "10.10.0.2 -> 10.10.0.3"
     # ready's prediction: every phase once, the copies counted once.
     assert [r for r in got if r.phase == "ready"][0].predicted == 627.0
-    # A receiver Job not completed: the relay is not measured, never a number.
-    running = [*JOBS, job("sparkrack-gemma-recv-spark2", "2026-11-24T02:01:05Z", "")]
+    # A receiver Job not completed (or with no status yet): the relay is not measured, never a
+    # number.
+    fresh = {"metadata": {"name": "sparkrack-gemma-recv-spark3"}, "status": None}
+    running = [*JOBS, job("sparkrack-gemma-recv-spark2", "2026-11-24T02:01:05Z", ""), fresh]
     [late] = [r for r in rows(chain, running, pods, [], STARTED) if r.phase == "relay"]
     assert late.seconds is None and late.note.startswith(NOT_MEASURED)
     # Negative control: a fan-out ignores the receivers' records and has no relay.
