@@ -75,9 +75,13 @@ lab: setup
 lab-down: setup
 	$(LAB_LOCK) $(BIN)/python lab/lab.py down
 
-# molecule test of the default scenario: the 5-node lab (same container names as `make lab`, so a
-# running lab is replaced) converged with site.yml, idempotence, testinfra verify, destroy.
+# The default scenario around `make lab` itself: molecule destroys any lab, checks the syntax,
+# creates the 5 nodes (same container names as `make lab`) and runs site.yml --check on them;
+# then `make lab`, exactly as the README's first command, converges that lab, reruns it (changed=0)
+# and prints the summary; then molecule's testinfra verify and destroy.
 molecule: setup
-	$(LAB_LOCK) $(BIN)/python lab/lab.py molecule
+	$(LAB_LOCK) $(BIN)/python lab/lab.py molecule before
+	$(MAKE) lab
+	$(LAB_LOCK) $(BIN)/python lab/lab.py molecule after
 
 test: lint unit install-check molecule

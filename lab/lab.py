@@ -16,7 +16,8 @@ create/destroy all call this file; callers serialize on ``flock /tmp/sparkrack-l
                network namespace, with K3s' admin kubeconfig and certificates written into it;
 * ``converge`` run site.yml, run it again and fail unless the rerun reports changed=0;
 * ``lab``      all of the above plus a per-node summary and the converge/rerun wall times;
-* ``molecule`` ``molecule test`` of the default scenario, printing its converge/idempotence times;
+* ``molecule before|after`` molecule's steps around ``make lab`` (``make molecule``), each one's
+               wall time printed;
 * ``down``     stop the control plane, remove the containers and networks above, by name.
 
 Addresses come from the address plan (``sparkrack addresses --format json``); nothing here
@@ -742,52 +743,60 @@ def lab() -> None:
 
 # --- molecule -----------------------------------------------------------------------------
 
-_STEP = re.compile(r"default\s*(?:➜|>|:)\s*(\w+)")
+MOLECULE_BEFORE = ("destroy", "syntax", "create", "check")
+"""molecule's steps before the converge: a fresh lab, site.yml --check on the new nodes."""
+MOLECULE_AFTER = ("verify", "destroy")
+"""molecule's steps after it: testinfra against the converged lab, then the lab removed."""
+MOLECULE_TIMINGS = STATE_DIR / "molecule-timings.json"
 
 
-def molecule_test() -> None:
-    """``molecule test`` (default scenario) with the wall time of each step printed at the end."""
+def molecule_steps(steps: Sequence[str]) -> None:
+    """``molecule STEP`` of the default scenario for each step, each step's wall time recorded.
+
+    ``make molecule`` runs :data:`MOLECULE_BEFORE`, then ``make lab`` itself (the converge, the
+    ``changed=0`` rerun and the summary: the README's first command, exactly as an owner types
+    it), then :data:`MOLECULE_AFTER`; the lab that molecule created is the one ``make lab``
+    converges (``up`` keeps running nodes)."""
     env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0", "NO_COLOR": "1"}
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
     env.pop("ANSIBLE_CONFIG", None)
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    steps: dict[str, float] = {}
-    current: str | None = None
-    mark = time.monotonic()
-    with (STATE_DIR / "molecule.log").open("w") as out:
-        proc = subprocess.Popen(
-            [_venv_tool("molecule"), "test", "--scenario-name", "default"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            cwd=ROOT,
-        )
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            out.write(line)
-            match = _STEP.search(line)
-            if match and match.group(1) != current and "Executing" in line:
-                now = time.monotonic()
-                if current is not None:
-                    steps[current] = steps.get(current, 0.0) + now - mark
-                current, mark = match.group(1), now
-        proc.wait()
-    if current is not None:
-        steps[current] = steps.get(current, 0.0) + time.monotonic() - mark
+    timings: dict[str, float] = {}
+    if steps and steps[0] != MOLECULE_BEFORE[0] and MOLECULE_TIMINGS.is_file():
+        timings = json.loads(MOLECULE_TIMINGS.read_text())
+    with (STATE_DIR / "molecule.log").open("a") as out:
+        for step in steps:
+            log(f"molecule {step}")
+            mark = time.monotonic()
+            proc = subprocess.Popen(
+                [_venv_tool("molecule"), step, "--scenario-name", "default"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+                cwd=ROOT,
+            )
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                out.write(line)
+            proc.wait()
+            timings[step if step not in timings else f"{step} (end)"] = round(
+                time.monotonic() - mark, 1
+            )
+            MOLECULE_TIMINGS.write_text(json.dumps(timings, indent=2) + "\n")
+            if proc.returncode != 0:
+                raise LabError(
+                    f"molecule {step} failed (exit {proc.returncode}); log: {STATE_DIR}/molecule.log"
+                )
     print("\n== molecule step wall times ==")
-    for step, seconds in steps.items():
-        print(f"{step:<12} {seconds:6.1f} s")
-    if "converge" in steps and "idempotence" in steps:
-        ratio = 100 * steps["idempotence"] / steps["converge"]
-        print(f"converge {steps['converge']:.1f} s, idempotent rerun {steps['idempotence']:.1f} s "
-              f"({ratio:.0f} % of converge)")  # fmt: skip
-    (STATE_DIR / "molecule-timings.json").write_text(json.dumps(steps, indent=2) + "\n")
-    if proc.returncode != 0:
-        raise LabError(
-            f"molecule test failed (exit {proc.returncode}); log: {STATE_DIR}/molecule.log"
-        )
+    for step, seconds in timings.items():
+        print(f"{step:<14} {seconds:6.1f} s")
+    lab_timings = STATE_DIR / "timings.json"
+    if steps == list(MOLECULE_AFTER) and lab_timings.is_file():
+        conv: dict[str, float] = json.loads(lab_timings.read_text())
+        print(f"make lab       converge {conv['converge_seconds']} s, "
+              f"rerun {conv['rerun_seconds']} s (changed=0)")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -805,7 +814,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub.add_parser("summary", help="print the last converge summary")
     sub.add_parser("lab", help="engine + image + up + converge + summary + timings")
-    sub.add_parser("molecule", help="molecule test of the default scenario, with step timings")
+    mol_p = sub.add_parser(
+        "molecule", help="molecule steps of the default scenario, each one's wall time printed"
+    )
+    mol_p.add_argument(
+        "part",
+        choices=("before", "after"),
+        help=f"before: {' '.join(MOLECULE_BEFORE)}; after: {' '.join(MOLECULE_AFTER)}",
+    )
     down_p = sub.add_parser("down", help="remove the lab containers and networks, by name")
     down_p.add_argument("--image", action="store_true", help="also remove the node image")
     args = parser.parse_args(argv)
@@ -827,7 +843,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lab()
         elif args.command == "molecule":
             ensure_engine()
-            molecule_test()
+            molecule_steps(list(MOLECULE_BEFORE if args.part == "before" else MOLECULE_AFTER))
         elif args.command == "down":
             if not _engine_answers():
                 log("no docker engine answers: nothing to remove")

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import yaml
 
 from sparkrack.inputs.inventory import load_inventory
 
@@ -158,3 +159,35 @@ def test_network_with_containers_attached_is_an_error(
     monkeypatch.setattr(lab.time, "sleep", lambda _s: None)
     with pytest.raises(lab.LabError, match="still has containers attached \\(sparkrack-spark1\\)"):
         lab._remove_network("sparkrack-mgmt", timeout=0.0)
+
+
+def _make_recipe(target: str) -> tuple[list[str], list[str]]:
+    """(prerequisites, recipe lines) of one Makefile target."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"{target}:"):
+            recipe = []
+            for body in lines[i + 1 :]:
+                if not body.startswith("\t"):
+                    break
+                recipe.append(body.strip())
+            return line.split(":", 1)[1].split(), recipe
+    raise AssertionError(f"no target {target} in the Makefile")
+
+
+def test_the_gate_runs_make_lab_as_the_readme_types_it(lab: ModuleType) -> None:
+    """`make test` -> `make molecule` -> `make lab`: CI runs the README's first command."""
+    test_needs, _ = _make_recipe("test")
+    assert "molecule" in test_needs
+    _, recipe = _make_recipe("molecule")
+    assert recipe.index("$(MAKE) lab") > 0, recipe
+    assert "lab/lab.py molecule before" in recipe[0]
+    assert "lab/lab.py molecule after" in recipe[-1]
+    _, lab_recipe = _make_recipe("lab")
+    assert any("lab/lab.py lab" in line for line in lab_recipe)
+    # molecule's own sequence holds no converge of its own: the converge is `make lab`'s.
+    scenario = yaml.safe_load((ROOT / "molecule" / "default" / "molecule.yml").read_text())
+    sequence = scenario["scenario"]["test_sequence"]
+    assert "converge" not in sequence and "idempotence" not in sequence
+    assert tuple(sequence[: len(lab.MOLECULE_BEFORE)]) == lab.MOLECULE_BEFORE
+    assert tuple(sequence[len(lab.MOLECULE_BEFORE) :]) == lab.MOLECULE_AFTER

@@ -5,7 +5,7 @@ These namespaces are sparkrack's, so a name in them that nothing reads is a mist
 that would be ignored silently) and is refused with the closest known name:
 
 * ``serving_*``: :data:`VARIABLES` and the serving role's options;
-* ``sparkrack_*``: only ``sparkrack_kubeconfig`` may be set (the plan and the contract are
+* ``sparkrack_*``: only ``sparkrack_kubeconfig`` and ``sparkrack_summary_file`` may be set (the plan and the contract are
   computed by the preflight play; an inventory that sets them would replace them);
 * ``<role>_*`` and ``<role>`` for every role in ``roles/``: the options of its
   ``meta/argument_specs.yml``, each checked against its declared type and choices;
@@ -104,6 +104,21 @@ def _monitoring(value: Any) -> str | None:
         return f"has {', '.join(unknown)}, which nothing reads (only enabled)"
     return forms.SWITCH.problem(value.get("enabled", False))
 
+
+def _control_file(value: Any) -> str | None:
+    wrong = forms.NAME_TEXT.problem(value)
+    if wrong:
+        return wrong
+    if not str(value).startswith("/"):
+        return f"{shown(value)} is not an absolute path"
+    return None
+
+
+CONTROL_FILE = forms.Form(
+    "an absolute path of a file on the control machine",
+    _control_file,
+    example="/tmp/sparkrack-summary.json",
+)
 
 SECRET = forms.Form("the secret as one word, without spaces or newlines", _secret)
 
@@ -308,6 +323,12 @@ VARIABLES: tuple[Variable, ...] = (
         secret=True,
     ),
     Variable("sparkrack_kubeconfig", forms.NAME_TEXT, "the kubeconfig every role uses"),
+    Variable(
+        "sparkrack_summary_file",
+        CONTROL_FILE,
+        "where site.yml's last play writes the per-node summary as JSON on the control machine "
+        "(-e; make lab passes it)",
+    ),
     Variable(
         "spark_hardware",
         forms.Form(
