@@ -128,6 +128,10 @@ FETCH_SECRETS_KEY: Final = "rsyncd.secrets"
 """Key of the rsync daemon's secrets file (``user:password`` lines) in the rsync Secret."""
 JIT_CACHE_MOUNT: Final = "/var/cache/sparkrack/jit"
 """Where a serving pod mounts its Spark's JIT-cache directory of its image."""
+FLIGHT_RECORDER_DIR: Final = "/var/lib/sparkrack/flight-recorder"
+"""Where an NCCL rank's PyTorch flight recorder writes its dump on a collective timeout: the
+same path on the Spark (hostPath) and in the pod, one file per rank (``fr_dump_rank_<N>``);
+``sparkrack diagnose`` reads them beside the rank logs."""
 
 GATEWAY_KEY_KEY: Final = "key"
 """Key of the gateway's master key in its Secret (``serving_gateway_key_secret``)."""
