@@ -16,7 +16,9 @@ from typing import Any
 
 MASK = "***"
 
-_KEY_NAMES = r"(?:[A-Za-z_]*api_key|[A-Za-z_]*token|[A-Za-z_]*secret|password|master_key)"
+_KEY_NAMES = (
+    r"(?:[A-Za-z_]{0,40}api_key|[A-Za-z_]{0,40}token|[A-Za-z_]{0,40}secret|password|master_key)"
+)
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # Python reprs and keyword arguments: api_key='x', admin_api_key="x", hf_token='x'
@@ -29,13 +31,16 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # unquoted assignments: API_KEY=x, --api-key=x
     (
         re.compile(
-            rf"\b({_KEY_NAMES}|[A-Za-z-]*api-key)=(?!['\"]|None\b)([^\s,;)'\"]+)", re.IGNORECASE
+            rf"\b({_KEY_NAMES}|[A-Za-z-]{0, 40}api-key)=(?!['\"]|None\b)([^\s,;)'\"]+)",
+            re.IGNORECASE,
         ),
         rf"\1={MASK}",
     ),
     # argv words: --api-key x, --admin-api-key x, --hf-token x
     (
-        re.compile(r"(--[A-Za-z-]*(?:api-key|token|secret|password))(\s+)(?!--)(\S+)", re.I),
+        re.compile(
+            r"(?<![-\w])(--[A-Za-z-]{0,40}(?:api-key|token|secret|password))(\s+)(?!--)(\S+)", re.I
+        ),
         rf"\1\2{MASK}",
     ),
     # HTTP headers: Authorization: Bearer x, Authorization: Basic x, x-api-key: x

@@ -279,3 +279,11 @@ def test_each_new_signature_has_a_negative_control(sig_id: str) -> None:
     excerpt = (Path(__file__).resolve().parents[1] / "data" / "logs" / f"{sig_id}.log").read_text()
     assert sig_id in {f.id for f in diagnose(excerpt)}
     assert diagnose(NEAR_MISSES[sig_id]) == []
+
+
+def test_the_python_api_redacts_its_evidence_for_every_caller() -> None:
+    """The serve play's filter and the matrix records call diagnose() directly."""
+    line = f"torch.OutOfMemoryError: CUDA out of memory --api-key {SECRETS['argv']} {SECRETS['hf']}"
+    finding = diagnose(line)[0]
+    assert finding.id == "cuda-out-of-memory"
+    assert not [s for s in SECRETS.values() if s in str(finding)]
