@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from sparkrack.contract import FLIGHT_RECORDER_DIR, POD_FABRIC_IFNAME
+from sparkrack.contract import POD_FABRIC_IFNAME
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 
@@ -44,9 +44,10 @@ libtorch reads ``TORCH_FR_BUFFER_SIZE`` and ``TORCH_FR_DUMP_TEMP_FILE`` and warn
 captured in tests/data/nccl/captured/hangs). Earlier releases read the ``TORCH_NCCL_*`` names."""
 
 
-def flight_recorder_env(torch: str | None, dump_dir: str = FLIGHT_RECORDER_DIR) -> dict[str, str]:
+def flight_recorder_env(torch: str | None, dump_dir: str) -> dict[str, str]:
     """The flight recorder of a rank whose image carries PyTorch ``torch`` (None: unknown):
-    a trace buffer, a dump on a collective timeout, the dump's file prefix.
+    a trace buffer, a dump on a collective timeout into ``dump_dir``
+    (:func:`sparkrack.contract.flight_recorder_dir`).
 
     From :data:`FR_RENAMED` on, the ``TORCH_FR_*`` names alone (the old ones only add deprecation
     warnings); before it, or for an unknown release, both spellings: a release reads the names it

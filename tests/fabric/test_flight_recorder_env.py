@@ -20,9 +20,11 @@ from sparkrack.fabric.ncclenv import FR_RENAMED, flight_recorder_env
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.serving import context_from_vars, load_profile, render_env, render_manifests
 from sparkrack.serving.engines import ENGINES
+from sparkrack.serving.names import deployment_name
 
 HANGS = Path(__file__).resolve().parents[1] / "data" / "nccl" / "captured" / "hangs"
-PREFIX = f"{contract.FLIGHT_RECORDER_DIR}/fr_dump_rank_"
+DIR = contract.flight_recorder_dir("alpha")
+PREFIX = f"{DIR}/fr_dump_rank_"
 NEW = {"TORCH_FR_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE"}
 OLD = {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}
 
@@ -41,7 +43,7 @@ def libtorch_211_names() -> set[str]:
 
 
 def test_names_for_torch_211_are_the_ones_its_libtorch_reads() -> None:
-    env = flight_recorder_env("2.11.0")
+    env = flight_recorder_env("2.11.0", DIR)
     assert set(env) == NEW | {"TORCH_NCCL_DUMP_ON_TIMEOUT"}
     assert set(env) <= libtorch_211_names()
     assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1" and int(env["TORCH_FR_BUFFER_SIZE"]) > 0
@@ -52,7 +54,7 @@ def test_names_for_torch_211_are_the_ones_its_libtorch_reads() -> None:
 
 @pytest.mark.parametrize("torch", [None, "2.9.1", "2.10.0", "garbage"])
 def test_older_or_unknown_torch_gets_both_spellings(torch: str | None) -> None:
-    env = flight_recorder_env(torch)
+    env = flight_recorder_env(torch, DIR)
     assert NEW | OLD | {"TORCH_NCCL_DUMP_ON_TIMEOUT"} == set(env)
     assert env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == env["TORCH_FR_DUMP_TEMP_FILE"] == PREFIX
     assert FR_RENAMED == (2, 11)
@@ -86,8 +88,11 @@ def test_every_rank_of_every_pinned_image_records_and_dumps(
     profile = profile_for(tmp_path, engine, image, None)
     facts = ENGINES[engine].image_facts(profile.data)
     assert facts is not None
-    expected = flight_recorder_env(facts.torch)  # the version read from the image facts
     ctx = context_from_vars(load_inventory("inventories/example").plan(), {}, {})
+    # the version read from the image facts, the directory of this deployment
+    expected = flight_recorder_env(
+        facts.torch, contract.flight_recorder_dir(deployment_name(ctx, profile))
+    )
     for rank in range(len(ctx.group())):
         env = render_env(profile, ctx, rank)
         assert {k: env.get(k) for k in expected} == expected
@@ -113,5 +118,8 @@ def test_the_dump_directory_is_mounted_from_the_spark(tmp_path: Path) -> None:
         spec = doc["spec"]["template"]["spec"]
         volumes = {v["name"]: v for v in spec["volumes"]}
         mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
-        name = mounts[contract.FLIGHT_RECORDER_DIR]
-        assert volumes[name]["hostPath"]["path"] == contract.FLIGHT_RECORDER_DIR
+        where = contract.flight_recorder_dir(deployment_name(ctx, profile))
+        name = mounts[where]
+        assert volumes[name]["hostPath"]["path"] == where
+        env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+        assert env["TORCH_FR_DUMP_TEMP_FILE"].startswith(where + "/")

@@ -26,6 +26,7 @@ from sparkrack.fabric.ncclenv import flight_recorder_env, rank_env
 from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import MemoryModel, Serving
 from sparkrack.serving.context import ServingContext
+from sparkrack.serving.names import deployment_name
 from sparkrack.serving.profile.images import ImageFacts, stated_facts
 from sparkrack.serving.profile.knobs import Knob, PodVariable, RuntimeKnob, lookup
 from sparkrack.serving.profile.model import Profile
@@ -217,7 +218,10 @@ def fabric_env(
     name and PyTorch's flight recorder spelled for the image's PyTorch (``image``: its facts)."""
     return {
         "POD_FABRIC_IFNAME": contract.POD_FABRIC_IFNAME,
-        **flight_recorder_env(image.torch if image else None),
+        **flight_recorder_env(
+            image.torch if image else None,
+            contract.flight_recorder_dir(deployment_name(ctx, profile)),
+        ),
         **rank_env(
             ctx.plan,
             node,

@@ -133,7 +133,9 @@ def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
     }
     if eng.uses_fabric:
         container.update(rdma_access(ctx))
-        mounts.append({"name": FLIGHT_RECORDER_VOLUME, "mountPath": contract.FLIGHT_RECORDER_DIR})
+        mounts.append(
+            {"name": FLIGHT_RECORDER_VOLUME, "mountPath": contract.flight_recorder_dir(res.name)}
+        )
     return container
 
 
@@ -184,7 +186,10 @@ def _statefulset(
         volumes.append(
             {
                 "name": FLIGHT_RECORDER_VOLUME,
-                "hostPath": {"path": contract.FLIGHT_RECORDER_DIR, "type": "DirectoryOrCreate"},
+                "hostPath": {
+                    "path": contract.flight_recorder_dir(res.name),
+                    "type": "DirectoryOrCreate",
+                },
             }
         )
     if eng.jit_caches:
