@@ -287,3 +287,24 @@ def test_the_python_api_redacts_its_evidence_for_every_caller() -> None:
     finding = diagnose(line)[0]
     assert finding.id == "cuda-out-of-memory"
     assert not [s for s in SECRETS.values() if s in str(finding)]
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED) + list(HEALTHY))
+def test_the_cli_names_each_captured_folder(
+    scenario: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The folders as captured: rank logs, pickled dumps and their JSON conversions side by side."""
+    assert main(["diagnose", "--json", str(HANGS / scenario)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    group = next(r for r in report if "hangs" in r)
+    assert group["refused_dumps"] == []
+    ids = [h["id"] for h in group["hangs"]]
+    if scenario in HEALTHY:
+        assert ids == [] and group["flight_recorder"] == []
+        return
+    verdict, waiting, silent, dead, _ = EXPECTED[scenario]
+    assert [(h["id"], h["waiting"], h["silent"], h["dead"]) for h in group["hangs"]] == [
+        (verdict, list(waiting), list(silent), list(dead))
+    ]
+    dumped = sorted(int(p.name[-1]) for p in (HANGS / scenario).glob("fr_dump_rank_?"))
+    assert [d["rank"] for d in group["flight_recorder"]] == dumped
