@@ -215,7 +215,7 @@ def test_a_bundle_of_the_captures_round_trips_and_names_the_hang(
         ranks,
         [{"message": f"--api-key {SECRETS['argv']}"}],
         [f"note {SECRETS['hf']}"],
-        dumps,
+        dumps=dumps,
     )
     assert sorted(p.name for p in (path / bundle.DUMPS_DIR).iterdir()) == [
         "fr_dump_rank_0.json",
