@@ -256,6 +256,11 @@ def _read_dumps(evidence: Evidence, folder: Path) -> None:
             found[rank] = file
     for rank, file in sorted(found.items()):
         try:
+            if file.stat().st_size > flightrecorder.MAX_DUMP_BYTES:
+                evidence.refused.append(
+                    f"{file}: larger than {flightrecorder.MAX_DUMP_BYTES} bytes, not read"
+                )
+                continue
             evidence.dumps[rank] = flightrecorder.load(file.read_bytes(), str(file))
         except SparkrackError as exc:
             evidence.refused.append(str(exc))

@@ -308,3 +308,11 @@ def test_the_cli_names_each_captured_folder(
     ]
     dumped = sorted(int(p.name[-1]) for p in (HANGS / scenario).glob("fr_dump_rank_?"))
     assert [d["rank"] for d in group["flight_recorder"]] == dumped
+
+
+def test_an_oversized_dump_is_not_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "rank0.log").write_text("x\n")
+    with (tmp_path / "fr_dump_rank_0").open("wb") as f:
+        f.truncate(flightrecorder.MAX_DUMP_BYTES + 1)  # sparse: no memory used
+    evidence = bundle.read(tmp_path)
+    assert evidence.dumps == {} and "larger than" in evidence.refused[0]
