@@ -44,7 +44,10 @@ _RANK_IN_LOG = (
     re.compile(r"^\[rank(\d+)\]:"),
     re.compile(r"\[Rank (\d+)\] Watchdog caught"),
 )
-_RANK_IN_NAME = (re.compile(r"rank[_-]?(\d+)", re.I), re.compile(r"-(\d+)(?:_[^/]*)?(?:\.\w+)?$"))
+_RANK_IN_NAME = (
+    re.compile(r"-r(\d+)-\d+(?=[_.]|$)"),  # a rank's pod (serving.names: <headless>-r<rank>-0)
+    re.compile(r"rank[_-]?(\d+)", re.I),  # rank0.log, fr_dump_rank_0
+)
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,8 @@ def verdicts() -> dict[str, dict[str, str]]:
 
 
 def _rank_of(label: str, lines: list[str], index: int) -> int:
+    """The rank PyTorch names in the log, else the one in its file name, else its position
+    (a bundle lists rank 0 first)."""
     for pattern in _RANK_IN_LOG:
         for line in lines:
             match = pattern.search(line)

@@ -316,3 +316,17 @@ def test_an_oversized_dump_is_not_read(tmp_path: Path, capsys: pytest.CaptureFix
         f.truncate(flightrecorder.MAX_DUMP_BYTES + 1)  # sparse: no memory used
     evidence = bundle.read(tmp_path)
     assert evidence.dumps == {} and "larger than" in evidence.refused[0]
+
+
+def test_a_rank_whose_log_names_no_rank_is_known_by_its_pod() -> None:
+    """A dead rank's log may end before PyTorch names its rank: the bundle's file name
+    (``<pod>_<container>.log``, pod ``<headless>-r<rank>-0``) tells it; order does not."""
+    logs = logs_of("rank1_killed")
+    bare = "\n".join(line for line in logs["rank1.log"].splitlines() if "ank" not in line)
+    found = hangs.analyse(
+        {
+            "logs/sparkrack-alpha-r1-0_sglang.log": bare,
+            "logs/sparkrack-alpha-r0-0_sglang.log": logs["rank0.log"],
+        }
+    )
+    assert [(f.id, f.waiting, f.dead) for f in found] == [("nccl-hang-dead-rank", (0,), (1,))]
