@@ -128,6 +128,17 @@ FETCH_SECRETS_KEY: Final = "rsyncd.secrets"
 """Key of the rsync daemon's secrets file (``user:password`` lines) in the rsync Secret."""
 JIT_CACHE_MOUNT: Final = "/var/cache/sparkrack/jit"
 """Where a serving pod mounts its Spark's JIT-cache directory of its image."""
+FLIGHT_RECORDER_DIR: Final = "/var/lib/sparkrack/flight-recorder"
+"""Where NCCL ranks' PyTorch flight recorders write their dumps on a collective timeout, one
+directory per deployment (:func:`flight_recorder_dir`): the same path on the Spark (hostPath)
+and in the pod, one file per rank (``fr_dump_rank_<N>``); ``sparkrack diagnose`` reads them
+beside the rank logs."""
+
+
+def flight_recorder_dir(deployment: str) -> str:
+    """The flight-recorder directory of one deployment (two deployments never share a file)."""
+    return f"{FLIGHT_RECORDER_DIR}/{deployment}"
+
 
 GATEWAY_KEY_KEY: Final = "key"
 """Key of the gateway's master key in its Secret (``serving_gateway_key_secret``)."""

@@ -388,6 +388,14 @@ def diagnose_lines(log: Any) -> list[str]:
     return [printable(str(f), keep_newlines=True) for f in diagnose(_text(log))]
 
 
+def redact_lines(log: Any) -> list[str]:
+    """``{{ rank_log | sparkrack_redact }}`` -> the log's lines, printable, keys redacted
+    (:func:`sparkrack.diagnose.redact.redact`: SGLang logs its API keys at start-up)."""
+    from sparkrack.diagnose.redact import redact
+
+    return [printable(line) for line in redact(_text(log)).splitlines()]
+
+
 FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_contract": contract,
     "sparkrack_fabric_plan": fabric_plan,
@@ -419,6 +427,7 @@ FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_switch_timeline": switch_timeline,
     "sparkrack_nccl_problems": nccl_problems,
     "sparkrack_diagnose": diagnose_lines,
+    "sparkrack_redact": redact_lines,
 }
 
 

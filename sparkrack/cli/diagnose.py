@@ -1,7 +1,11 @@
 """``sparkrack diagnose LOG|DIR ...``: match SGLang/NCCL logs against the known failure signatures.
 
 A directory is an evidence bundle of the watchdog (:mod:`sparkrack.diagnose.bundle`: its verdict
-and deployment are shown, every rank's log is diagnosed) or a folder of logs (one per rank).
+and deployment are shown, every rank's log is diagnosed) or a folder of logs (one per rank). The
+logs of one directory, or the log files named together, are one group: a collective hang is
+named across them (:mod:`sparkrack.diagnose.hangs`: who waited, who is silent, who died, or a
+mismatch), with the flight-recorder dumps found beside them. Everything printed, text or JSON,
+has passed through :func:`sparkrack.diagnose.redact.redact`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.diagnose import bundle
+from sparkrack.diagnose import bundle, flightrecorder, hangs
+from sparkrack.diagnose.redact import redact, redact_data
 from sparkrack.diagnose.signatures import diagnose
 from sparkrack.errors import Problem, UsageError
 
@@ -27,47 +32,77 @@ def add_arguments(command: str, d: argparse.ArgumentParser) -> None:
     d.set_defaults(handler=cmd_diagnose)
 
 
-def _texts(name: str) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """The logs named by one argument (label -> text) and, for a bundle, its summary."""
+def _read(name: str) -> str:
     if name == "-":
-        return {name: sys.stdin.read()}, None
-    path = Path(name)
-    if path.is_dir():
-        evidence = bundle.read(path)
-        summary = None
-        if evidence.identity is not None:
-            summary = {
-                "deployment": asdict(evidence.identity),
-                "captured": evidence.captured,
-                "verdict": evidence.verdict,
-                "notes": evidence.notes,
-            }
-        return {f"{name.rstrip('/')}/{rel}": text for rel, text in evidence.logs.items()}, summary
+        return sys.stdin.read()
     try:
-        return {name: path.read_text(encoding="utf-8", errors="replace")}, None
+        return Path(name).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise UsageError(
             Problem(name, "LOG", f"cannot be read: {exc.strerror}", "give a readable log file")
         ) from None
 
 
+def _group(
+    label: str, logs: dict[str, str], evidence: bundle.Evidence | None, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Diagnose one group of rank logs; print the text form; return the JSON form."""
+    dumps = {
+        rank: flightrecorder.summary(dump, rank)
+        for rank, dump in (evidence.dumps.items() if evidence else ())
+    }
+    refused = [redact(r) for r in (evidence.refused if evidence else [])]
+    found = hangs.analyse(logs, dumps)
+    if not args.json:
+        for reason in refused:
+            print(f"{label}: flight-recorder dump not read: {reason}")
+        for summary in dumps.values():
+            print(f"{label}: {summary}")
+        for finding in found:
+            print(f"{label}: {finding}")
+    return {
+        "group": label,
+        "hangs": [asdict(f) for f in found],
+        "flight_recorder": [asdict(s) for s in dumps.values()],
+        "refused_dumps": refused,
+    }
+
+
 def cmd_diagnose(args: argparse.Namespace) -> int:
     report: list[dict[str, Any]] = []
+    loose: dict[str, str] = {}
     for name in args.logs:
-        texts, summary = _texts(name)
-        if summary is not None:
-            if args.json:
-                report.append({"bundle": name, **summary})
-            else:
-                verdict = summary["verdict"] or {}
-                dep = summary["deployment"]
-                print(
-                    f"{name}: deployment {dep['name']} ({dep['namespace'] or '-'}) "
-                    f"{verdict.get('verdict', '?')}: {verdict.get('detail', '')} "
-                    f"[captured {summary['captured']}]"
+        path = Path(name)
+        if name == "-" or not path.is_dir():
+            loose[name] = redact(_read(name))
+            texts = {name: loose[name]}
+            evidence = None
+        else:
+            evidence = bundle.read(path)
+            texts = {
+                f"{name.rstrip('/')}/{rel}": redact(text) for rel, text in evidence.logs.items()
+            }
+            if evidence.identity is not None:
+                summary = redact_data(
+                    {
+                        "deployment": asdict(evidence.identity),
+                        "captured": evidence.captured,
+                        "verdict": evidence.verdict,
+                        "notes": evidence.notes,
+                    }
                 )
-                for note in summary["notes"]:
-                    print(f"{name}: note: {note}")
+                if args.json:
+                    report.append({"bundle": name, **summary})
+                else:
+                    verdict = summary["verdict"] or {}
+                    dep = summary["deployment"]
+                    print(
+                        f"{name}: deployment {dep['name']} ({dep['namespace'] or '-'}) "
+                        f"{verdict.get('verdict', '?')}: {verdict.get('detail', '')} "
+                        f"[captured {summary['captured']}]"
+                    )
+                    for note in summary["notes"]:
+                        print(f"{name}: note: {note}")
         for label, text in texts.items():
             findings = diagnose(text)
             report.append({"log": label, "findings": [asdict(f) for f in findings]})
@@ -76,6 +111,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                     print(f"{label}: no known failure signature")
                 for f in findings:
                     print(f"{label}: {f}")
+        if evidence is not None:
+            report.append(_group(name, texts, evidence, args))
+    if len(loose) > 1:
+        report.append(_group(" + ".join(loose), loose, None, args))
     if args.json:
         print(json.dumps(report, indent=2))
     return ExitCode.OK

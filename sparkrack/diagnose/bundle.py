@@ -11,14 +11,20 @@ A bundle is a directory ``<root>/<deployment>-<UTC time>/``::
                         "notes": ["what could not be captured, and why", ...]}
     logs/<pod>.log     the last lines of each rank's container log (rank 0 first)
     events.json        the Kubernetes events of the deployment's pods (a JSON list)
+    flight-recorder/fr_dump_rank_<N>.json
+                       PyTorch's NCCL flight-recorder dump of rank N, when there is one, as
+                       JSON (:mod:`sparkrack.diagnose.flightrecorder`; never a pickle)
 
 Every log file is cut to its last :data:`MAX_LOG_BYTES` bytes, and a root keeps the newest
 :data:`KEEP` bundles of each deployment (older ones are deleted when a new one is written; the
 watchdogs of several deployments share one root), so evidence on a node's disk is bounded.
-Nothing secret is written: the verdict carries no key, pod logs are the engine's own output.
+Nothing secret is written: every log, note, event and dump passes through
+:func:`sparkrack.diagnose.redact.redact` on its way in (SGLang logs its ``server_args`` with its
+keys at start-up), and again when ``diagnose`` reads a bundle.
 
 ``diagnose`` also reads a directory that is not a bundle (no ``bundle.json``): every ``*.log`` and
-``*.txt`` file in it, e.g. one NCCL debug log per rank.
+``*.txt`` file in it, e.g. one NCCL debug log per rank, and the flight-recorder dumps in it
+(``fr_dump_rank_<N>`` or ``fr_dump_rank_<N>.json``).
 """
 
 from __future__ import annotations
@@ -31,12 +37,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkrack.diagnose import flightrecorder
+from sparkrack.diagnose.redact import redact, redact_data
 from sparkrack.errors import Problem, SparkrackError
 
 FORMAT = "sparkrack-evidence/1"
 MANIFEST = "bundle.json"
 LOGS_DIR = "logs"
 EVENTS = "events.json"
+DUMPS_DIR = "flight-recorder"
+DUMP_PREFIX = "fr_dump_rank_"
+"""PyTorch appends the rank to ``TORCH_FR_DUMP_TEMP_FILE``: rank N's dump is ``<prefix>N``."""
+_DUMP_NAME = re.compile(rf"{DUMP_PREFIX}(\d+)(\.json)?$")
 MAX_LOG_BYTES = 256 * 1024
 KEEP = 10
 LOG_SUFFIXES = (".log", ".txt")
@@ -65,6 +77,10 @@ class Evidence:
     captured: str = ""
     events: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    dumps: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Flight-recorder dumps by rank (read by :func:`flightrecorder.load`: no code runs)."""
+    refused: list[str] = field(default_factory=list)
+    """Why a dump in the directory was not read."""
 
 
 def safe_name(text: str) -> str:
@@ -89,12 +105,20 @@ def write(
     events: list[Any] | None = None,
     notes: list[str] | None = None,
     *,
+    dumps: dict[int, bytes] | None = None,
     keep: int = KEEP,
     max_log_bytes: int = MAX_LOG_BYTES,
     now: float | None = None,
 ) -> Path:
-    """Write one bundle under ``root`` (logs by pod name, rank 0 first); keep the newest ``keep``
-    bundles of this deployment in ``root``. Returns the bundle's directory."""
+    """Write one bundle under ``root`` (logs by pod name, rank 0 first; ``dumps``: each rank's
+    flight-recorder dump as PyTorch wrote it, kept as redacted JSON); keep the newest ``keep``
+    bundles of this deployment in ``root``. Returns the bundle's directory.
+
+    Raises SparkrackError for a dump :func:`flightrecorder.load` refuses; nothing is written."""
+    readable = {
+        rank: redact_data(flightrecorder.load(data, f"{DUMP_PREFIX}{rank}"))
+        for rank, data in (dumps or {}).items()
+    }
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
     base = f"{safe_name(identity.name)}-{stamp}"
     bundle = root / base
@@ -106,9 +130,16 @@ def write(
     files = []
     for pod, text in logs.items():
         rel = f"{LOGS_DIR}/{safe_name(pod)}.log"
-        (bundle / rel).write_text(_tail(text, max_log_bytes), encoding="utf-8")
+        (bundle / rel).write_text(redact(_tail(text, max_log_bytes)), encoding="utf-8")
         files.append(rel)
-    (bundle / EVENTS).write_text(json.dumps(events or [], indent=1, default=str) + "\n")
+    if readable:
+        (bundle / DUMPS_DIR).mkdir()
+    for rank, dump in sorted(readable.items()):
+        (bundle / DUMPS_DIR / f"{DUMP_PREFIX}{int(rank)}.json").write_text(
+            json.dumps(dump, default=str) + "\n", encoding="utf-8"
+        )
+    safe_events = redact_data(json.loads(json.dumps(events or [], default=str)))
+    (bundle / EVENTS).write_text(json.dumps(safe_events, indent=1) + "\n")
     manifest = {
         "format": FORMAT,
         "captured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
@@ -119,9 +150,9 @@ def write(
             "url": identity.url,
             "pods": list(identity.pods),
         },
-        "verdict": verdict,
+        "verdict": redact_data(verdict),
         "logs": files,
-        "notes": list(notes or []),
+        "notes": [redact(n) for n in notes or []],
     }
     tmp = bundle / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")
@@ -172,7 +203,9 @@ def read(path: Path) -> Evidence:
         }
         if not logs:
             raise _refuse(path, "BUNDLE", "no bundle.json and no *.log files", "give a bundle")
-        return Evidence(path, logs)
+        evidence = Evidence(path, logs)
+        _read_dumps(evidence, path)
+        return evidence
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -189,7 +222,7 @@ def read(path: Path) -> Evidence:
     dep = data.get("deployment") or {}
     events_file = path / EVENTS
     events = json.loads(events_file.read_text()) if events_file.is_file() else []
-    return Evidence(
+    evidence = Evidence(
         path,
         logs,
         Identity(
@@ -204,3 +237,30 @@ def read(path: Path) -> Evidence:
         events if isinstance(events, list) else [],
         [str(n) for n in data.get("notes") or []],
     )
+    _read_dumps(evidence, path / DUMPS_DIR)
+    return evidence
+
+
+def _read_dumps(evidence: Evidence, folder: Path) -> None:
+    """The flight-recorder dumps in ``folder`` (not below it) into ``evidence``: a rank's
+    ``.json`` conversion is preferred to its pickle; a refused dump is noted, not read."""
+    if not folder.is_dir():
+        return
+    found: dict[int, Path] = {}
+    for file in sorted(folder.iterdir()):
+        match = _DUMP_NAME.fullmatch(file.name)
+        if match is None or file.is_symlink() or not file.is_file():
+            continue
+        rank = int(match.group(1))
+        if rank not in found or match.group(2):
+            found[rank] = file
+    for rank, file in sorted(found.items()):
+        try:
+            if file.stat().st_size > flightrecorder.MAX_DUMP_BYTES:
+                evidence.refused.append(
+                    f"{file}: larger than {flightrecorder.MAX_DUMP_BYTES} bytes, not read"
+                )
+                continue
+            evidence.dumps[rank] = flightrecorder.load(file.read_bytes(), str(file))
+        except SparkrackError as exc:
+            evidence.refused.append(str(exc))

@@ -14,6 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from sparkrack.diagnose.redact import redact
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs import safeyaml
 
@@ -33,7 +34,8 @@ class Finding:
     line: int = 0
     """1-based line number of the first match in the diagnosed text."""
     evidence: str = ""
-    """The matching log line (stripped, at most 300 characters)."""
+    """The matching log line (stripped, keys redacted, at most 300 characters): every caller
+    (the CLI, the serve play's filter, the matrix records) gets it without secrets."""
     count: int = 1
     """How many lines matched this signature."""
 
@@ -144,7 +146,7 @@ def diagnose(text: str) -> list[Finding]:
             not_near = log.where(sig.not_near)
             hits = [i for i in hits if not _within(not_near, i, sig.window)]
         if hits:
-            evidence = log.lines[hits[0]].strip()[:300]
+            evidence = redact(log.lines[hits[0]].strip())[:300]
             found[sig.id] = Finding(
                 sig.id,
                 sig.cause,

@@ -12,12 +12,16 @@ Serving pods (``sparkrack.serving``) and the fabric-check pods (``sparkrack.k8s`
 - ``NCCL_NET=IB`` makes a pod that cannot open the verbs devices fail at init ("NET/IB : No
   device found", "Failed to initialize any NET plugin") instead of silently running over TCP
   sockets (seed 003); :mod:`sparkrack.fabric.nccl` names that failure.
+- PyTorch's NCCL flight recorder is on (:func:`flight_recorder_env`): a trace buffer of the
+  last collectives and a dump of it on a collective timeout, so a hang leaves a record of which
+  collective each rank was in (``sparkrack diagnose`` reads it).
 - ``NCCL_DEBUG=INFO`` alone logs the transport lines the gate reads (NCCL 2.28.9, captured in
   tests/data/nccl/captured/): no ``NCCL_DEBUG_SUBSYS`` needed.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from sparkrack.contract import POD_FABRIC_IFNAME
@@ -27,6 +31,42 @@ from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 Transport = Literal["roce", "socket"]
 """The NCCL transport a profile, the fabric check or the gate asks for (the one definition)."""
 TRANSPORTS: tuple[Transport, ...] = ("roce", "socket")
+
+
+FR_BUFFER_ENTRIES = 2000
+"""Collectives the flight recorder keeps per rank (a few MB of host memory)."""
+FR_DUMP_PREFIX = "fr_dump_rank_"
+"""PyTorch appends the rank: rank N writes ``<dir>/fr_dump_rank_N``."""
+FR_RENAMED = (2, 11)
+"""The first PyTorch release sparkrack has seen with the ``TORCH_FR_*`` spellings (2.11.0: its
+libtorch reads ``TORCH_FR_BUFFER_SIZE`` and ``TORCH_FR_DUMP_TEMP_FILE`` and warns that
+``TORCH_NCCL_TRACE_BUFFER_SIZE`` and ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` are deprecated;
+captured in tests/data/nccl/captured/hangs). Earlier releases read the ``TORCH_NCCL_*`` names."""
+
+
+def flight_recorder_env(torch: str | None, dump_dir: str) -> dict[str, str]:
+    """The flight recorder of a rank whose image carries PyTorch ``torch`` (None: unknown):
+    a trace buffer, a dump on a collective timeout into ``dump_dir``
+    (:func:`sparkrack.contract.flight_recorder_dir`).
+
+    From :data:`FR_RENAMED` on, the ``TORCH_FR_*`` names alone (the old ones only add deprecation
+    warnings); before it, or for an unknown release, both spellings: a release reads the names it
+    knows and ignores the others, so the recorder is on in every release either way.
+    ``TORCH_NCCL_DUMP_ON_TIMEOUT`` kept its name."""
+    prefix = f"{dump_dir.rstrip('/')}/{FR_DUMP_PREFIX}"
+    new = {"TORCH_FR_BUFFER_SIZE": str(FR_BUFFER_ENTRIES), "TORCH_FR_DUMP_TEMP_FILE": prefix}
+    old = {
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FR_BUFFER_ENTRIES),
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix,
+    }
+    release = _release(torch)
+    names = new if release is not None and release >= FR_RENAMED else {**old, **new}
+    return {**names, "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
+
+
+def _release(version: str | None) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def hca_list(plan: FabricPlan, node: NodePlan, vf_index: int | None = None) -> str:

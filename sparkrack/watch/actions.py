@@ -55,6 +55,11 @@ class Actions:
         else:
             namespace = self.cluster.namespace
             logs, events, notes, pods = self.cluster.capture(self.deployment)
+        notes.append(
+            "NCCL ranks' flight-recorder dumps (written on a collective timeout) stay on each "
+            f"rank's Spark in {contract.flight_recorder_dir(self.deployment)}: copy them into "
+            f"this bundle's {bundle.DUMPS_DIR}/ folder and run sparkrack diagnose on the bundle"
+        )
         identity = bundle.Identity(self.deployment, namespace, self.alias, self.url, pods)
         path = bundle.write(self.evidence, identity, result.to_json(), logs, events, notes)
         self.bundles.append(path)

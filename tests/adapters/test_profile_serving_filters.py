@@ -126,6 +126,19 @@ def test_diagnose_lines_name_known_failures() -> None:
     assert FILTERS["sparkrack_diagnose"]("all good") == []
 
 
+def test_the_serve_plays_log_tail_is_redacted() -> None:
+    log = [
+        "server_args=ServerArgs(model_path='m', api_key='sk-engine-5521', admin_api_key='adm-77')",
+        "Authorization: Bearer sk-gw-9182",
+        "all good",
+    ]
+    lines = FILTERS["sparkrack_redact"](log)
+    assert len(lines) == 3 and lines[2] == "all good" and "model_path='m'" in lines[0]
+    assert not [s for s in ("sk-engine-5521", "adm-77", "sk-gw-9182") if s in "\n".join(lines)]
+    findings = FILTERS["sparkrack_diagnose"]([*log, "torch.OutOfMemoryError: api_key='sk-x-1234'"])
+    assert findings and "sk-x-1234" not in "\n".join(findings)
+
+
 def test_single_spark_engine_waits_for_one_pod() -> None:
     inv = load_inventory("inventories/lab")
     out = FILTERS["sparkrack_serving_render"](

@@ -166,7 +166,9 @@ def test_a_stall_captures_evidence_unroutes_restarts_and_recovers(
     assert evidence.verdict["verdict"] == "stalled"
     assert any(e["reason"] == "Scheduled" for e in evidence.events), evidence.events
     # KWOK runs no container: there is no log to read, and the bundle says so.
-    assert evidence.notes and all("log of" in n for n in evidence.notes)
+    *captured, where = evidence.notes
+    assert captured and all("log of" in n for n in captured)
+    assert "/var/lib/sparkrack/flight-recorder/alpha" in where
 
     # Out of routing: the API Service keeps no endpoint while the group is sick.
     wait("API Service without endpoints", lambda: cluster.ready_endpoints(service) == [])

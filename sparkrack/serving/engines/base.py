@@ -22,10 +22,11 @@ from typing import Any, Literal
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import NodePlan
-from sparkrack.fabric.ncclenv import rank_env
+from sparkrack.fabric.ncclenv import flight_recorder_env, rank_env
 from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import MemoryModel, Serving
 from sparkrack.serving.context import ServingContext
+from sparkrack.serving.names import deployment_name
 from sparkrack.serving.profile.images import ImageFacts, stated_facts
 from sparkrack.serving.profile.knobs import Knob, PodVariable, RuntimeKnob, lookup
 from sparkrack.serving.profile.model import Profile
@@ -206,12 +207,21 @@ def http_probes(ctx: ServingContext, liveness_path: str) -> dict[str, Any]:
 
 
 def fabric_env(
-    profile: Profile, ctx: ServingContext, node: NodePlan, vf_index: int | None = None
+    profile: Profile,
+    ctx: ServingContext,
+    node: NodePlan,
+    vf_index: int | None = None,
+    image: ImageFacts | None = None,
 ) -> dict[str, str]:
     """The NCCL/Gloo environment of a rank in an NCCL group over the fabric: the one function
-    that builds it (:func:`sparkrack.fabric.ncclenv.rank_env`), plus the pod's fabric interface name."""
+    that builds it (:func:`sparkrack.fabric.ncclenv.rank_env`), plus the pod's fabric interface
+    name and PyTorch's flight recorder spelled for the image's PyTorch (``image``: its facts)."""
     return {
         "POD_FABRIC_IFNAME": contract.POD_FABRIC_IFNAME,
+        **flight_recorder_env(
+            image.torch if image else None,
+            contract.flight_recorder_dir(deployment_name(ctx, profile)),
+        ),
         **rank_env(
             ctx.plan,
             node,

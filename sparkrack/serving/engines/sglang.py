@@ -605,7 +605,7 @@ class SGLang(Engine):
     def env(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, str]:
         return {
             **super().env(profile, ctx, rank),
-            **fabric_env(profile, ctx, rank.node, ctx.vf_index),
+            **fabric_env(profile, ctx, rank.node, ctx.vf_index, self.image_facts(profile.data)),
         }
 
     def container_command(self, profile: Profile, argv: list[str]) -> tuple[list[str], list[str]]:

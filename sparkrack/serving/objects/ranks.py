@@ -39,6 +39,7 @@ from sparkrack.serving.resolution import Resolution
 
 TERMINATION_GRACE_SECONDS = 30
 JIT_VOLUME = "jit-cache"
+FLIGHT_RECORDER_VOLUME = "flight-recorder"
 SERIES_DEPLOYMENT = "deployment"
 """Label of every series scraped from a serving pod: the pod's deployment label."""
 SERIES_PROFILE = "profile"
@@ -132,6 +133,9 @@ def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
     }
     if eng.uses_fabric:
         container.update(rdma_access(ctx))
+        mounts.append(
+            {"name": FLIGHT_RECORDER_VOLUME, "mountPath": contract.flight_recorder_dir(res.name)}
+        )
     return container
 
 
@@ -176,6 +180,18 @@ def _statefulset(
             source["defaultMode"] = fs.mode
         volumes.append({"name": fs.volume, "configMap": source})
     volumes += [switch_volume(names.switch), tmp_volume()]
+    if eng.uses_fabric:
+        # PyTorch's flight-recorder dumps on a collective timeout (ncclenv.flight_recorder_env):
+        # on the Spark, so they outlive the group's restart.
+        volumes.append(
+            {
+                "name": FLIGHT_RECORDER_VOLUME,
+                "hostPath": {
+                    "path": contract.flight_recorder_dir(res.name),
+                    "type": "DirectoryOrCreate",
+                },
+            }
+        )
     if eng.jit_caches:
         volumes.append(
             {

@@ -5,7 +5,7 @@ availability, version-scoped traps, the release the upstream engine check runs),
 flashinfer can use cuDNN in it (the ``nvidia-cudnn-cu12`` wheel), and which upstream changes it
 carries beyond its release. Each engine lists the images the seeds ran with their facts
 (``Engine.images``); an image not listed there states them in the profile's ``image_info`` block
-(``image_info: {<engine>: 0.5.13, cudnn: false}``, :func:`stated_facts`).
+(``image_info: {<engine>: 0.5.13, cudnn: false, torch: 2.11.0}``, :func:`stated_facts`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ class ImageFacts:
     source: str
     extras: tuple[str, ...] = ()
     """Upstream changes the image carries beyond its release (PR numbers as ``#NNNNN``)."""
+    torch: str | None = None
+    """PyTorch release in the image (``2.11.0``), None when not known: it decides the spelling
+    of the flight-recorder variables (:func:`sparkrack.fabric.ncclenv.flight_recorder_env`)."""
 
 
 def image_slug(image: str) -> str:
@@ -51,6 +54,7 @@ def stated_facts(data: Mapping[str, Any], engine: str) -> ImageFacts | None:
         cudnn=info.get("cudnn") if isinstance(info.get("cudnn"), bool) else None,
         source="profile image_info",
         extras=tuple(str(e) for e in info.get("extras", ()) if isinstance(e, str)),
+        torch=str(info["torch"]) if isinstance(info.get("torch"), str) else None,
     )
 
 

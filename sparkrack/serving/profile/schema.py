@@ -196,6 +196,10 @@ def build_schema() -> dict[str, Any]:
                         for name in sorted(ENGINES)
                     },
                     "cudnn": {"type": "boolean"},
+                    "torch": _d(
+                        {"type": "string", "pattern": RELEASE},
+                        "PyTorch release the image carries (spells the flight-recorder variables)",
+                    ),
                     "extras": {
                         "type": "array",
                         "items": {"type": "string", "pattern": r"^#[0-9]{1,7}$"},

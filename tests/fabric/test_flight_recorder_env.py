@@ -1,0 +1,125 @@
+"""Rank pods turn on PyTorch's NCCL flight recorder, spelled for the PyTorch of their image.
+
+The names are held against a real libtorch: the 2.11.0 capture (tests/data/nccl/captured/hangs)
+records the ``TORCH_*`` names its libtorch contains and the deprecation warnings it printed.
+Which PyTorch an image carries comes from its image facts (``Engine.images`` or the profile's
+``image_info.torch``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sparkrack import contract
+from sparkrack.fabric.ncclenv import FR_RENAMED, flight_recorder_env
+from sparkrack.inputs.inventory import load_inventory
+from sparkrack.serving import context_from_vars, load_profile, render_env, render_manifests
+from sparkrack.serving.engines import ENGINES
+from sparkrack.serving.names import deployment_name
+
+HANGS = Path(__file__).resolve().parents[1] / "data" / "nccl" / "captured" / "hangs"
+DIR = contract.flight_recorder_dir("alpha")
+PREFIX = f"{DIR}/fr_dump_rank_"
+NEW = {"TORCH_FR_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE"}
+OLD = {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}
+
+
+def libtorch_211_names() -> set[str]:
+    """Names the captured torch 2.11.0 reads: those found in its libtorch, and those its own
+    deprecation warnings name as the replacement."""
+    versions = json.loads((HANGS / "versions-run2.json").read_text())
+    assert versions["torch"].startswith("2.11.")
+    names = set(versions["libtorch_env_names"])
+    warned = re.compile(r"Environment variable (\w+) is deprecated; use (\w+) instead")
+    for log in HANGS.glob("*/rank*.log"):
+        for old, new in warned.findall(log.read_text(errors="replace")):
+            names |= {old, new}
+    return names
+
+
+def test_names_for_torch_211_are_the_ones_its_libtorch_reads() -> None:
+    env = flight_recorder_env("2.11.0", DIR)
+    assert set(env) == NEW | {"TORCH_NCCL_DUMP_ON_TIMEOUT"}
+    assert set(env) <= libtorch_211_names()
+    assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1" and int(env["TORCH_FR_BUFFER_SIZE"]) > 0
+    assert env["TORCH_FR_DUMP_TEMP_FILE"] == PREFIX
+    # the pre-rename names were deprecated in that release, not gone
+    assert libtorch_211_names() >= OLD
+
+
+@pytest.mark.parametrize("torch", [None, "2.9.1", "2.10.0", "garbage"])
+def test_older_or_unknown_torch_gets_both_spellings(torch: str | None) -> None:
+    env = flight_recorder_env(torch, DIR)
+    assert NEW | OLD | {"TORCH_NCCL_DUMP_ON_TIMEOUT"} == set(env)
+    assert env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == env["TORCH_FR_DUMP_TEMP_FILE"] == PREFIX
+    assert FR_RENAMED == (2, 11)
+
+
+def fabric_images() -> list[tuple[str, str]]:
+    return [
+        (engine.name, image)
+        for engine in ENGINES.values()
+        if engine.uses_fabric
+        for image in engine.images
+    ]
+
+
+def profile_for(tmp_path: Path, engine: str, image: str, torch: str | None) -> Any:
+    data = yaml.safe_load(Path("model_profiles/glm-4.7-nvfp4.yml").read_text())
+    assert data["engine"] == engine
+    data["image"] = image
+    data.pop("image_info", None)
+    if torch is not None:
+        data["image_info"] = {engine: "0.5.13", "torch": torch}
+    path = tmp_path / "profile.yml"
+    path.write_text(yaml.safe_dump(data))
+    return load_profile(str(path))
+
+
+@pytest.mark.parametrize(("engine", "image"), fabric_images())
+def test_every_rank_of_every_pinned_image_records_and_dumps(
+    engine: str, image: str, tmp_path: Path
+) -> None:
+    profile = profile_for(tmp_path, engine, image, None)
+    facts = ENGINES[engine].image_facts(profile.data)
+    assert facts is not None
+    ctx = context_from_vars(load_inventory("inventories/example").plan(), {}, {})
+    # the version read from the image facts, the directory of this deployment
+    expected = flight_recorder_env(
+        facts.torch, contract.flight_recorder_dir(deployment_name(ctx, profile))
+    )
+    for rank in range(len(ctx.group())):
+        env = render_env(profile, ctx, rank)
+        assert {k: env.get(k) for k in expected} == expected
+        assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+
+
+def test_a_stated_torch_release_changes_the_spelling(tmp_path: Path) -> None:
+    engine, image = fabric_images()[0]
+    ctx = context_from_vars(load_inventory("inventories/example").plan(), {}, {})
+    new = render_env(profile_for(tmp_path, engine, image + "-x", "2.11.0"), ctx, 0)
+    old = render_env(profile_for(tmp_path, engine, image + "-x", "2.9.1"), ctx, 0)
+    assert set(new) >= NEW and not OLD & set(new)
+    assert set(old) >= NEW | OLD
+
+
+def test_the_dump_directory_is_mounted_from_the_spark(tmp_path: Path) -> None:
+    engine, image = fabric_images()[0]
+    profile = profile_for(tmp_path, engine, image, None)
+    ctx = context_from_vars(load_inventory("inventories/example").plan(), {}, {})
+    sets = [d for d in render_manifests(profile, ctx) if d.get("kind") == "StatefulSet"]
+    assert sets
+    for doc in sets:
+        spec = doc["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
+        where = contract.flight_recorder_dir(deployment_name(ctx, profile))
+        name = mounts[where]
+        assert volumes[name]["hostPath"]["path"] == where
+        env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+        assert env["TORCH_FR_DUMP_TEMP_FILE"].startswith(where + "/")
