@@ -236,6 +236,17 @@ VARIABLES: tuple[Variable, ...] = (
         "who may call the gateway (empty: every pod of the cluster)",
     ),
     Variable(
+        "serving_gateway_node_port",
+        forms.Form(
+            "a NodePort: a whole number from 30000 to 32767",
+            forms.integer_between(30000, 32767),
+            example="30400",
+        ),
+        "opens the gateway (the OpenAI endpoint, key required) on the control-plane node's LAN "
+        "address at this port; unset: reachable from the cluster's pods only. Needs "
+        "serving_gateway_clients (docs/gateway-lan.md)",
+    ),
+    Variable(
         "serving_rdma_access",
         forms.Form(
             f"one of: {', '.join(contract.RDMA_ACCESS)}",

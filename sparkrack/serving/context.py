@@ -76,6 +76,9 @@ class ServingContext:
     gateway_clients: tuple[str, ...] = ()
     """CIDR blocks that may call the gateway (``serving_gateway_clients``; empty: every pod of
     the cluster)."""
+    gateway_node_port: int | None = None
+    """The NodePort the gateway listens on at the control-plane node's LAN address
+    (``serving_gateway_node_port``; None: closed, the cluster's pods only)."""
     trust: Trust = field(default_factory=Trust)
     """The images and model repos whose code the inventory lets run (nothing by default)."""
     watchdog: WatchdogSettings | None = None
@@ -182,6 +185,11 @@ def context_from_vars(
         gid_index=dict(gid_index or {}),
         spark=None if v.get("serving_spark") is None else str(v["serving_spark"]),
         gateway_clients=tuple(str(c) for c in variables.get("serving_gateway_clients") or ()),
+        gateway_node_port=(
+            None
+            if v.get("serving_gateway_node_port") is None
+            else int(v["serving_gateway_node_port"])
+        ),
         trust=trust_of(variables),
         watchdog=watchdog_settings(v),
         memguard=memguard_settings(v),
@@ -257,6 +265,18 @@ def setting_problems(given: Mapping[str, Any], sources: Mapping[str, str]) -> li
                 RULE,
             )
         )
+    if v.get("serving_gateway_node_port") is not None and not v.get("serving_gateway_clients"):
+        problems.append(
+            Problem(
+                source("serving_gateway_node_port", "inventory"),
+                "serving_gateway_node_port",
+                "opens the gateway on the LAN, but serving_gateway_clients is empty: the "
+                "gateway's NetworkPolicy admits the cluster's pods only, so every laptop would "
+                "be refused",
+                "set serving_gateway_clients to the LAN that may call it, e.g. [192.168.1.0/24]",
+                RULE,
+            )
+        )
     secrets = [
         (name, str(v[name]))
         for name in (
@@ -300,6 +320,7 @@ SETTINGS = (
     "serving_fetch_image",
     "serving_watchdog_image",
     "serving_gateway_clients",
+    "serving_gateway_node_port",
     *TRUST_VARS,
 )
 """The inventory settings a render reads: the serve role passes each one (``serving_settings``

@@ -62,6 +62,8 @@ BASE: dict[str, Any] = {
     "serving_watchdog_image": "registry.example/watchdog:1",
     "serving_prepull": True,
     "serving_rdma_access": "device-plugin",
+    # A LAN port needs its clients: the base admits one so that the port alone can change.
+    "serving_gateway_clients": ["198.51.100.0/24"],
     **LAB_TRUST,
 }
 OTHER: dict[str, Any] = {
@@ -83,6 +85,7 @@ OTHER: dict[str, Any] = {
     "serving_memguard_psi_full": "30",
     "serving_prepull": False,
     "serving_gateway_clients": ["192.0.2.0/24"],
+    "serving_gateway_node_port": 30400,
     "serving_rdma_access": "privileged",
     "serving_rdma_resource": "rdma/other",
 }
