@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "roles" / "serving" / "tasks"
 PAGE = ROOT / "docs" / "troubleshooting.md"
 WAIT_ARGS = ("wait_timeout", "wait_condition")

@@ -388,8 +388,17 @@ def diagnose_lines(log: Any) -> list[str]:
     return [printable(str(f), keep_newlines=True) for f in diagnose(_text(log))]
 
 
+def image_archive(path: str) -> dict[str, str]:
+    """The sparkrack image archive's name, manifest digest and reference (every blob checked)."""
+    from sparkrack.serving.image_archive import read
+
+    found = _guard("image archive", lambda: read(path))
+    return {"name": found.name, "digest": found.digest, "reference": found.reference}
+
+
 FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_contract": contract,
+    "sparkrack_image_archive": image_archive,
     "sparkrack_fabric_plan": fabric_plan,
     "sparkrack_inventory_check": inventory_check,
     "sparkrack_netplan": netplan,

@@ -76,6 +76,8 @@ class ServingContext:
     gateway_clients: tuple[str, ...] = ()
     """CIDR blocks that may call the gateway (``serving_gateway_clients``; empty: every pod of
     the cluster)."""
+    image_reference: str = ""
+    """The reference by digest of the image in ``serving_image_archive`` (empty: none)."""
     gateway_node_port: int | None = None
     """The NodePort the gateway listens on at the control-plane node's LAN address
     (``serving_gateway_node_port``; None: closed, the cluster's pods only)."""
@@ -157,9 +159,11 @@ def context_from_vars(
     problems = setting_problems(given, sources or {})
     if problems:
         raise SparkrackError(problems)
-    v = {**contract.SERVING_DEFAULTS, **given}
+    from_archive = archive_images(given)
+    v = {**contract.SERVING_DEFAULTS, **from_archive, **given}
     return ServingContext(
         plan=plan,
+        image_reference=from_archive.get("serving_fetch_image", ""),
         namespace=str(v["serving_namespace"]),
         api_port=int(v["serving_api_port"]),
         dist_port=int(v["serving_dist_port"]),
@@ -194,6 +198,17 @@ def context_from_vars(
         watchdog=watchdog_settings(v),
         memguard=memguard_settings(v),
     )
+
+
+def archive_images(given: Mapping[str, Any]) -> dict[str, str]:
+    """With ``serving_image_archive``: its reference by digest as the fetch and watchdog image
+    (an image the inventory names itself takes precedence)."""
+    if not given.get("serving_image_archive"):
+        return {}
+    from sparkrack.serving.image_archive import read
+
+    reference = read(str(given["serving_image_archive"])).reference
+    return {"serving_fetch_image": reference, "serving_watchdog_image": reference}
 
 
 def watchdog_settings(v: Mapping[str, Any]) -> WatchdogSettings | None:
@@ -321,6 +336,7 @@ SETTINGS = (
     "serving_watchdog_image",
     "serving_gateway_clients",
     "serving_gateway_node_port",
+    "serving_image_archive",
     *TRUST_VARS,
 )
 """The inventory settings a render reads: the serve role passes each one (``serving_settings``
