@@ -80,6 +80,9 @@ lab: setup
 CONTAINER ?= $(shell command -v docker || command -v buildah)
 IMAGE ?= sparkrack.invalid/sparkrack:$(shell $(BIN)/python -c 'import importlib.metadata as m; print(m.version("sparkrack"))')
 IMAGE_CONTEXT := build/image
+# The base image (image/Containerfile's BASE); empty: the Containerfile's own.
+IMAGE_BASE ?=
+IMAGE_BUILD_ARGS := $(if $(IMAGE_BASE),--build-arg BASE=$(IMAGE_BASE))
 IMAGE_ARCHIVE := build/sparkrack-image.tar
 
 image: setup
@@ -88,9 +91,9 @@ image: setup
 	cp image/Containerfile image/packages.txt $(IMAGE_CONTEXT)/
 	@test -n "$(CONTAINER)" || { echo "make image: neither docker nor buildah found"; exit 2; }
 	case "$(CONTAINER)" in \
-	  *buildah) $(CONTAINER) bud -f $(IMAGE_CONTEXT)/Containerfile -t $(IMAGE) $(IMAGE_CONTEXT) && \
+	  *buildah) $(CONTAINER) bud $(IMAGE_BUILD_ARGS) -f $(IMAGE_CONTEXT)/Containerfile -t $(IMAGE) $(IMAGE_CONTEXT) && \
 	    $(CONTAINER) push $(IMAGE) docker-archive:$(IMAGE_CONTEXT)/docker.tar:$(IMAGE) ;; \
-	  *) $(CONTAINER) build -f $(IMAGE_CONTEXT)/Containerfile -t $(IMAGE) $(IMAGE_CONTEXT) && \
+	  *) $(CONTAINER) build $(IMAGE_BUILD_ARGS) -f $(IMAGE_CONTEXT)/Containerfile -t $(IMAGE) $(IMAGE_CONTEXT) && \
 	    $(CONTAINER) save -o $(IMAGE_CONTEXT)/docker.tar $(IMAGE) ;; esac
 	$(BIN)/python -m sparkrack.serving.image_archive $(IMAGE_CONTEXT)/docker.tar $(IMAGE_ARCHIVE) $(IMAGE)
 	@echo "wrote $(IMAGE_ARCHIVE): set serving_image_archive to its path"
