@@ -159,7 +159,7 @@ def context_from_vars(
     problems = setting_problems(given, sources or {})
     if problems:
         raise SparkrackError(problems)
-    from_archive = archive_images(given)
+    from_archive = archive_images(given, sources or {})
     v = {**contract.SERVING_DEFAULTS, **from_archive, **given}
     return ServingContext(
         plan=plan,
@@ -200,14 +200,25 @@ def context_from_vars(
     )
 
 
-def archive_images(given: Mapping[str, Any]) -> dict[str, str]:
+def archive_images(given: Mapping[str, Any], sources: Mapping[str, str]) -> dict[str, str]:
     """With ``serving_image_archive``: its reference by digest as the fetch and watchdog image
-    (an image the inventory names itself takes precedence)."""
-    if not given.get("serving_image_archive"):
+    (an image the inventory names itself takes precedence). An archive that is not one is
+    refused in the file that names it."""
+    key = "serving_image_archive"
+    if not given.get(key):
         return {}
     from sparkrack.serving.image_archive import read
 
-    reference = read(str(given["serving_image_archive"])).reference
+    path = str(given[key])
+    try:
+        reference = read(path).reference
+    except SparkrackError as exc:
+        raise SparkrackError(
+            [
+                Problem(sources.get(key, "inventory"), key, f"{path} {p.message}", p.fix, RULE)
+                for p in exc.problems
+            ]
+        ) from None
     return {"serving_fetch_image": reference, "serving_watchdog_image": reference}
 
 

@@ -143,7 +143,7 @@ def read(path: Path | str) -> Archive:
         with tarfile.open(path) as tar:
             return _read(tar, path)
     except (OSError, tarfile.TarError) as exc:
-        raise _refuse(path, f"is not a readable tar archive ({exc})") from None
+        raise _refuse(path, f"is not a readable tar archive ({type(exc).__name__})") from None
 
 
 def _read(tar: tarfile.TarFile, path: Path | str) -> Archive:
