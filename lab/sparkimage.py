@@ -15,6 +15,7 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,10 +49,17 @@ def context() -> Path:
 
 
 def tag_of(base: str, ctx: Path) -> str:
-    """The tag names the base and every file of the context: a new checkout, a new tag."""
+    """The tag names the base and every file of the context (a wheel by the files inside, not
+    its zip's timestamps): a changed checkout, a new tag; the same one, the cached image."""
     digest = hashlib.sha256(base.encode())
     for path in sorted(ctx.iterdir()):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        digest.update(path.name.encode() + b"\0")
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as wheel:
+                for name in sorted(wheel.namelist()):
+                    digest.update(name.encode() + b"\0" + wheel.read(name))
+        else:
+            digest.update(path.read_bytes())
     return f"{REPO}:{digest.hexdigest()[:12]}"
 
 
@@ -64,6 +72,12 @@ def build() -> tuple[str, str]:
         lab.log(f"building {tag} from image/Containerfile over {base}")
         _run("docker", "build", "--build-arg", f"BASE={base}", "-f", str(ctx / "Containerfile"),
              "-t", tag, str(ctx))  # fmt: skip
+        # Older builds are superseded; Docker keeps any a container still uses.
+        for old in _run(
+            "docker", "image", "ls", REPO, "--format", "{{.Repository}}:{{.Tag}}"
+        ).split():
+            if old != tag:
+                subprocess.run(["docker", "image", "rm", old], capture_output=True, check=False)
     image_id = _run("docker", "image", "inspect", "--format", "{{.Id}}", tag).strip()
     return tag, image_id
 
