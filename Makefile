@@ -10,7 +10,7 @@ export ANSIBLE_FORCE_COLOR := 0
 
 PLAYBOOKS := site.yml $(wildcard playbooks/*.yml)
 
-.PHONY: setup scan-setup scan lint yamllint ansible-lint syntax python-lint controlplane unit install-check test lab lab-down molecule
+.PHONY: image setup scan-setup scan lint yamllint ansible-lint syntax python-lint controlplane unit install-check test lab lab-down molecule
 
 setup: $(STAMP)
 $(STAMP): pyproject.toml
@@ -71,6 +71,32 @@ LAB_LOCK := flock /tmp/sparkrack-lab.lock
 
 lab: setup
 	$(LAB_LOCK) $(BIN)/python lab/lab.py lab
+
+# The sparkrack image (image/Containerfile) from this checkout: its wheel, no PyPI. CONTAINER is
+# docker or buildah (whichever is found first). The result is IMAGE_ARCHIVE, an OCI archive whose
+# manifest digest is printed: name it in the inventory's serving_image_archive, and the serve
+# play imports it into every node's containerd. Its registry name (.invalid) never resolves, so
+# no node ever pulls a stranger's image of that name.
+CONTAINER ?= $(shell command -v docker || command -v buildah)
+IMAGE ?= sparkrack.invalid/sparkrack:$(shell $(BIN)/python -c 'import importlib.metadata as m; print(m.version("sparkrack"))')
+IMAGE_CONTEXT := build/image
+# The base image (image/Containerfile's BASE); empty: the Containerfile's own.
+IMAGE_BASE ?=
+IMAGE_BUILD_ARGS := $(if $(IMAGE_BASE),--build-arg BASE=$(IMAGE_BASE))
+IMAGE_ARCHIVE := build/sparkrack-image.tar
+
+image: setup
+	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)
+	$(BIN)/python -m pip wheel -q --no-deps -w $(IMAGE_CONTEXT) .
+	cp image/Containerfile image/packages.txt $(IMAGE_CONTEXT)/
+	@test -n "$(CONTAINER)" || { echo "make image: neither docker nor buildah found"; exit 2; }
+	case "$(CONTAINER)" in \
+	  *buildah) $(CONTAINER) bud $(IMAGE_BUILD_ARGS) -f $(IMAGE_CONTEXT)/Containerfile -t $(IMAGE) $(IMAGE_CONTEXT) && \
+	    $(CONTAINER) push $(IMAGE) docker-archive:$(IMAGE_CONTEXT)/docker.tar:$(IMAGE) ;; \
+	  *) $(CONTAINER) build $(IMAGE_BUILD_ARGS) -f $(IMAGE_CONTEXT)/Containerfile -t $(IMAGE) $(IMAGE_CONTEXT) && \
+	    $(CONTAINER) save -o $(IMAGE_CONTEXT)/docker.tar $(IMAGE) ;; esac
+	$(BIN)/python -m sparkrack.serving.image_archive $(IMAGE_CONTEXT)/docker.tar $(IMAGE_ARCHIVE) $(IMAGE)
+	@echo "wrote $(IMAGE_ARCHIVE): set serving_image_archive to its path"
 
 lab-down: setup
 	$(LAB_LOCK) $(BIN)/python lab/lab.py down

@@ -17,7 +17,15 @@ if TYPE_CHECKING:
     from conftest import Playbook
 
 ROOT = Path(__file__).resolve().parent.parent
-SEAM_ROLES = ["spark_base", "nvidia_driver", "qsfp_network", "roce", "sriov", "cni_plugins"]
+SEAM_ROLES = [
+    "spark_base",
+    "nvidia_driver",
+    "qsfp_network",
+    "roce",
+    "sriov",
+    "cni_plugins",
+    "sparkrack_image",
+]
 SEAM = "hardware/{{ spark_hardware }}.yml"
 
 

@@ -396,8 +396,17 @@ def redact_lines(log: Any) -> list[str]:
     return [printable(line) for line in redact(_text(log)).splitlines()]
 
 
+def image_archive(path: str) -> dict[str, str]:
+    """The sparkrack image archive's name, manifest digest and reference (every blob checked)."""
+    from sparkrack.serving.image_archive import read
+
+    found = _guard("image archive", lambda: read(path))
+    return {"name": found.name, "digest": found.digest, "reference": found.reference}
+
+
 FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_contract": contract,
+    "sparkrack_image_archive": image_archive,
     "sparkrack_fabric_plan": fabric_plan,
     "sparkrack_inventory_check": inventory_check,
     "sparkrack_netplan": netplan,

@@ -142,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
 
 def switch_lines(name: str, prediction: SwitchPrediction) -> list[str]:
     lines = [
+        f"{name}: down {prediction.outage_s:.0f} s (old engine stopped -> new one ready), "
+        f"{prediction.total_s:.0f} s from the switch's start to ready",
         f"switch to {name}: {prediction.model_bytes / 1e9:.1f} GB to {1 + prediction.peers} "
         f"Spark(s)"
         + (
@@ -187,6 +189,7 @@ def run_inventory(inventory: str, hw: Hardware, fmt: str) -> int:
                             "shape": p.shape,
                             "phases": {e.name: e.seconds for e in p.phases},
                             "ready_s": round(p.total_s, 1),
+                            "outage_s": round(p.outage_s, 1),
                             "assumptions": list(p.assumptions),
                         }
                         for name, p in switches

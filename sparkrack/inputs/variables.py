@@ -251,6 +251,28 @@ VARIABLES: tuple[Variable, ...] = (
         "who may call the gateway (empty: every pod of the cluster)",
     ),
     Variable(
+        "serving_image_archive",
+        forms.Form(
+            "a path on the control machine to the archive `make image` wrote",
+            lambda v: None if isinstance(v, str) and v.strip() else f"is {forms.type_name(v)}",
+            example="build/sparkrack-image.tar",
+        ),
+        "the sparkrack image the serve play imports into every node's containerd; the fetch, "
+        "watchdog and memory-guard containers name it by digest unless serving_fetch_image or "
+        "serving_watchdog_image name an image of your registry",
+    ),
+    Variable(
+        "serving_gateway_node_port",
+        forms.Form(
+            "a NodePort: a whole number from 30000 to 32767",
+            forms.integer_between(30000, 32767),
+            example="30400",
+        ),
+        "opens the gateway (the OpenAI endpoint, key required) on the control-plane node's LAN "
+        "address at this port; unset: reachable from the cluster's pods only. Needs "
+        "serving_gateway_clients (docs/gateway-lan.md)",
+    ),
+    Variable(
         "serving_rdma_access",
         forms.Form(
             f"one of: {', '.join(contract.RDMA_ACCESS)}",

@@ -42,6 +42,15 @@ final push."""
 LARGEST_FILE_BYTES = 5_000_000_000
 """The largest file of a checkpoint when nothing says: 5 GB, the usual safetensors shard size
 on the Hub. An assumption: the render knows a model's size, not its files'."""
+LOAD_MBYTE_S = 171.0
+"""Weights one GB10 rank loads per second, disk cache warm or cold: fit on seed 002 (Ultra, 83.72
+GB per GPU in ~490 s, 170.9 MB/s). The copy from pageable host memory into the GPU's allocation
+bounds it on Grace, not the NVMe (sglang#29731 describes that path), so a faster disk does not
+shorten it; a slower disk does (:attr:`Rates.load_mbyte_s`)."""
+OUTAGE_PHASES: Final = ("wait-memory", "engine load")
+"""The phases during which no engine of the deployment serves: the old one is stopped once the
+copy has verified, the new one serves once its weights are loaded. Download, verify and copy run
+while the old model still serves."""
 Shape = Literal["fan-out", "chain"]
 FAN_OUT: Final[Shape] = "fan-out"
 CHAIN: Final[Shape] = "chain"
@@ -57,6 +66,12 @@ class Rates:
     disk_mbyte_s: float
     cores: int = SPARK_CORES
     verify_mbyte_s_per_core: float = VERIFY_MBYTE_S_PER_CORE
+    loader_mbyte_s: float = LOAD_MBYTE_S
+
+    @property
+    def load_mbyte_s(self) -> float:
+        """A rank loads its weights no faster than the loader's copy, nor than its disk reads."""
+        return min(self.disk_mbyte_s, self.loader_mbyte_s)
 
     @property
     def verify_mbyte_s(self) -> float:
@@ -97,6 +112,12 @@ class SwitchPrediction:
 
     def seconds(self, name: str) -> float | None:
         return next((p.seconds for p in self.phases if p.name == name), None)
+
+    @property
+    def outage_s(self) -> float:
+        """How long the deployment serves nothing: old engine stopped -> new one ready
+        (:data:`OUTAGE_PHASES`)."""
+        return sum(self.seconds(name) or 0.0 for name in OUTAGE_PHASES)
 
 
 def copy_seconds(model_bytes: int, peers: int, rails: int, rates: Rates) -> float:
@@ -191,7 +212,7 @@ def predict(
     copy = copy_seconds(model_bytes, streams, rails, rates)
     checked = peer_verify_seconds(model_bytes, streams, rates)
     largest = min(model_bytes, largest_bytes or LARGEST_FILE_BYTES)
-    load = size_mb / (1 + peers) / rates.disk_mbyte_s
+    load = load_seconds(model_bytes // (1 + peers), rates)
     phases = (
         PhaseEstimate("pre-pull", None, "not predicted: sparkrack does not know an image's size"),
         PhaseEstimate(
@@ -246,8 +267,9 @@ def predict(
         PhaseEstimate(
             "engine load",
             load,
-            f"each rank reads its share ({size_mb / (1 + peers) / 1000:.1f} GB) at "
-            f"{rates.disk_mbyte_s:g} MB/s; graph capture and warm-up not included",
+            f"each rank loads its share ({size_mb / (1 + peers) / 1000:.1f} GB) at "
+            f"{rates.load_mbyte_s:g} MB/s (the loader's copy, or the disk if slower); graph "
+            "capture and warm-up not included",
         ),
     )
     shaped = (
@@ -267,8 +289,15 @@ def predict(
         "the copies of the rails run in parallel: one copy phase per rail, the same time each",
         "ready = the sum of the predicted phases, the rails' copies counted once (pre-pull not "
         "included)",
+        "outage = " + " + ".join(OUTAGE_PHASES) + ": the old model serves through download, "
+        "verify and copy",
     )
     return SwitchPrediction(model_bytes, peers, rails, phases, assumptions, shape)
+
+
+def load_seconds(share_bytes: int, rates: Rates) -> float:
+    """Seconds one rank takes to load ``share_bytes`` of weights (its share of the model)."""
+    return share_bytes / (rates.load_mbyte_s * MB)
 
 
 def within(predicted_s: float, measured_s: float, tolerance: float, slack_s: float = 0.0) -> bool:
@@ -285,5 +314,10 @@ def table(prediction: SwitchPrediction) -> list[str]:
         lines.append(f"{p.name:<12} {shown:>10}  {p.how}")
     lines.append(
         f"{'ready':<12} {prediction.total_s:>8.1f} s  the phases above in turn, the rails' copies at once"
+    )
+    lines.append(
+        f"{'outage':<12} {prediction.outage_s:>8.1f} s  no model served: "
+        + " + ".join(OUTAGE_PHASES)
+        + " (the old model serves until then)"
     )
     return lines

@@ -76,6 +76,11 @@ class ServingContext:
     gateway_clients: tuple[str, ...] = ()
     """CIDR blocks that may call the gateway (``serving_gateway_clients``; empty: every pod of
     the cluster)."""
+    image_reference: str = ""
+    """The reference by digest of the image in ``serving_image_archive`` (empty: none)."""
+    gateway_node_port: int | None = None
+    """The NodePort the gateway listens on at the control-plane node's LAN address
+    (``serving_gateway_node_port``; None: closed, the cluster's pods only)."""
     trust: Trust = field(default_factory=Trust)
     """The images and model repos whose code the inventory lets run (nothing by default)."""
     watchdog: WatchdogSettings | None = None
@@ -154,9 +159,11 @@ def context_from_vars(
     problems = setting_problems(given, sources or {})
     if problems:
         raise SparkrackError(problems)
-    v = {**contract.SERVING_DEFAULTS, **given}
+    from_archive = archive_images(given, sources or {})
+    v = {**contract.SERVING_DEFAULTS, **from_archive, **given}
     return ServingContext(
         plan=plan,
+        image_reference=from_archive.get("serving_fetch_image", ""),
         namespace=str(v["serving_namespace"]),
         api_port=int(v["serving_api_port"]),
         dist_port=int(v["serving_dist_port"]),
@@ -182,10 +189,37 @@ def context_from_vars(
         gid_index=dict(gid_index or {}),
         spark=None if v.get("serving_spark") is None else str(v["serving_spark"]),
         gateway_clients=tuple(str(c) for c in variables.get("serving_gateway_clients") or ()),
+        gateway_node_port=(
+            None
+            if v.get("serving_gateway_node_port") is None
+            else int(v["serving_gateway_node_port"])
+        ),
         trust=trust_of(variables),
         watchdog=watchdog_settings(v),
         memguard=memguard_settings(v),
     )
+
+
+def archive_images(given: Mapping[str, Any], sources: Mapping[str, str]) -> dict[str, str]:
+    """With ``serving_image_archive``: its reference by digest as the fetch and watchdog image
+    (an image the inventory names itself takes precedence). An archive that is not one is
+    refused in the file that names it."""
+    key = "serving_image_archive"
+    if not given.get(key):
+        return {}
+    from sparkrack.serving.image_archive import read
+
+    path = str(given[key])
+    try:
+        reference = read(path).reference
+    except SparkrackError as exc:
+        raise SparkrackError(
+            [
+                Problem(sources.get(key, "inventory"), key, f"{path} {p.message}", p.fix, RULE)
+                for p in exc.problems
+            ]
+        ) from None
+    return {"serving_fetch_image": reference, "serving_watchdog_image": reference}
 
 
 def watchdog_settings(v: Mapping[str, Any]) -> WatchdogSettings | None:
@@ -257,6 +291,18 @@ def setting_problems(given: Mapping[str, Any], sources: Mapping[str, str]) -> li
                 RULE,
             )
         )
+    if v.get("serving_gateway_node_port") is not None and not v.get("serving_gateway_clients"):
+        problems.append(
+            Problem(
+                source("serving_gateway_node_port", "inventory"),
+                "serving_gateway_node_port",
+                "opens the gateway on the LAN, but serving_gateway_clients is empty: the "
+                "gateway's NetworkPolicy admits the cluster's pods only, so every laptop would "
+                "be refused",
+                "set serving_gateway_clients to the LAN that may call it, e.g. [192.168.1.0/24]",
+                RULE,
+            )
+        )
     secrets = [
         (name, str(v[name]))
         for name in (
@@ -300,6 +346,8 @@ SETTINGS = (
     "serving_fetch_image",
     "serving_watchdog_image",
     "serving_gateway_clients",
+    "serving_gateway_node_port",
+    "serving_image_archive",
     *TRUST_VARS,
 )
 """The inventory settings a render reads: the serve role passes each one (``serving_settings``

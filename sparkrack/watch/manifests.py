@@ -9,8 +9,8 @@ memory, outlives every restart it makes, and keeps its state (restart times) in 
 the deployment's rank-0 StatefulSet anyway. Evidence goes to a hostPath on that node, bounded by
 the bundle format's rotation and size cap (:mod:`sparkrack.diagnose.bundle`).
 
-The image must carry sparkrack (``pip install sparkrack``: aiohttp and the Kubernetes client);
-no image is named here, the inventory gives one pinned by digest.
+The image must carry sparkrack with aiohttp and the Kubernetes client (image/Containerfile, built
+by ``make image``); no image is named here, the inventory gives one pinned by digest.
 """
 
 from __future__ import annotations

@@ -278,3 +278,20 @@ def test_a_dry_run_pod_runs_as_default_while_its_account_is_applied_in_the_same_
     assert pod["spec"]["serviceAccountName"] == "default"
     [pod] = [o for o in FILTERS["sparkrack_dry_run_objects"]([dep], []) if o["kind"] == "Pod"]
     assert pod["spec"]["serviceAccountName"] == "w"
+
+
+def test_image_archive_filter_gives_the_reference_and_refuses_a_bad_archive(
+    tmp_path: Path,
+) -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "serving"))
+    from test_image_archive import NAME, _docker_save
+
+    from sparkrack.serving.image_archive import to_oci
+
+    made = to_oci(_docker_save(tmp_path / "d.tar"), tmp_path / "oci.tar", NAME)
+    found = FILTERS["sparkrack_image_archive"](str(tmp_path / "oci.tar"))
+    assert found == {"name": NAME, "digest": made.digest, "reference": made.reference}
+    with pytest.raises(AnsibleFilterError, match="image archive refused"):
+        FILTERS["sparkrack_image_archive"](str(tmp_path / "d.tar"))

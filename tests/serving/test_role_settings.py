@@ -9,16 +9,19 @@ silently falls back to the contract's default. The render's settings are
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from ansible.errors import AnsibleTemplatePluginError
+from test_image_archive import _docker_save
 
 from sparkrack.adapters.ansible import FILTERS
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.serving.context import SETTINGS
+from sparkrack.serving.image_archive import to_oci
 from sparkrack.serving.trust import TRUST_VARS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,11 +60,17 @@ def test_a_dropped_setting_is_found() -> None:
 
 LAB_TRUST = {k: load_inventory("inventories/lab").var(k) for k in TRUST_VARS}
 # device-plugin in the base, so the RDMA resource (read only then) reaches the render.
+_SCRATCH = Path(tempfile.mkdtemp(prefix="sparkrack-role-settings-"))
+_ARCHIVE = _SCRATCH / "image.tar"
+to_oci(_docker_save(_SCRATCH / "docker.tar"), _ARCHIVE, "sparkrack.invalid/sparkrack:1")
+
 BASE: dict[str, Any] = {
     "serving_fetch_image": "registry.example/fetch:1",
     "serving_watchdog_image": "registry.example/watchdog:1",
     "serving_prepull": True,
     "serving_rdma_access": "device-plugin",
+    # A LAN port needs its clients: the base admits one so that the port alone can change.
+    "serving_gateway_clients": ["198.51.100.0/24"],
     **LAB_TRUST,
 }
 OTHER: dict[str, Any] = {
@@ -83,6 +92,8 @@ OTHER: dict[str, Any] = {
     "serving_memguard_psi_full": "30",
     "serving_prepull": False,
     "serving_gateway_clients": ["192.0.2.0/24"],
+    "serving_gateway_node_port": 30400,
+    "serving_image_archive": str(_ARCHIVE),
     "serving_rdma_access": "privileged",
     "serving_rdma_resource": "rdma/other",
 }

@@ -158,6 +158,8 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
         "deployments": per,
         "names": listed,
         "gateway": {"manifests": gateway_docs, "service": contract.API_SERVICE},
+        # What the sparkrack_image role imported into every node (empty: no archive).
+        "image_archive_reference": ctx.image_reference,
         "manifests": docs,
         "contract": contract.contract_fact(),
         # Objects of deployments that left the list: removed by label, never from a kept list.

@@ -101,6 +101,24 @@ def config_text(deployments: Sequence[Deployment], ctx: ServingContext) -> str:
     return yaml.safe_dump(config(deployments, ctx), sort_keys=False)
 
 
+def service(ctx: ServingContext, labels: dict[str, str]) -> dict[str, Any]:
+    """The Service clients call: in the cluster only, or with ``serving_gateway_node_port``
+    also at that NodePort. ``externalTrafficPolicy: Local`` lets only a node that runs the
+    gateway (the control plane, its nodeSelector) answer there, and keeps the caller's address
+    for the NetworkPolicy's ``serving_gateway_clients``."""
+    port: dict[str, Any] = {"name": "http", "port": ctx.api_port, "targetPort": "http"}
+    spec: dict[str, Any] = {"type": "ClusterIP", "selector": dict(labels), "ports": [port]}
+    if ctx.gateway_node_port is not None:
+        port["nodePort"] = ctx.gateway_node_port
+        spec.update(type="NodePort", externalTrafficPolicy="Local")
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(contract.API_SERVICE, ctx.namespace, labels),
+        "spec": spec,
+    }
+
+
 def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[dict[str, Any]]:
     """ConfigMap (the config), Deployment (the proxy), the Service clients call and the
     NetworkPolicy of who may call it."""
@@ -164,15 +182,6 @@ def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[di
                 "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
             },
         },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": meta(contract.API_SERVICE, ns, labels),
-            "spec": {
-                "type": "ClusterIP",
-                "selector": dict(labels),
-                "ports": [{"name": "http", "port": ctx.api_port, "targetPort": "http"}],
-            },
-        },
+        service(ctx, labels),
         gateway_policy(ctx, PORT),
     ]

@@ -30,8 +30,8 @@ SCRIPT_FILES: Final = (SCRIPT_NAME, "fetch_base.py", "fetch_rsync.py")
 """The fetch step (the entry point) and the files it imports, shipped in one ConfigMap."""
 PYTHON: Final = "python3"
 FETCH_IMAGE_NEEDS: Final = "python3 (3.10 or later) and rsync"
-"""What the push and receiver containers run (``serving_fetch_image``). sparkrack publishes no
-such image and has no default: the owner names one, pinned by digest. The download runs in the
+"""What the push and receiver containers run (``serving_fetch_image``, or the sparkrack image of
+``serving_image_archive``, which carries both). The download runs in the
 deployment's own engine image, which carries huggingface_hub."""
 UNPINNED: Final = "main"
 """The revision the fetch step resolves when a profile pins none (the marker records the commit
