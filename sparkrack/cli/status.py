@@ -173,6 +173,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     cluster = Cluster(api, namespace)
     try:
         return _frames(args, cluster, namespace)
+    except BrokenPipeError:
+        raise  # the reader went away: the CLI's entry ends quietly
     except Exception as exc:
         trouble = api_trouble(exc, str(api.configuration.host), args.request_timeout)
         if trouble is None:

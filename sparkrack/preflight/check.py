@@ -12,7 +12,7 @@ deployment, and a verdict.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkrack.errors import Problem, SparkrackError, printable
@@ -62,6 +62,18 @@ class Report:
             f"check: OK, {self.deployments} deployment(s), {len(self.warnings)} warning(s): "
             "ansible-playbook site.yml may run"
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as ``check --json`` prints it."""
+        return {
+            "inventory": self.inventory,
+            "ok": self.ok,
+            "deployments": self.deployments,
+            "lines": self.lines,
+            "warnings": [asdict(w) for w in self.warnings],
+            "problems": [asdict(p) for p in self.problems],
+            "verdict": self.verdict(),
+        }
 
     def text(self) -> list[str]:
         """Every line in order: the findings, the warnings, the problems, the verdict."""
