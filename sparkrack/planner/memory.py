@@ -448,16 +448,18 @@ def _weights_problem(
     )
     if needed is None:
         fix = "pick a smaller quantization: the weights every rank holds do not fit one Spark"
-    elif nodes is not None and nodes < needed:
-        message += f"; the inventory has {nodes} Spark(s), the model needs {needed}"
+        return Problem(source, "topology.tp", message, fix, RULE_WEIGHTS)
+    tp = 1 << (needed - 1).bit_length()  # the next power of two: what attention heads divide
+    if nodes is not None and nodes < needed:
+        message += f"; it has {nodes} Spark(s), the model needs at least {needed}"
         fix = (
-            f"add Sparks to the inventory's sparks group (at least {needed}) and set "
-            f"topology.tp: {needed}, or pick a smaller quantization"
+            f"run it on {tp} Sparks (the inventory's sparks group, or the deployment's sparks) "
+            f"with topology.tp: {tp}, or pick a smaller quantization"
         )
     else:
         fix = (
-            f"topology.tp: {needed} (tp·pp of at least {needed}) fits, on {needed} Sparks; "
-            "or pick a smaller quantization"
+            f"topology.tp: {tp} fits (tp·pp of at least {needed}), on as many Sparks; or pick "
+            "a smaller quantization"
         )
     return Problem(source, "topology.tp", message, fix, RULE_WEIGHTS)
 
