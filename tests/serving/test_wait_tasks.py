@@ -156,3 +156,42 @@ def test_a_ready_rank_passes_the_wait(
     core.patch_namespaced_pod_status("rank-0", namespace, status(None, ready=True))
     code, out = run_wait(ansible_playbook, kube_api, tmp_path, namespace, "Pod", ["rank-0"])
     assert code == 0, out
+
+
+def test_status_lists_a_deployments_fetch_jobs_with_their_state(kube_api: Any) -> None:
+    """``sparkrack status``'s Job lines come from the same verdicts: a copy Job whose pod cannot
+    pull shows FAILED with the reason; a running one shows its pods and how long it runs."""
+    from sparkrack.contract import COMPONENT_FETCH, LABEL_COMPONENT, LABEL_DEPLOYMENT
+    from sparkrack.watch.cluster import Cluster
+
+    namespace = kube_api.namespace("status")
+    api = kube_api.client()
+    labels = {LABEL_DEPLOYMENT: "super", LABEL_COMPONENT: COMPONENT_FETCH}
+    for name in ("sparkrack-super-fetch", "sparkrack-super-recv-2"):
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "suspend": True,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {"name": "c", "image": IMAGE, "securityContext": RESTRICTED}
+                        ],
+                    }
+                },
+            },
+        }
+        client.BatchV1Api(api).create_namespaced_job(namespace, job)
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod(namespace, pod("recv-abcde", {"job-name": "sparkrack-super-recv-2"}))
+    core.patch_namespaced_pod_status("recv-abcde", namespace, status("ImagePullBackOff"))
+    jobs = Cluster(api, namespace).fetch_jobs("super")
+    assert [j["job"] for j in jobs] == ["sparkrack-super-fetch", "sparkrack-super-recv-2"]
+    fetch, recv = jobs
+    assert fetch["state"] == "running" and fetch["progress"].startswith("0 active, 0 succeeded")
+    assert recv["state"] == "FAILED"
+    assert "ImagePullBackOff for image registry.example.com/sparkrack/fetch:1.0" in recv["progress"]
+    assert Cluster(api, namespace).fetch_jobs("other") == []
