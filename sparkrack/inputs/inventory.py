@@ -543,7 +543,6 @@ def load_inventory(path: str | Path, vault_password_file: str | None = None) -> 
     if vault is None and (files.vault_files or files.vault_values):
         raise SparkrackError(vault_problems(files))
     enabled = C.INVENTORY_ENABLED
-    _forget_found_vars_files()
     try:
         C.INVENTORY_ENABLED = ["yaml", "ini"]  # never a script, never a plugin that connects
         # Absolute: ansible-core caches var files by the path it was given, whatever the cwd.
@@ -571,14 +570,6 @@ def load_inventory(path: str | Path, vault_password_file: str | None = None) -> 
     finally:
         C.INVENTORY_ENABLED = enabled
     return Inventory(inv_path, groups, hostvars, origins, files, control_vars)
-
-
-def _forget_found_vars_files() -> None:
-    """ansible-core's group_vars/host_vars plugin remembers, per process, which files it found
-    for a folder; an inventory edited since (all.yml moved into all/) is read afresh."""
-    from ansible.plugins.vars import host_group_vars
-
-    host_group_vars.FOUND.clear()
 
 
 def inventory_of(
