@@ -20,7 +20,7 @@ create/destroy all call this file; callers serialize on ``flock /tmp/sparkrack-l
                wall time printed;
 * ``down``     stop the control plane, remove the containers and networks above, by name.
 
-Addresses come from the address plan (``sparkrack addresses --format json``); nothing here
+Addresses come from the address plan (``sparkrack addresses --json``); nothing here
 computes a fabric address. Stdlib only (and lab/controlplane.py), typed.
 """
 
@@ -333,7 +333,7 @@ def _venv_tool(name: str) -> str:
 def load_topology() -> Topology:
     inv = json.loads(run([_venv_tool("ansible-inventory"), "-i", str(INVENTORY), "--list"]).stdout)
     plan = json.loads(
-        run([_venv_tool("sparkrack"), "addresses", "-i", str(INVENTORY), "--format", "json"]).stdout
+        run([_venv_tool("sparkrack"), "addresses", "-i", str(INVENTORY), "--json"]).stdout
     )
     hostvars: dict[str, dict[str, Any]] = inv.get("_meta", {}).get("hostvars", {})
     sparks = set(inv.get("sparks", {}).get("hosts", []))

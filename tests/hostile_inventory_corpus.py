@@ -1,7 +1,8 @@
 """Hostile and broken inventories, as data: a base inventory + one change + the rule it hits.
 
 Every entry starts from the current ``inventories/example`` (read when the entry is built), so
-the corpus follows the shipped inventory instead of freezing a copy. Bases:
+the corpus follows the shipped inventory instead of freezing a copy, with the values every owner
+must set first (:data:`OWNED`: images the nodes can pull, a gateway key). Bases:
 
 * ``example``: the example inventory as shipped (one model on every Spark);
 * ``mixed``: the example with the README's 2+1+1 ``serving_deployments`` instead of
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,13 +202,33 @@ def inline_vault(name: str, plain: str, password: str = PASSWORD) -> Change:
     return append(ALL, f"{name}: !vault |\n" + "".join(f"  {line}\n" for line in lines))
 
 
+OWNED = {
+    "serving_fetch_image": f"ghcr.io/owner/sparkrack:1.0@{DIGEST}",
+    "serving_watchdog_image": f"ghcr.io/owner/sparkrack:1.0@{DIGEST}",
+    "vault_gateway_key": "gateway-example",
+}
+"""What the example leaves to its owner (``sparkrack check`` refuses it as shipped)."""
+
+
+def owned(inv: Path) -> None:
+    """The example's own lines changed in place (its text and comments stay as shipped)."""
+    text = (inv / ALL).read_text()
+    for key, value in OWNED.items():
+        line = re.compile(rf"^{key}:.*$", re.M)
+        text, found = line.subn(f"{key}: {value}", text)
+        if not found:
+            text += f"{key}: {value}\n"
+    (inv / ALL).write_text(text)
+
+
 def build(entry: Entry, directory: Path) -> Path:
-    """The entry's inventory under ``directory``."""
+    """The entry's inventory under ``directory``: the example as its owner filled it in."""
     inv = directory / "inv"
     inv.mkdir(parents=True)
     for item in ("hosts.yml", ALL):
         (inv / item).parent.mkdir(parents=True, exist_ok=True)
         (inv / item).write_bytes((EXAMPLE / item).read_bytes())
+    owned(inv)
     if entry.base == "mixed":
         deployments(copy.deepcopy(MIXED))(inv)
     entry.change(inv)
@@ -492,6 +514,9 @@ DEPLOYMENTS: list[Entry] = [
 ]
 
 
+UNPULLABLE = "image-unreachable"
+
+
 def I(entry_id: str, value: Any, rule: str = SCHEMA, **kw: Any) -> Entry:  # noqa: E743
     """serving_fetch_image set to a hostile value."""
     return Entry(
@@ -521,6 +546,23 @@ IMAGES: list[Entry] = [
     I("fetch-image-no-tag", "registry.example.com/fetch", "fetch-image"),
     I("fetch-image-port-no-tag", "localhost:5000/fetch", "fetch-image"),
     I("fetch-image-empty", "", "fetch-image"),
+    I("fetch-image-placeholder-registry", f"registry.example.com/fetch:1.0@{DIGEST}", UNPULLABLE),
+    I("fetch-image-invalid-tld", "registry.invalid:5000/fetch:1.0", UNPULLABLE),
+    I("fetch-image-letter-o-tag", "ghcr.io/owner/fetch:1.O", UNPULLABLE),
+    Entry(
+        "watchdog-image-placeholder",
+        "images",
+        UNPULLABLE,
+        "serving_watchdog_image",
+        setv("serving_watchdog_image", "registry.example.com/sparkrack/watchdog:1.0"),
+    ),
+    Entry(
+        "no-gateway-key",
+        "images",
+        "inventory-secret",
+        "vault_gateway_key",
+        delv("vault_gateway_key"),
+    ),
 ]
 
 
@@ -654,7 +696,7 @@ YAML_TRICKS: list[Entry] = [
         "serving_fetch_image",
         lambda inv: _sub(
             inv,
-            "serving_fetch_image: registry.example.com/sparkrack/fetch:1.0",
+            f"serving_fetch_image: {OWNED['serving_fetch_image']}",
             "serving_fetch_image: on",
         ),
     ),
@@ -816,6 +858,13 @@ VAULT_FILE = "group_vars/all/vault.yml"
 SECRETS_TEXT = "vault_hf_token: hf_abc\nvault_gateway_key: gw-key\n"
 VAULTS: list[Entry] = [
     V(
+        "vault-file-beside-all-yml",
+        "inventory-layout",
+        "(layout)",
+        write(VAULT_FILE, vault_text(SECRETS_TEXT)),
+        password=PASSWORD,
+    ),
+    V(
         "vault-file-no-password",
         VAULT,
         "(vault)",
@@ -871,7 +920,7 @@ VAULTS: list[Entry] = [
         "vault-key-with-space",
         SCHEMA,
         "vault_gateway_key",
-        vault_file(VAULT_FILE, "vault_gateway_key: two words\n"),
+        chain(delv("vault_gateway_key"), vault_file(VAULT_FILE, "vault_gateway_key: two words\n")),
         file=VAULT_FILE,
         password=PASSWORD,
     ),
@@ -879,7 +928,12 @@ VAULTS: list[Entry] = [
     V("plain-token-number", SCHEMA, "vault_hf_token", setv("vault_hf_token", 12345)),
     V("plain-token-list", SCHEMA, "vault_gateway_key", setv("vault_gateway_key", ["a", "b"])),
     V("plain-token-octal", YAML11, "vault_hf_token", append(ALL, "vault_hf_token: 0123\n")),
-    V("plain-token-null", SCHEMA, "vault_gateway_key", append(ALL, "vault_gateway_key:\n")),
+    V(
+        "plain-token-null",
+        SCHEMA,
+        "vault_gateway_key",
+        chain(delv("vault_gateway_key"), append(ALL, "vault_gateway_key:\n")),
+    ),
 ]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
+from hostile_inventory_corpus import owned
 
 from sparkrack.inputs.inventory import load_inventory
 
@@ -52,7 +53,9 @@ def run_preflight(
 
 
 def test_preflight_plan_equals_cli_plan(ansible_playbook: Playbook, tmp_path: Path) -> None:
-    inventory = ROOT / "inventories" / "example"
+    inventory = tmp_path / "inv"
+    shutil.copytree(ROOT / "inventories" / "example", inventory)
+    owned(inventory)
     result = run_preflight(ansible_playbook, inventory, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     from_ansible = json.loads((tmp_path / "plan.json").read_text())
@@ -76,7 +79,8 @@ def test_preflight_refuses_a_broken_fabric(ansible_playbook: Playbook, tmp_path:
 
 
 def broken_copy(tmp_path: Path, **changes: object) -> Path:
-    """The example inventory with the control plane moved and/or fabric keys changed."""
+    """The example inventory, its images and gateway key set (``owned``), with the control plane
+    moved and/or fabric keys changed."""
     inventory = tmp_path / "inv"
     shutil.copytree(ROOT / "inventories" / "example", inventory)
     hosts = inventory / "hosts.yml"
@@ -84,6 +88,7 @@ def broken_copy(tmp_path: Path, **changes: object) -> Path:
     cp = data["all"]["children"]["k3s_cluster"]["children"]["control_plane"]["hosts"]["cp1"]
     cp["ansible_host"] = changes.pop("cp_address", cp["ansible_host"])
     hosts.write_text(yaml.safe_dump(data))
+    owned(inventory)
     group_vars = inventory / "group_vars" / "all.yml"
     gv = yaml.safe_load(group_vars.read_text())
     gv["fabric"].update(changes)

@@ -24,7 +24,7 @@ from sparkrack.fabric.netplan import fabric_interfaces, netplan_config
 from sparkrack.fabric.rdma import pair_rounds, rail_verdict
 from sparkrack.fabric.roce import roce_v2_ipv4_index
 from sparkrack.k3s import config as k3s
-from sparkrack.k8s import render_addons, validated
+from sparkrack.k8s import render_addons, validated, waits
 from sparkrack.k8s.fabric_check import render_fabric_check
 from sparkrack.k8s.options import options_from
 from sparkrack.k8s.reconcile import (
@@ -329,6 +329,14 @@ def jobs_plan(rendered: list[dict[str, Any]], live: list[dict[str, Any]]) -> dic
     return job_plan(rendered, live)
 
 
+def wait_verdict(
+    objects: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], name: str = ""
+) -> dict[str, str]:
+    """``{{ resources | sparkrack_wait_verdict(pods, name) }}``: done, waiting or failed
+    (:mod:`sparkrack.k8s.waits`), with the object and the reason."""
+    return _guard("wait", lambda: waits.verdict(list(objects or []), list(pods or []), name))
+
+
 def serving_stale(
     rendered: list[dict[str, Any]],
     live: list[Mapping[str, Any]],
@@ -431,6 +439,7 @@ FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_dry_run_objects": api_dry_run_objects,
     "sparkrack_api_refusals": api_refusals,
     "sparkrack_job_plan": jobs_plan,
+    "sparkrack_wait_verdict": wait_verdict,
     "sparkrack_stale_serving": serving_stale,
     "sparkrack_stale_watchdogs": watchdog_stale,
     "sparkrack_switch_timeline": switch_timeline,

@@ -78,6 +78,17 @@ COMMANDS: Final[dict[str, Command]] = {
 }
 
 
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, through the package metadata)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("sparkrack")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _command_in(argv: Sequence[str]) -> str | None:
     """The command named on the line (the first word that is not an option), if any."""
     for word in argv:
@@ -92,6 +103,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="sparkrack",
         description="Provision DGX Spark clusters and serve LLMs across them.",
     )
+    parser.add_argument("--version", action="version", version=f"sparkrack {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, cmd in COMMANDS.items():
         p = sub.add_parser(name, help=cmd.summary, description=cmd.summary)
@@ -129,8 +141,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(command or "").parse_args(words)
     if hasattr(args, "inventory"):
         _ansible_display()
-    with contextlib.redirect_stdout(EscapedOutput(sys.stdout)):
-        return _run(args)
+    try:
+        with contextlib.redirect_stdout(EscapedOutput(sys.stdout)):
+            code = _run(args)
+            sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``sparkrack ... | head -1``): stop quietly. stdout is
+    pointed at /dev/null so that the interpreter's own flush at exit cannot fail again."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return ExitCode.OK
 
 
 def _ansible_display() -> None:
@@ -153,6 +180,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if vault:  # the option says what the variable says, for every inventory read below
             os.environ[VAULT_ENV] = vault
+        from sparkrack.cli.options import inventory_given
+
+        inventory_given(args)
         code: int = args.handler(args)
     except UsageError as exc:
         print(str(exc), file=sys.stderr)

@@ -4,7 +4,9 @@ The inventory's variables, the address plan, every deployment and its profile's 
 memory per Spark, the objects the serve play would apply, images, secrets and the real engine
 parser when it is cached: one line per finding, the warnings, every problem as
 ``<file>: <key>: <message> — fix: <fix> [<rule>]``, and a verdict. Exit 0 when nothing is
-refused (warnings allowed), 1 on any problem, 2 on a usage error.
+refused (warnings allowed), 1 on any problem, 2 on a usage error. ``--json`` prints the same
+report as one JSON object: ``inventory``, ``ok``, ``deployments``, ``lines``, ``warnings`` and
+``problems`` (each ``file``, ``key``, ``message``, ``fix``, ``rule``) and ``verdict``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.cli.options import add_inventory
+from sparkrack.cli.options import add_inventory, add_json
 
 
 def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
@@ -25,6 +27,7 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
         help="leave out the real engine parser (it runs from the cache only, and says when it "
         "cannot)",
     )
+    add_json(parser)
     parser.set_defaults(handler=run_check)
 
 
@@ -43,6 +46,11 @@ def run_check(args: argparse.Namespace) -> int:
         report.refuse(exc.problems)
     else:
         report = check_inventory(inv, engine_check=not args.no_engine_check)
-    for line in report.text():
-        print(line)
+    if args.json:
+        import json
+
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        for line in report.text():
+            print(line)
     return ExitCode.OK if report.ok else ExitCode.FAILED

@@ -21,3 +21,9 @@ class ExitCode(enum.IntEnum):
     WRONG-ANSWERS (the answer canary)."""
     NO_TOKEN_COUNTS = 3
     """bench: a level had no token counts (no usage in the stream) without --allow-no-usage."""
+    NO_KUBECONFIG = 4
+    """status: no kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/sparkrack.yaml``,
+    ``~/.kube/config``): the cluster's API is absent from this machine."""
+    API_UNAVAILABLE = 5
+    """status: the cluster's API refused the connection, did not answer within the request
+    timeout, or answered with an error."""

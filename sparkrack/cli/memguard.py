@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.cli.watch import api_client
+from sparkrack.cli.watch import KUBECONFIG_HELP, api_client
 from sparkrack.errors import Problem, UsageError
 from sparkrack.inputs.forms import memory_bytes
 from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
@@ -42,7 +42,7 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--interval", type=float, default=2.0, help="seconds between looks")
     p.add_argument("--grace", type=int, default=10, help="seconds the stopped pod gets")
-    p.add_argument("--kubeconfig", default=None, help="default: in-cluster, else ~/.kube/config")
+    p.add_argument("--kubeconfig", default=None, help=KUBECONFIG_HELP)
     p.add_argument("--once", action="store_true", help="one look, then exit")
     p.set_defaults(handler=cmd_memguard)
 

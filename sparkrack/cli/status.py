@@ -1,37 +1,52 @@
 """``sparkrack status``: the owner's view of the running deployments, through the kubeconfig.
 
 Per deployment: ranks Ready, container restarts, the watchdog's state and last verdict, its group
-restarts, whether the gateway routes to it, the newest evidence bundle and, with
-``--prometheus``, its generated tokens/s. Exit 0 when every deployment is healthy (or recovered)
-with all ranks Ready, 1 otherwise; ``--watch`` redraws every S seconds until ^C or ``--count``
-frames, and exits with the last frame's code.
+restarts, whether the gateway routes to it, its weight download and copy Jobs with their
+progress, the newest evidence bundle and, with ``--prometheus``, its generated tokens/s. Exit 0
+when every deployment is healthy (or recovered) with all ranks Ready, 1 otherwise; ``--watch``
+redraws every S seconds until ^C or ``--count`` frames, and exits with the last frame's code.
+
+The kubeconfig is ``--kubeconfig``, else ``$KUBECONFIG``, else the one site.yml writes
+(``~/.kube/sparkrack.yaml``), else ``~/.kube/config``. Every request to the API gives up after
+``--request-timeout`` seconds. A bad day is one line on stderr, never a traceback: exit 4 when
+no kubeconfig is found, 5 when the API refuses the connection, does not answer in time or
+answers with an error.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from sparkrack import contract
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.cli.options import add_inventory
-from sparkrack.cli.watch import api_client
+from sparkrack.cli.options import DEFAULT_INVENTORY, add_inventory
+from sparkrack.cli.watch import KUBECONFIG_HELP, NoKubeconfig, api_client
 from sparkrack.diagnose import bundle
-from sparkrack.errors import Problem, UsageError
+from sparkrack.errors import Problem, UsageError, printable
 from sparkrack.observe.query import tokens_per_s
 from sparkrack.watch.cluster import Cluster, DeploymentView
 from sparkrack.watch.supervisor import State
 
 GOOD = {State.HEALTHY.value, State.RECOVERED.value}
+REQUEST_TIMEOUT_S = 10.0
 
 
 def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     add_inventory(p, default=None, help="inventory directory (its serving namespace)")
     p.add_argument("--namespace", default=None, help="serving namespace (overrides -i)")
-    p.add_argument("--kubeconfig", default=None, help="default: in-cluster, else ~/.kube/config")
+    p.add_argument("--kubeconfig", default=None, help=KUBECONFIG_HELP)
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=REQUEST_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to connect and to wait for each answer of the API (default {REQUEST_TIMEOUT_S:g})",
+    )
     p.add_argument("--evidence", type=Path, default=None, help="evidence root to show bundles of")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--watch", type=float, default=None, metavar="S", help="refresh every S s")
@@ -52,10 +67,18 @@ def _namespace(args: argparse.Namespace) -> str:
         return str(args.namespace)
     from sparkrack.serving.context import context_from_inventory
 
-    return context_from_inventory(args.inventory or "inventories/example").namespace
+    if args.inventory is None:
+        print(
+            f"note: no -i or --namespace: the serving namespace of {DEFAULT_INVENTORY}",
+            file=sys.stderr,
+        )
+    return context_from_inventory(args.inventory or DEFAULT_INVENTORY).namespace
 
 
-def row(view: DeploymentView, evidence: Path | None) -> dict[str, Any]:
+def row(
+    view: DeploymentView, evidence: Path | None, jobs: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    jobs = jobs or []
     notes = view.annotations()
     ready, ranks = view.ranks_ready()
     state = notes.get(contract.WATCHDOG_STATE_ANNOTATION, "unwatched")
@@ -73,6 +96,7 @@ def row(view: DeploymentView, evidence: Path | None) -> dict[str, Any]:
         "routed": not view.quarantined(),
         "last_verdict": notes.get(contract.WATCHDOG_VERDICT_ANNOTATION, ""),
         "evidence": newest,
+        "jobs": jobs,
         "ok": ready == ranks > 0 and state in GOOD | {"unwatched"} and not view.quarantined(),
     }
 
@@ -80,7 +104,10 @@ def row(view: DeploymentView, evidence: Path | None) -> dict[str, Any]:
 def snapshot(
     cluster: Cluster, evidence: Path | None, prometheus: str | None = None
 ) -> list[dict[str, Any]]:
-    rows = [row(cluster.view(name), evidence) for name in cluster.deployment_names()]
+    rows = [
+        row(cluster.view(name), evidence, cluster.fetch_jobs(name))
+        for name in cluster.deployment_names()
+    ]
     if prometheus:
         rates = tokens_per_s(prometheus, cluster.namespace)
         for r in rows:
@@ -106,6 +133,8 @@ def show(rows: list[dict[str, Any]], as_json: bool, lines: bool = False) -> None
         )
         if r["last_verdict"]:
             print(f"  last verdict: {r['last_verdict']}", flush=True)
+        for job in r.get("jobs", []):
+            print(f"  job {job['job']}: {job['state']}, {job['progress']}", flush=True)
         if r["evidence"]:
             print(f"  evidence: {r['evidence']}", flush=True)
 
@@ -136,7 +165,25 @@ def cmd_status(args: argparse.Namespace) -> int:
             )
         )
     namespace = _namespace(args)
-    cluster = Cluster(api_client(args.kubeconfig), namespace)
+    try:
+        api = api_client(args.kubeconfig, timeout_s=max(0.1, args.request_timeout))
+    except NoKubeconfig as exc:
+        print(f"status: {exc.problems[0].message} — fix: {exc.problems[0].fix}", file=sys.stderr)
+        return ExitCode.NO_KUBECONFIG
+    cluster = Cluster(api, namespace)
+    try:
+        return _frames(args, cluster, namespace)
+    except BrokenPipeError:
+        raise  # the reader went away: the CLI's entry ends quietly
+    except Exception as exc:
+        trouble = api_trouble(exc, str(api.configuration.host), args.request_timeout)
+        if trouble is None:
+            raise
+        print(f"status: {trouble}", file=sys.stderr)
+        return ExitCode.API_UNAVAILABLE
+
+
+def _frames(args: argparse.Namespace, cluster: Cluster, namespace: str) -> int:
     if args.watch is None:
         rows = snapshot(cluster, args.evidence, args.prometheus)
         show(rows, args.json)
@@ -155,3 +202,33 @@ def cmd_status(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return last
+
+
+def api_trouble(exc: BaseException, host: str, timeout_s: float) -> str | None:
+    """One line for an API that cannot be used (refused, silent, TLS, an error answer); None
+    for any other exception (a bug, shown as one)."""
+    import urllib3.exceptions
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(exc, ApiException):
+        return (
+            f"the API at {host} answered {exc.status} {exc.reason}: check the kubeconfig's "
+            "credentials and that its user may read the serving namespace"
+        )
+    if not isinstance(exc, urllib3.exceptions.HTTPError | OSError):
+        return None
+    reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
+    text = " ".join(str(reason).split())
+    # urllib3 makes a refused connection a NewConnectionError, a subclass of its timeouts.
+    if isinstance(reason, ConnectionRefusedError) or "refused" in text.lower():
+        return (
+            f"the API at {host} refused the connection: K3s is not running on the control-plane "
+            "node (ssh to it: systemctl status k3s), or the kubeconfig names the wrong address"
+        )
+    if isinstance(reason, urllib3.exceptions.TimeoutError) or "timed out" in text.lower():
+        return (
+            f"the API at {host} accepted the connection but did not answer within {timeout_s:g} s: "
+            "the control-plane node or K3s is overloaded or hung (ssh to it: systemctl status "
+            "k3s), or the address is not the API's"
+        )
+    return f"the API at {host} cannot be reached: {printable(text)[:200]}"

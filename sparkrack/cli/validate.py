@@ -1,18 +1,21 @@
 """``sparkrack validate [PROFILE ...]``: schema and every seed rule, optionally the real engine.
 
 Every profile when none is given; exit 0, or exit 1 with one line per problem:
-``<file>: <key>: <message> — fix: <fix> [<rule-id>]``.
+``<file>: <key>: <message> — fix: <fix> [<rule-id>]``; ``--json``: one object with ``ok``,
+``profiles``, ``nodes``, ``warnings`` and ``problems``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from sparkrack.cli.exitcodes import ExitCode
-from sparkrack.cli.options import DEFAULT_INVENTORY, add_inventory
+from sparkrack.cli.options import DEFAULT_INVENTORY, add_inventory, add_json
 from sparkrack.errors import Problem, SparkrackError, printable
 
 
@@ -36,6 +39,7 @@ def add_arguments(command: str, v: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --engine-check: use the cache only, never download",
     )
+    add_json(v)
     v.set_defaults(handler=run_validate)
 
 
@@ -77,6 +81,7 @@ def run_validate(args: argparse.Namespace) -> int:
     refs = args.profiles or [str(p) for p in list_profiles()]
     nodes = _nodes(args)
     problems: list[Problem] = []
+    warnings: list[Problem] = []
     loaded = []
     for ref in refs:
         try:
@@ -89,12 +94,27 @@ def run_validate(args: argparse.Namespace) -> int:
         problems += found
         if not found:
             loaded.append(profile)
-        for warning in profile_warnings(profile.data, profile.source):
-            print(f"warning: {warning}", file=sys.stderr)
+        warnings += profile_warnings(profile.data, profile.source)
     if not problems and args.engine_check:
         from sparkrack.serving.enginecheck.check import engine_check
 
         problems += engine_check(loaded, args.inventory, offline=args.offline)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": not problems,
+                    "profiles": len(refs),
+                    "nodes": nodes,
+                    "warnings": [asdict(w) for w in warnings],
+                    "problems": [asdict(p) for p in problems],
+                },
+                indent=2,
+            )
+        )
+        return ExitCode.FAILED if problems else ExitCode.OK
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for problem in problems:
         print(problem)
     if problems:

@@ -72,7 +72,7 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     k.add_argument("--deployment", default=None, help="the deployment's name (its label)")
     k.add_argument("--namespace", default=None, help="its namespace")
     k.add_argument("--alias", default="", help="its gateway alias (recorded in the evidence)")
-    k.add_argument("--kubeconfig", default=None, help="default: in-cluster, else ~/.kube/config")
+    k.add_argument("--kubeconfig", default=None, help=KUBECONFIG_HELP)
     k.add_argument("--max-restarts", type=int, default=Budget.max_restarts, help="per window")
     k.add_argument(
         "--restart-window", type=_positive, default=Budget.window_s, help="seconds (budget window)"
@@ -130,26 +130,96 @@ def probe_config(args: argparse.Namespace) -> ProbeConfig:
     )
 
 
-def api_client(kubeconfig: str | None) -> Any:
-    """A client of the cluster's API: in-cluster, else ``kubeconfig`` or ``~/.kube/config``."""
+KUBECONFIG_HELP = f"default: in-cluster, else $KUBECONFIG, ~/{KUBECONFIG_FILE}, ~/.kube/config"
+
+
+def kubeconfig_candidates(given: str | None = None) -> list[Path]:
+    """Where a command looks for the kubeconfig, in order: ``given`` (``--kubeconfig``), every
+    file of ``$KUBECONFIG``, the one site.yml writes (``~/.kube/sparkrack.yaml``), then
+    kubectl's ``~/.kube/config``."""
+    if given:
+        return [Path(given)]
+    listed = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    home = Path.home()
+    return [*listed, home / KUBECONFIG_FILE, home / ".kube" / "config"]
+
+
+class NoKubeconfig(UsageError):
+    """No kubeconfig where :func:`kubeconfig_candidates` looks by default (and not in a pod)."""
+
+
+def find_kubeconfig(given: str | None = None) -> str:
+    """The first kubeconfig of :func:`kubeconfig_candidates` that exists."""
+    looked = kubeconfig_candidates(given)
+    for path in looked:
+        if path.is_file():
+            return str(path)
+    if given:  # a file named on the command line: a usage error, like any other
+        raise UsageError(
+            Problem(
+                given,
+                "--kubeconfig",
+                "is not a file",
+                f"give the kubeconfig site.yml writes (~/{KUBECONFIG_FILE})",
+                "kubeconfig",
+            )
+        )
+    raise NoKubeconfig(
+        Problem(
+            "--kubeconfig",
+            "--kubeconfig",
+            f"no kubeconfig: looked in {', '.join(str(p) for p in looked)}",
+            f"run site.yml (it writes ~/{KUBECONFIG_FILE}), or give --kubeconfig FILE",
+            "kubeconfig",
+        )
+    )
+
+
+def api_client(kubeconfig: str | None, timeout_s: float | None = None) -> Any:
+    """A client of the cluster's API: in-cluster, else the kubeconfig :func:`find_kubeconfig`
+    finds; with ``timeout_s``, every request it makes gives up after that many seconds to
+    connect and as many to read an answer, and is tried at most twice."""
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config()  # type: ignore[no-untyped-call]
-        return client.ApiClient()
+        return _bounded(client.ApiClient(), timeout_s)
+    path = find_kubeconfig(kubeconfig)
     try:
-        return config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError) as exc:
+        configuration = client.Configuration()
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=path, client_configuration=configuration
+        )
+        if timeout_s is not None:
+            configuration.retries = 1
+        return _bounded(client.ApiClient(configuration), timeout_s)
+    except (ConfigException, OSError, ValueError) as exc:
         raise UsageError(
             Problem(
+                path,
                 "--kubeconfig",
-                "--kubeconfig",
-                f"no usable kubeconfig ({exc})",
+                f"is not a usable kubeconfig ({' '.join(str(exc).split())[:200]})",
                 f"give --kubeconfig FILE (the one site.yml writes: ~/{KUBECONFIG_FILE})",
-                "watch-args",
+                "kubeconfig",
             )
         ) from None
+
+
+def _bounded(api: Any, timeout_s: float | None) -> Any:
+    """``api`` with ``(timeout_s, timeout_s)`` as the connect and read timeout of every request
+    that names none (the client's own default is to wait for ever)."""
+    if timeout_s is None:
+        return api
+    request = api.rest_client.request
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("_request_timeout"):
+            kwargs["_request_timeout"] = (timeout_s, timeout_s)
+        return request(*args, **kwargs)
+
+    api.rest_client.request = bounded
+    return api
 
 
 def actions_from_args(args: argparse.Namespace, url: str) -> Actions | None:

@@ -100,3 +100,52 @@ def pin_state(image: str) -> str:
     if digest_of(image):
         return "digest"
     return "moving tag" if is_moving_tag(image) else "tag"
+
+
+PLACEHOLDER_DOMAINS = ("example.com", "example.net", "example.org")
+"""Second-level domains reserved for documentation (RFC 2606): no registry answers there."""
+PLACEHOLDER_TLDS = ("example", "invalid", "test", "localdomain")
+"""Top-level names reserved so that they never resolve on the internet (RFC 2606, RFC 6761)."""
+_VERSION_WITH_LETTER_O = re.compile(r"v?[0-9Oo]+(?:\.[0-9Oo]+)+(?:[-+_].*)?")
+
+
+def registry_of(image: str) -> str | None:
+    """The registry host a reference names (its first component when it has a ``.`` or a
+    ``:port``, or is ``localhost``), lower-cased and without the port; None for Docker Hub."""
+    first, sep, _ = without_digest(image).partition("/")
+    if not sep or not ("." in first or ":" in first or first == "localhost"):
+        return None
+    return first.split(":", 1)[0].lower()
+
+
+def unreachable(image: str) -> str | None:
+    """Why no node can pull ``image`` although its syntax is valid, in words; None otherwise.
+
+    Two precise rules, decided without contacting a registry:
+
+    * its registry is a reserved placeholder: ``example.com``/``.net``/``.org`` or a host under
+      them, or a host under the reserved top-level names ``.example``, ``.invalid``, ``.test``,
+      ``.localdomain``: such a name never resolves to a registry;
+    * its tag is a typo'd version: dot-separated parts made only of digits and the letter
+      ``O`` (``1.O``, ``2.O.1``, ``v1.O-rc1``), at least one ``O``: the letter typed for the
+      digit zero, a tag no one publishes.
+    """
+    host = registry_of(image)
+    if host is not None:
+        labels = host.split(".")
+        if ".".join(labels[-2:]) in PLACEHOLDER_DOMAINS or labels[-1] in PLACEHOLDER_TLDS:
+            return (
+                f"names the registry {host}, a reserved placeholder domain that no registry "
+                "answers: the nodes cannot pull it"
+            )
+    tag = tag_of(image)
+    if tag is not None and _VERSION_WITH_LETTER_O.fullmatch(tag):
+        version = re.split(r"[-+_]", tag, maxsplit=1)[0]
+        digits = version.removeprefix("v")
+        if "o" in digits.lower() and any(ch.isdigit() for ch in digits):
+            fixed = version[: len(version) - len(digits)] + re.sub("[Oo]", "0", digits)
+            return (
+                f"has the tag {tag}: a version with the letter O where a digit belongs "
+                f"(did you mean {fixed}?)"
+            )
+    return None

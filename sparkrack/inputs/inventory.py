@@ -54,6 +54,7 @@ MAX_HOSTS = 256
 RULE = "inventory"
 RULE_VAULT = "inventory-vault"
 RULE_GROUPS = "inventory-groups"
+RULE_LAYOUT = "inventory-layout"
 _RANGE = re.compile(r"\[([0-9]+|[a-z]):([0-9]+|[a-z])(?::([0-9]+))?\]")
 
 
@@ -331,12 +332,54 @@ def _host_ranges(text: str, path: Path) -> int:
     return total
 
 
+def shadowed_files(root: Path) -> list[Problem]:
+    """Variable files ansible-core never reads because another path of the same group or host
+    comes first: for a name it takes the first of ``name`` (a folder, read whole), ``name.yml``,
+    ``name.yaml``, ``name.json`` that exists and ignores the rest, without a word. The usual
+    trap: ``group_vars/all/vault.yml`` created next to ``group_vars/all.yml`` hides all.yml."""
+    problems = []
+    for vars_dir in VARS_DIRS:
+        folder = root / vars_dir
+        if not folder.is_dir():
+            continue
+        names = {
+            p.name.removesuffix(p.suffix) if p.suffix in YAML_SUFFIXES else p.name
+            for p in folder.iterdir()
+        }
+        for name in sorted(names):
+            present = [folder / (name + ext) for ext in ("", *YAML_SUFFIXES)]
+            present = [p for p in present if p.exists()]
+            if len(present) < 2:
+                continue
+            read, ignored = present[0], present[1:]
+            for path in ignored:
+                if read.is_dir():
+                    fix = (
+                        f"move {path.name} into {read.name}/ (e.g. {read.name}/main.yml) and keep "
+                        f"only the folder: Ansible reads every file in {vars_dir}/{read.name}/"
+                    )
+                else:
+                    fix = f"merge {path.name} into {read.name} and delete {path.name}"
+                problems.append(
+                    _problem(
+                        path,
+                        "(layout)",
+                        f"is never read: Ansible reads {vars_dir}/{read.name}"
+                        f"{'/' if read.is_dir() else ''} for {name} and ignores {path.name}, so "
+                        "every variable in it is missing",
+                        fix,
+                        RULE_LAYOUT,
+                    )
+                )
+    return problems
+
+
 def scan_files(root: Path, vault: Any = None) -> Files:
     """Check every file of inventory ``root`` before ansible-core reads it (module docstring);
     ``vault`` (ansible-core's ``VaultLib`` with the password) opens encrypted files, so their
     content is checked too. Raises :class:`SparkrackError` with every problem found."""
     found = Files()
-    problems: list[Problem] = []
+    problems: list[Problem] = shadowed_files(root)
     paths: list[Path] = []
     for path in _candidates(root):
         paths.append(path)

@@ -426,6 +426,58 @@ def _kv_bytes_per_token(model: ModelInfo, s: Serving) -> float | None:
     return layers * heads * (model.head_dim + v_dim) * KV_BYTES[s.kv_cache_dtype]
 
 
+def _weights_problem(
+    total: float,
+    replicated: float,
+    per_gpu: float,
+    s: Serving,
+    hw: Hardware,
+    source: str,
+    nodes: int | None,
+) -> Problem:
+    """The weights do not fit one GPU at this topology: the overhead shown, and the smallest
+    tp·pp that fits as the value to set (the inventory blamed when it has too few Sparks)."""
+    usable, overhead = hw.usable_gb * GB, hw.runtime_overhead_gb * GB
+    room = usable - overhead - replicated
+    needed = math.ceil((total - replicated) / room) if room > 0 else None
+    message = (
+        f"weights need {per_gpu / GB:.1f} GB per GPU at tp={s.tp} pp={s.pp}, plus "
+        f"{hw.runtime_overhead_gb:g} GB of runtime overhead: {(per_gpu + overhead) / GB:.1f} GB, "
+        f"more than the {hw.usable_gb:g} GB a Spark can give after {hw.os_headroom_gb:g} GB of "
+        "OS headroom"
+    )
+    if needed is None:
+        fix = "pick a smaller quantization: the weights every rank holds do not fit one Spark"
+        return Problem(source, "topology.tp", message, fix, RULE_WEIGHTS)
+    tp = 1 << (needed - 1).bit_length()  # the next power of two: what attention heads divide
+    if nodes is not None and nodes < needed:
+        message += f"; it has {nodes} Spark(s), the model needs at least {needed}"
+        fix = (
+            f"run it on {tp} Sparks (the inventory's sparks group, or the deployment's sparks) "
+            f"with topology.tp: {tp}, or pick a smaller quantization"
+        )
+    else:
+        fix = (
+            f"topology.tp: {tp} fits (tp·pp of at least {needed}), on as many Sparks; or pick "
+            "a smaller quantization"
+        )
+    return Problem(source, "topology.tp", message, fix, RULE_WEIGHTS)
+
+
+def _fitting_fraction(
+    mem: Any, fraction: float, usable: float, overhead: float, per_gpu: float, state: float
+) -> tuple[float, float] | None:
+    """The smallest memory fraction above ``fraction`` (in steps of 0.01, up to 0.98) that
+    leaves memory for the KV cache after the weights and ``state``: (fraction, bytes left)."""
+    step = math.floor(fraction * 100) + 1
+    for hundredths in range(step, 99):
+        candidate = hundredths / 100
+        _, _, rest = mem.budget(candidate, usable, overhead, per_gpu)
+        if rest - state > 1 * GB:
+            return candidate, rest - state
+    return None
+
+
 def plan(
     model: ModelInfo,
     serving: Serving,
@@ -459,16 +511,7 @@ def plan(
     usable = hw.usable_gb * GB
     overhead = hw.runtime_overhead_gb * GB
     if per_gpu + overhead > usable:
-        problems.append(
-            Problem(
-                source,
-                "model_info.weight_classes",
-                f"weights need {per_gpu / GB:.1f} GB per GPU at tp={s.tp} pp={s.pp}, more than "
-                f"the {hw.usable_gb:g} GB a Spark can give after OS headroom",
-                "spread the model over more Sparks (tp/pp) or pick a smaller quantization",
-                RULE_WEIGHTS,
-            )
-        )
+        problems.append(_weights_problem(total, replicated, per_gpu, s, hw, source, nodes))
 
     kv_per_token = _kv_bytes_per_token(model, s)
     if kv_per_token is None:
@@ -501,14 +544,20 @@ def plan(
     if problems:
         pass  # the weights alone do not fit: a KV verdict would only repeat it
     elif rest <= 0:
+        state = (mamba_pool or 0.0) + (spec_state or 0.0)
+        fit = _fitting_fraction(mem, fraction, usable, overhead, per_gpu, state)
+        fix = mem.pool_fix
+        if fit is not None:
+            fix = f"{mem.fraction_key}: {fit[0]:.2f} leaves {fit[1] / GB:.1f} GB for it; {fix}"
         problems.append(
             Problem(
                 source,
                 mem.fraction_key,
                 f"no memory left for the KV cache: {fraction:g} leaves "
                 f"{rest / GB:.1f} GB per GPU after {per_gpu / GB:.1f} GB of weights"
-                + (f" and {mamba_pool / GB:.1f} GB of Mamba state" if mamba_pool else ""),
-                mem.pool_fix,
+                + (f", {mamba_pool / GB:.1f} GB of Mamba state" if mamba_pool else "")
+                + f" and {hw.runtime_overhead_gb:g} GB of runtime overhead",
+                fix,
                 RULE_POOL,
             )
         )
@@ -519,13 +568,16 @@ def plan(
         and kv_tokens < s.context_length
     ):
         # vLLM and TRT-LLM refuse to start when one full-length sequence does not fit.
+        fits = kv_tokens // 1024 * 1024 if kv_tokens >= 1024 else kv_tokens
         problems.append(
             Problem(
                 source,
                 mem.context_key,
                 f"the KV pool holds ~{kv_tokens} tokens, less than one {s.context_length}-token "
-                "sequence",
-                "lower the context length, use an FP8 KV cache or raise the memory fraction",
+                f"sequence ({max(rest, 0.0) / GB:.1f} GB of KV after {per_gpu / GB:.1f} GB of "
+                f"weights and {hw.runtime_overhead_gb:g} GB of runtime overhead)",
+                f"{mem.context_key}: {fits} fits; or use an FP8 KV cache or raise the memory "
+                "fraction",
                 RULE_CONTEXT,
             )
         )

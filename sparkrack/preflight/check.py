@@ -12,16 +12,19 @@ deployment, and a verdict.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkrack.errors import Problem, SparkrackError, printable
 from sparkrack.fabric.addressplan import FabricPlan
-from sparkrack.inputs.imageref import pin_state
+from sparkrack.inputs.imageref import pin_state, unreachable
 from sparkrack.inputs.inventory import Inventory
 from sparkrack.inputs.variables import check_variables
 
 SECRETS = ("vault_hf_token", "vault_gateway_key")
+RULE_IMAGE = "image-unreachable"
+RULE_SECRET = "inventory-secret"
+EXAMPLE_PULLABLE = "ghcr.io/<you>/sparkrack:<version>@sha256:<digest>"
 MODEL_VARS = ("serving_deployments", "serving_profile", "serving_profile_file")
 
 
@@ -59,6 +62,18 @@ class Report:
             f"check: OK, {self.deployments} deployment(s), {len(self.warnings)} warning(s): "
             "ansible-playbook site.yml may run"
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as ``check --json`` prints it."""
+        return {
+            "inventory": self.inventory,
+            "ok": self.ok,
+            "deployments": self.deployments,
+            "lines": self.lines,
+            "warnings": [asdict(w) for w in self.warnings],
+            "problems": [asdict(p) for p in self.problems],
+            "verdict": self.verdict(),
+        }
 
     def text(self) -> list[str]:
         """Every line in order: the findings, the warnings, the problems, the verdict."""
@@ -183,6 +198,7 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
             ]
         )
         return
+    report.refuse(_unreachable_images(inv, found))
     if found.ctx.fetch_image:
         image = found.ctx.fetch_image
         report.lines.append(f"image weight copy: {image} ({pin_state(image)})")
@@ -203,6 +219,41 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
         report.lines += _engine_check(found.deployments, report)
     else:
         report.lines.append("engine check: NOT RUN (--no-engine-check)")
+
+
+def _unreachable_images(inv: Inventory, found: Any) -> list[Problem]:
+    """Every image the deployments run that no node can pull (:func:`imageref.unreachable`):
+    refused here, before a node changes, instead of a Job waiting on ImagePullBackOff."""
+    named: list[tuple[str, str, str]] = []
+    if found.ctx.fetch_image:
+        named.append(
+            (inv.source("serving_fetch_image"), "serving_fetch_image", found.ctx.fetch_image)
+        )
+    if found.ctx.watchdog is not None:
+        named.append(
+            (
+                inv.source("serving_watchdog_image"),
+                "serving_watchdog_image",
+                found.ctx.watchdog.image,
+            )
+        )
+    for d in found.deployments:
+        named.append((d.profile.source, f"image (deployment {d.name})", d.profile.image))
+    problems = []
+    for file, key, image in named:
+        why = unreachable(image)
+        if why is not None:
+            problems.append(
+                Problem(
+                    file,
+                    key,
+                    f"{printable(image)} {why}",
+                    "name an image the nodes can pull: your registry's, pinned by digest "
+                    f"(e.g. {EXAMPLE_PULLABLE})",
+                    RULE_IMAGE,
+                )
+            )
+    return problems
 
 
 def _engine_check(deployments: list[Any], report: Report) -> list[str]:
@@ -250,16 +301,28 @@ def _secrets(inv: Inventory, report: Report) -> None:
         )
         parts.append(f"{name} set ({'ansible-vault' if vaulted else 'NOT encrypted'})")
     report.lines.append("secrets: " + "; ".join(parts))
-    real = inv.var("spark_hardware") == "real"
-    if real and inv.var("vault_gateway_key") is None:
-        report.warn(
+    if report.deployments and not inv.var("vault_gateway_key"):
+        report.refuse(
             [
                 Problem(
-                    str(inv.path),
+                    _group_vars_all(inv),
                     "vault_gateway_key",
-                    "is not set: the serve play refuses to apply the gateway without it",
-                    "put vault_gateway_key in an ansible-vault file of group_vars/all",
-                    "inventory-secret",
+                    "is not set: the serve play refuses to apply the gateway without it, after "
+                    "the node and K3s plays have run",
+                    "create group_vars/all/vault.yml with `ansible-vault create`, holding "
+                    "vault_gateway_key: <a long random string> (clients send it as their API "
+                    "key); if group_vars/all.yml exists, move it to group_vars/all/main.yml "
+                    "first",
+                    RULE_SECRET,
                 )
             ]
         )
+
+
+def _group_vars_all(inv: Inventory) -> str:
+    """Where the inventory's ``all`` variables live: the file or folder an owner edits."""
+    folder = inv.path / "group_vars"
+    for name in ("all", "all.yml", "all.yaml"):
+        if (folder / name).exists():
+            return str(folder / name)
+    return str(folder / "all")

@@ -100,6 +100,38 @@ class Cluster:
         api = next((s for s in services if s.spec.cluster_ip != "None"), None)
         return DeploymentView(name, sorted(sets, key=_rank), sorted(pods, key=_rank), api)
 
+    def fetch_jobs(self, name: str) -> list[dict[str, str]]:
+        """The deployment's weight download and copy Jobs, each with its state
+        (:mod:`sparkrack.k8s.waits`: done, waiting, failed) and its progress or reason."""
+        from sparkrack.k8s.waits import job_verdict
+
+        batch = client.BatchV1Api(self.core.api_client)
+        selector = (
+            f"{contract.LABEL_DEPLOYMENT}={name},"
+            f"{contract.LABEL_COMPONENT}={contract.COMPONENT_FETCH}"
+        )
+        found: list[dict[str, str]] = []
+        serialize = self.core.api_client.sanitize_for_serialization
+        jobs: list[Any] = batch.list_namespaced_job(self.namespace, label_selector=selector).items
+        for job in sorted(jobs, key=lambda j: str(j.metadata.name)):
+            pods: list[Any] = self.core.list_namespaced_pod(
+                self.namespace, label_selector=f"job-name={job.metadata.name}"
+            ).items
+            verdict = job_verdict(serialize(job), [serialize(p) for p in pods])
+            started = job.status.start_time if job.status else None
+            elapsed = ""
+            if started is not None and verdict.state == "waiting":
+                elapsed = f", running {_duration(now() - started.timestamp())}"
+            state = {"done": "Complete", "failed": "FAILED", "waiting": "running"}[verdict.state]
+            found.append(
+                {
+                    "job": str(job.metadata.name),
+                    "state": state,
+                    "progress": verdict.reason + elapsed,
+                }
+            )
+        return found
+
     # -- evidence --------------------------------------------------------------------------------
     def capture(self, name: str) -> tuple[dict[str, str], list[Any], list[str], tuple[str, ...]]:
         """(logs by pod, events, notes, pod names) of the deployment, rank 0 first."""
@@ -193,6 +225,11 @@ class Cluster:
             if ep.conditions is None or ep.conditions.ready is not False
             for addr in ep.addresses
         )
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
 def now() -> float:

@@ -171,6 +171,8 @@ ROW_WORDS = {
     "USAGE": "usage error",
     "BAD_LEVEL": "for `bench`, a GARBAGE, FAILED or WRONG-ANSWERS level",
     "NO_TOKEN_COUNTS": "`bench`: a level without token counts",
+    "NO_KUBECONFIG": "`status`: no kubeconfig",
+    "API_UNAVAILABLE": "`status`: the API refused the connection, did not answer",
 }
 
 

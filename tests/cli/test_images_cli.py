@@ -25,7 +25,7 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 def test_lists_every_deployment_the_fetch_image_and_the_gateway(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out = run(["images", "-i", "inventories/lab", "--format", "json"], capsys)
+    code, out = run(["images", "-i", "inventories/lab", "--json"], capsys)
     assert code is ExitCode.OK
     rows = {r["used_by"]: r for r in json.loads(out)}
     deployments = [k for k in rows if k.startswith("deployment ")]

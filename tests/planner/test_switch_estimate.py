@@ -133,14 +133,14 @@ def _inventory(tmp_path: Path, **extra: object) -> str:
 def test_plan_inventory_prints_the_switch_estimate_at_the_inventorys_rates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["plan", "-i", _inventory(tmp_path / "a"), "--format", "json"]) == 0
+    assert main(["plan", "-i", _inventory(tmp_path / "a"), "--json"]) == 0
     default = json.loads(capsys.readouterr().out)
     (name, sw), *_ = default["switch"].items()
     assert sw["peers"] >= 1 and sw["rails"] == 1
     assert sw["phases"]["pre-pull"] is None and sw["ready_s"] > 0
     assert any("cached" in a for a in sw["assumptions"])
     slow = _inventory(tmp_path / "b", serving_rail_mbit_s=1_000, serving_download_mbit_s=100)
-    assert main(["plan", "-i", slow, "--format", "json"]) == 0
+    assert main(["plan", "-i", slow, "--json"]) == 0
     slower = json.loads(capsys.readouterr().out)["switch"][name]
     assert slower["phases"]["download"] == pytest.approx(10 * sw["phases"]["download"])
     assert slower["phases"]["copy rail 0"] > sw["phases"]["copy rail 0"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hostile_inventory_corpus import owned
 
 from sparkrack.cli import main
 from sparkrack.inputs.inventory import load_inventory
@@ -24,6 +25,7 @@ def one_spark_inventory(tmp_path: Path, extra_args: list[str]) -> Path:
     (tmp_path / "trtllm.yml").write_text(yaml.safe_dump(profile))
     inv = tmp_path / "inv"
     shutil.copytree(ROOT / "inventories" / "example", inv)
+    owned(inv)
     path = inv / "group_vars" / "all.yml"
     data = yaml.safe_load(path.read_text())
     data["serving_profile"] = str(tmp_path / "trtllm.yml")
@@ -35,11 +37,13 @@ def test_the_engine_check_says_when_it_could_not_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPARKRACK_CACHE_DIR", str(tmp_path / "empty"))
-    report = check_inventory(load_inventory(ROOT / "inventories" / "example"))
+    shutil.copytree(ROOT / "inventories" / "example", tmp_path / "inv")
+    owned(tmp_path / "inv")
+    report = check_inventory(load_inventory(tmp_path / "inv"))
     [line] = [x for x in report.lines if x.startswith("engine check ")]
     assert "NOT RUN, sglang 0.5.13: not in the engine-check cache" in line
     assert report.ok  # not run is said, not counted as passed or failed
-    skipped = check_inventory(load_inventory(ROOT / "inventories" / "example"), engine_check=False)
+    skipped = check_inventory(load_inventory(tmp_path / "inv"), engine_check=False)
     assert "engine check: NOT RUN (--no-engine-check)" in skipped.lines
 
 

@@ -98,7 +98,7 @@ def limits(namespace: str) -> Entry:
         setv("serving_fetch_timeout", 604800),
         setv("serving_prepull", True),
         setv("serving_prepull_timeout", 604800),
-        setv("serving_fetch_image", f"registry.example.com:5000/sparkrack/fetch:1.0@{DIGEST}"),
+        setv("serving_fetch_image", f"registry.owner.lan:5000/sparkrack/fetch:1.0@{DIGEST}"),
         setv("serving_hf_cache", "/data/hf.cache_2+x"),
     )
     return Entry("limits", "api", "", "", change)

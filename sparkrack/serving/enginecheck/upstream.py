@@ -22,6 +22,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +33,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sparkrack.errors import Problem, SparkrackError
+from sparkrack.errors import Problem, SparkrackError, printable
 
 DATA = resources.files("sparkrack") / "data" / "enginecheck"
 # A cold environment build (downloads included) stays well below this.
@@ -114,6 +116,65 @@ def _pip(args: Sequence[str], what: str) -> None:
         )
 
 
+def download(pins: Sequence[str], wheels: Path, what: str, sources: Sequence[str] = ()) -> None:
+    """``pip download --no-deps --only-binary=:all:`` of ``pins`` into ``wheels``, with progress
+    on stderr: what is downloaded and where, each file as pip starts it (name and size), a line
+    every :data:`PROGRESS_EVERY_S` seconds while it runs, and the total when done. ``sources``
+    replaces PyPI (``--no-index --find-links DIR``)."""
+    before = _size(wheels)
+    cmd = [
+        sys.executable, "-m", "pip", "--disable-pip-version-check", "download", "--no-deps",
+        "--only-binary=:all:", "--progress-bar", "off", *sources, "-d", str(wheels), *pins,
+    ]  # fmt: skip
+    say = _progress_line
+    say(f"downloading {', '.join(pins)} into {wheels} (once: later runs use the cache)")
+    start = time.monotonic()
+    tail: list[str] = []
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    ) as proc:
+        stop = threading.Event()
+
+        def heartbeat() -> None:
+            while not stop.wait(PROGRESS_EVERY_S):
+                say(f"still downloading after {time.monotonic() - start:.0f} s")
+
+        beat = threading.Thread(target=heartbeat, daemon=True)
+        beat.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                tail = [*tail[-40:], line.rstrip()]
+                if line.lstrip().startswith(("Downloading", "Saved", "File was already")):
+                    say(printable(line.strip()))
+            code = proc.wait(timeout=PIP_TIMEOUT_S)
+        finally:
+            stop.set()
+            beat.join()
+    if code != 0:
+        raise SparkrackError(
+            Problem(
+                "engine check",
+                what,
+                f"pip failed: {chr(10).join(tail)[-1500:]}",
+                fix="check the network to PyPI once; later runs use the cache offline",
+            )
+        )
+    got = (_size(wheels) - before) / 1e6
+    say(f"downloaded {got:.1f} MB in {time.monotonic() - start:.0f} s")
+
+
+PROGRESS_EVERY_S = 15.0
+
+
+def _progress_line(text: str) -> None:
+    print(f"engine check: {text}", file=sys.stderr, flush=True)
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.glob("*") if p.is_file()) if folder.is_dir() else 0
+
+
 def _missing_offline(path: Path, what: str) -> SparkrackError:
     return SparkrackError(
         Problem(
@@ -141,7 +202,7 @@ def _install(target: Path, pins: Sequence[str], *, offline: bool) -> None:
     wheels = cache_dir() / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     common = ["--no-deps", "--only-binary=:all:", "--quiet"]
-    _pip(["download", *common, "-d", str(wheels), *pins], f"download {target.name}")
+    download(pins, wheels, f"download {target.name}")
     building = target.with_name(target.name + ".building")
     if building.exists():
         _rmtree(building)
@@ -169,8 +230,7 @@ def _engine_wheel(dist: str, version: str, *, offline: bool) -> Path:
         if offline:
             raise _missing_offline(wheels, f"{dist}=={version} wheel")
         wheels.mkdir(parents=True, exist_ok=True)
-        args = ["download", "--no-deps", "--only-binary=:all:", "--quiet", "-d", str(wheels)]
-        _pip([*args, f"{dist}=={version}"], f"download {dist}=={version}")
+        download([f"{dist}=={version}"], wheels, f"download {dist}=={version}")
         found = sorted(wheels.glob(f"{_norm(dist)}-{version}-*.whl"))
     return found[0]
 

@@ -81,8 +81,11 @@ def test_hostile_profile_is_refused(entry: Entry, tmp_path: Path) -> None:
     assert "Traceback" not in got.out + got.err, got.err
     assert got.code == 1, (got.code, got.out, got.err)
     lines = got.out.splitlines()
-    # stderr carries nothing but warnings (a moving image tag), never a traceback or a refusal.
-    assert lines and all(line.startswith("warning: ") for line in got.err.splitlines())
+    # stderr carries nothing but warnings (a moving image tag) and the note naming the default
+    # inventory, never a traceback or a refusal.
+    assert lines and all(
+        line.startswith(("warning: ", "note: no -i given: ")) for line in got.err.splitlines()
+    )
     rules = set()
     for line in lines:
         match = LINE.match(line)
@@ -101,7 +104,9 @@ def test_hostile_profile_is_refused(entry: Entry, tmp_path: Path) -> None:
 def test_the_same_harness_accepts_every_shipped_profile(path: Path, tmp_path: Path) -> None:
     got = run_validate(path, tmp_path)
     assert got.code == 0
-    assert all(line.startswith("warning: ") for line in got.err.splitlines())
+    assert all(
+        line.startswith(("warning: ", "note: no -i given: ")) for line in got.err.splitlines()
+    )
     assert "1 profile(s) valid for 4 Sparks" in got.out
 
 
