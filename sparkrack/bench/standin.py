@@ -26,11 +26,10 @@ from sparkrack.serving.scripts import smoke_chat
 
 def secret_key(name: str, namespace: str, kubeconfig: str | None) -> str:
     """The engine key of the deployment's key Secret, read through the API."""
-    from kubernetes import client
+    from kubernetes import client, config
 
-    from sparkrack.cli.watch import api_client
-
-    secret = client.CoreV1Api(api_client(kubeconfig)).read_namespaced_secret(name, namespace)
+    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    secret = client.CoreV1Api(api).read_namespaced_secret(name, namespace)
     return base64.b64decode((secret.data or {})[contract.ENGINE_KEY_KEY]).decode()
 
 
