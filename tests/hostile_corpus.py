@@ -664,6 +664,11 @@ ENV: list[Entry] = [
     S("env-hf-token-on-super", SUPER, ENV_OWNED, ("env.HF_TOKEN", "hf_x")),
     S("env-hf-hub-online", GLM, ENV_OWNED, ("env.HF_HUB_OFFLINE", "0")),
     S("env-jit-cache-redirect", SUPER, ENV_OWNED, ("env.TRITON_CACHE_DIR", "/tmp/stale")),
+    # The variables that choose where SGLang binds the ranks' message-queue broadcaster: any of
+    # them would move it off the rank's fabric address, onto the cluster network.
+    S("env-bind-host-ip-cluster", GLM, ENV_OWNED, ("env.SGLANG_HOST_IP", "10.42.0.7")),
+    S("env-bind-host-ip-plain", SUPER, ENV_OWNED, ("env.HOST_IP", "0.0.0.0")),
+    S("env-bind-nic-eth0", GLM, ENV_OWNED, ("env.SGLANG_LOCAL_IP_NIC", "eth0")),
     # The engine layer keeps a deny-list of secret, endpoint and fabric variables.
     *(
         S(

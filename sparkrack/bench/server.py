@@ -47,15 +47,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hmac
 import itertools
 import json
+import os
 import random
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrack.serving.engines import DEFAULT_ENGINE, engine
@@ -212,7 +214,10 @@ class ServerConfig:
     """Value of sglang:spec_accept_length on /metrics (None: metric absent)."""
     usage: bool = True
     """False: never send usage (tests the client's 'usage missing' path)."""
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    """The engine key ``/v1/*`` and every other guarded route require, as SGLang's ``--api-key``."""
+    admin_api_key: str | None = field(default=None, repr=False)
+    """The admin key the admin routes require, as SGLang's ``--admin-api-key``."""
     serialize: bool = False
     """Generate one stream at a time (a server without batching): peak is then not concurrent."""
     error_after: int | None = None
@@ -236,6 +241,32 @@ class ServerConfig:
     """A wrong kind of answer to chat requests: one of :data:`BAD_ANSWERS`."""
     wrong_answers: bool = False
     """Answer the questions :func:`solve` knows wrongly (fluent, fast, wrong)."""
+
+
+OPEN_PREFIXES = ("/health", "/metrics")
+"""Paths SGLang's auth middleware (``srt/utils/auth.py``, ``decide_request_auth``) always lets
+through, by prefix (``/health_generate`` too): the kubelet's probes and Prometheus."""
+ADMIN_ROUTES = ("/flush_cache", "/update_weights_from_disk", "/update_weights_from_tensor")
+"""Admin routes (SGLang's ``ADMIN_OPTIONAL`` level): with an admin key set only it opens them,
+the engine key does not; with only the engine key set, it does."""
+
+
+def _bearer(authorization: str | None, expected: str) -> bool:
+    scheme, _, token = (authorization or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), expected.encode())
+
+
+def auth_refusal(
+    method: str, path: str, authorization: str | None, config: ServerConfig
+) -> str | None:
+    """The status line SGLang's auth middleware would answer (None: let the request through)."""
+    if method == "OPTIONS" or path.startswith(OPEN_PREFIXES):
+        return None
+    if path in ADMIN_ROUTES and config.admin_api_key:
+        return None if _bearer(authorization, config.admin_api_key) else "401 Unauthorized"
+    if config.api_key and not _bearer(authorization, config.api_key):
+        return "401 Unauthorized"
+    return None
 
 
 class TestServer:
@@ -304,9 +335,9 @@ class TestServer:
         body: bytes,
         writer: asyncio.StreamWriter,
     ) -> bool:
-        key = self.config.api_key
-        if key and headers.get("authorization") != f"Bearer {key}" and path != "/health":
-            self._respond(writer, "401 Unauthorized", b'{"error": "invalid api key"}')
+        refused = auth_refusal(method, path, headers.get("authorization"), self.config)
+        if refused is not None:
+            self._respond(writer, refused, json.dumps({"error": refused[4:]}).encode())
             await writer.drain()
             return True
         if method == "GET" and path == "/v1/models":
@@ -317,6 +348,8 @@ class TestServer:
                 else [],
             }
             self._respond(writer, "200 OK", json.dumps(data).encode())
+        elif method == "POST" and path in ADMIN_ROUTES:
+            self._respond(writer, "200 OK", b'{"success": true}')
         elif method == "GET" and path == "/health":
             self._respond(writer, "200 OK", b"{}")
         elif method == "GET" and path == "/metrics":
@@ -564,7 +597,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reasoning-tokens", type=int, default=defaults.reasoning_tokens)
     parser.add_argument("--accept-len", type=float, default=None)
     parser.add_argument("--no-usage", action="store_true", help="never report usage")
-    parser.add_argument("--api-key", default=None)
+    parser.add_argument(
+        "--api-key-env", default=None, help="variable holding the engine key /v1/* requires"
+    )
+    parser.add_argument(
+        "--admin-api-key-env", default=None, help="variable holding the admin routes' key"
+    )
     parser.add_argument("--serialize", action="store_true", help="one stream at a time")
     parser.add_argument("--error-after", type=int, default=None, help="error event after N chunks")
     parser.add_argument("--unlisted", action="store_true", help="GET /v1/models lists nothing")
@@ -600,7 +638,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         reasoning_tokens=args.reasoning_tokens,
         accept_len=args.accept_len,
         usage=not args.no_usage,
-        api_key=args.api_key,
+        api_key=os.environ.get(args.api_key_env) or None if args.api_key_env else None,
+        admin_api_key=(
+            os.environ.get(args.admin_api_key_env) or None if args.admin_api_key_env else None
+        ),
         serialize=args.serialize,
         error_after=args.error_after,
         listed=not args.unlisted,
@@ -617,13 +658,17 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 
 @contextlib.contextmanager
-def spawn(args: Sequence[str] = (), timeout: float = 15.0) -> Iterator[str]:
+def spawn(
+    args: Sequence[str] = (), timeout: float = 15.0, env: Mapping[str, str] | None = None
+) -> Iterator[str]:
     """Run the test server in a child process (its own CPU, like a real server); yield its URL.
+    ``env``: variables added to the child's environment (its keys, never in its argv).
 
     The child is terminated (by its own pid) when the block ends.
     """
     cmd = [sys.executable, "-m", "sparkrack.bench.server", "--port", "0", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    child_env = {**os.environ, **env} if env else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=child_env)
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout
@@ -644,7 +689,8 @@ def spawn(args: Sequence[str] = (), timeout: float = 15.0) -> Iterator[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sparkrack.bench.server")
+    # No abbreviations: ``--api-key VALUE`` must not pass as ``--api-key-env``.
+    parser = argparse.ArgumentParser(prog="python -m sparkrack.bench.server", allow_abbrev=False)
     add_arguments(parser)
     args = parser.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):

@@ -50,6 +50,10 @@ ENGINE_KEY: Final = {
     "CKV_K8S_35": "the engine reads its API key from this variable only (SGLang's and vLLM's "
     "server options); the value comes from the deployment's key Secret by reference",
 }
+WATCHDOG_KEY: Final = {
+    "CKV_K8S_35": "sparkrack watch reads the engine key it probes with from a variable only "
+    "(--api-key-env); the value comes from the deployment's key Secret by reference",
+}
 TOKEN: Final = {
     "CKV_K8S_38": "the pod calls the Kubernetes API with its own ServiceAccount, whose Role grants "
     "only what its actions need (sparkrack/watch/manifests.py)",

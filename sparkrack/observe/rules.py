@@ -298,6 +298,15 @@ def alert_rules() -> list[dict[str, Any]]:
             "quantization or the image; the watchdog keeps it out of routing",
         ),
         _alert(
+            "SparkrackWatchdogKeyRefused",
+            f'{WATCH}_verdict{{verdict="{Verdict.CONFIG}"}} == 1',
+            "2m",
+            "warning",
+            "{{ $labels.target }}: the engine refuses the watchdog's key (HTTP 401/403)",
+            "a configuration error, not sickness: the watchdog restarts nothing and keeps the "
+            "routing; give it the deployment's engine key (its Secret and --api-key-env)",
+        ),
+        _alert(
             "SparkrackNodeMemoryPressure",
             f"rate({s('node_pressure_memory_waiting_seconds_total')}[2m]) > {PSI_SOME_SHARE:g}",
             "5m",

@@ -139,11 +139,15 @@ class ServingContext:
         """The deployment name objects and labels carry."""
         return self.deployment
 
+    def rank_address(self, node: NodePlan) -> str:
+        """A rank's own address on the deployment's VF of rail 0 (the address plan's, which the
+        pod's Multus annotation gives the VF)."""
+        return node.serving_vf.address if self.vf_index is None else node.vf(self.vf_index).address
+
     @property
     def head_address(self) -> str:
         """The head's address on the deployment's VF (rail 0): the rendezvous address."""
-        head = self.group()[0]
-        return head.serving_vf.address if self.vf_index is None else head.vf(self.vf_index).address
+        return self.rank_address(self.group()[0])
 
 
 def context_from_vars(

@@ -27,6 +27,7 @@ from sparkrack.serving.objects.pod import (
     no_expansion,
     pod_ip_env,
     pod_spec,
+    secret_env,
     tmp_volume,
 )
 from sparkrack.serving.profile.knobs import PodVariable
@@ -98,11 +99,13 @@ def manifests(
     settings: WatchdogSettings,
     head: dict[str, str] | None = None,
     api_port: int = contract.SERVING_DEFAULTS["serving_api_port"],
+    key_secret: str | None = None,
 ) -> list[dict[str, Any]]:
     """ServiceAccount, Role, RoleBinding, NetworkPolicy and the Deployment of one serving
     deployment's watchdog. ``url``: rank 0's engine (its stable pod name, never the API Service,
     which the watchdog takes out of routing); ``head``: the labels of rank 0's pod, the one
-    destination its NetworkPolicy lets it probe, on ``api_port``."""
+    destination its NetworkPolicy lets it probe, on ``api_port``; ``key_secret``: the deployment's
+    key Secret, whose engine key the probe sends (None: the engine checks no key)."""
     obj = name(deployment)
     own = labels(deployment)
     s = settings
@@ -137,6 +140,11 @@ def manifests(
     ]
     if s.canary:
         args += ["--probe", "canary"]
+    env = [pod_ip_env()]
+    if key_secret is not None:
+        # The key reaches the process as a variable read from the Secret, never as a word.
+        args += ["--api-key-env", contract.ENGINE_KEY_ENV]
+        env.append(secret_env(contract.ENGINE_KEY_ENV, key_secret, contract.ENGINE_KEY_KEY))
     container = hardened(
         {
             "name": COMPONENT,
@@ -146,7 +154,7 @@ def manifests(
             # Every word reaches the process as written; the pod's address is Kubernetes' to
             # fill in (metrics on the pod's cluster address only).
             "args": [no_expansion(w) for w in args],
-            "env": [pod_ip_env()],
+            "env": env,
             "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
             "resources": {
                 "requests": {"cpu": "10m", "memory": "64Mi"},
@@ -190,7 +198,15 @@ def manifests(
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": meta(
-                obj, namespace, own, scanner.skips(scanner.IMAGES, scanner.TOKEN, RESOURCES)
+                obj,
+                namespace,
+                own,
+                scanner.skips(
+                    scanner.IMAGES,
+                    scanner.TOKEN,
+                    RESOURCES,
+                    *([scanner.WATCHDOG_KEY] if key_secret is not None else []),
+                ),
             ),
             "spec": {
                 "replicas": 1,

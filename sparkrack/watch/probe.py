@@ -10,6 +10,8 @@ keeps answering ``/health`` while no token comes out.
 * **stalled** — no token for ``stall_s`` seconds (before the first, or after the last one).
 * **erroring** — the server answered, but wrongly: an HTTP error, an error event, a broken
   stream, something that is not an event stream of JSON chunks, a redirect.
+* **config-error** — the server refused the probe's key (HTTP 401 or 403): the watchdog's
+  configuration, not the deployment, is wrong. Never a reason to restart or unroute.
 * **down** — nothing answers at that address (refused, no route, no such host).
 * **wrong-answers** — with the answer canary as the probe (``ProbeConfig.canary``): the stream
   was healthy but its answer to the canary question is wrong (:mod:`sparkrack.bench.canary`).
@@ -41,6 +43,7 @@ class Verdict(enum.StrEnum):
     SLOW = "slow"
     STALLED = "stalled"
     ERRORING = "erroring"
+    CONFIG = "config-error"
     DOWN = "down"
     WRONG = "wrong-answers"
 
@@ -114,6 +117,21 @@ class ProbeResult:
         return data
 
 
+AUTH_STATUSES = (401, 403)
+"""What an engine's auth middleware answers a missing or wrong key with."""
+
+
+def _http_error(what: str, status: int, text: str) -> _Verdict:
+    """An HTTP error's verdict: a refused key is a configuration error, anything else erroring."""
+    if status in AUTH_STATUSES:
+        return _Verdict(
+            Verdict.CONFIG,
+            f"{what}HTTP {status}: the server refused the probe's key (give the deployment's "
+            "engine key through --api-key-env)",
+        )
+    return _Verdict(Verdict.ERRORING, f"{what}HTTP {status}: {clip(text, 160)}")
+
+
 class _Verdict(Exception):
     def __init__(self, verdict: Verdict, detail: str) -> None:
         super().__init__(detail)
@@ -166,7 +184,7 @@ async def _model(session: aiohttp.ClientSession, cfg: ProbeConfig) -> str:
     except (aiohttp.ClientError, ValueError) as exc:
         raise _down_or_erroring(exc) from None
     if status != 200:
-        raise _Verdict(Verdict.ERRORING, f"GET /v1/models: HTTP {status}: {clip(text, 120)}")
+        raise _http_error("GET /v1/models: ", status, text)
     try:
         obj = decode_event(text.encode())
         models = [m["id"] for m in obj.get("data") or [] if isinstance(m, dict) and "id" in m]
@@ -255,7 +273,7 @@ class _Stream:
                         text = await resp.text(errors="replace")
                 except (TimeoutError, aiohttp.ClientError):
                     pass
-                raise _Verdict(Verdict.ERRORING, f"HTTP {resp.status}: {clip(text, 160)}")
+                raise _http_error("", resp.status, text)
             ctype = resp.headers.get("Content-Type", "")
             if not ctype.startswith("text/event-stream"):
                 raise _Verdict(

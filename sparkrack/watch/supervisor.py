@@ -11,6 +11,9 @@ States (kept in the rank-0 StatefulSet's annotations, see :mod:`.cluster`):
 * ``failed`` — the budget is spent (``max_restarts`` in ``window_s``): no more restarts, the
   deployment stays out of routing until it answers healthy, the alert fires.
 
+``config-error`` (the engine refused the probe's key) changes nothing: the deployment may be
+healthy, and only the watchdog's configuration is wrong; its alert says so.
+
 ``down`` (nothing listens) takes the deployment out of routing but restarts nothing: pods that
 are not running are the kubelet's and the StatefulSet controller's business.
 """
@@ -64,6 +67,11 @@ class Supervisor:
 
     def decide(self, verdict: Verdict, now: float) -> Decision:
         self.restarts = [t for t in self.restarts if now - t < self.budget.window_s]
+        if verdict is Verdict.CONFIG:
+            return Decision(
+                self.state,
+                message="the engine refused the watchdog's key: not restarting, routing unchanged",
+            )
         if verdict in (Verdict.HEALTHY, Verdict.SLOW):
             if self.state in (State.RESTARTING, State.FAILED, State.STALLED):
                 self.state = State.RECOVERED

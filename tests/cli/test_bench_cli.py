@@ -92,7 +92,7 @@ def test_wrong_model_lists_the_served_ones(url: str, capsys: pytest.CaptureFixtu
 def test_api_key_from_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with server.spawn([*FAST, "--api-key", "s3cret"]) as u:
+    with server.spawn([*FAST, "--api-key-env", "STANDIN_KEY"], env={"STANDIN_KEY": "s3cret"}) as u:
         args = _small(u, "--api-key-env", "BENCH_KEY", "--out", str(tmp_path))
         monkeypatch.delenv("BENCH_KEY", raising=False)
         assert main(args) == 1

@@ -122,7 +122,8 @@ def test_a_bundle_pointing_outside_itself_is_refused(tmp_path: Path) -> None:
 def test_watch_writes_a_bundle_on_a_stall_and_none_when_healthy(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "sparkrack", "watch", "--once", "--stall-after", "1.5"]
     env = {**os.environ, "OPENAI_API_KEY": "sk-sentinel-4711"}
-    with spawn(["--rate", "100", "--api-key", "sk-sentinel-4711"]) as url:
+    keyed = ["--api-key-env", "OPENAI_API_KEY"]
+    with spawn(["--rate", "100", *keyed], env=env) as url:
         ok = subprocess.run(
             [*cmd, "--url", url, "--evidence", str(tmp_path)],
             env=env,
@@ -130,7 +131,7 @@ def test_watch_writes_a_bundle_on_a_stall_and_none_when_healthy(tmp_path: Path) 
             text=True,
         )
     assert ok.returncode == 0 and bundle.bundles(tmp_path) == [], ok.stdout
-    with spawn(["--rate", "100", "--stall-after", "2", "--api-key", "sk-sentinel-4711"]) as url:
+    with spawn(["--rate", "100", "--stall-after", "2", *keyed], env=env) as url:
         sick = subprocess.run(
             [*cmd, "--url", url, "--evidence", str(tmp_path), "--name", "alpha"],
             env=env,

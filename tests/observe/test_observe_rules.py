@@ -399,7 +399,7 @@ def verdicts(now: str, minutes: int = 10) -> list[dict[str, str]]:
             "series": f'sparkrack_watch_verdict{{{NS},target="alpha",verdict="{v}"}}',
             "values": f"{int(v == now)}x{minutes}",
         }
-        for v in ("healthy", "stalled", "wrong-answers")
+        for v in ("healthy", "stalled", "wrong-answers", "config-error")
     ]
 
 
@@ -427,6 +427,22 @@ CASES += [
     ),
     # a stall is the stall alert's, a healthy stream nobody's
     ("SparkrackServingWrongAnswers", "quiet", verdicts("stalled"), "5m", []),
+    (
+        "SparkrackWatchdogKeyRefused",
+        "fires",
+        verdicts("config-error"),
+        "5m",
+        [
+            fires(
+                "SparkrackWatchdogKeyRefused",
+                {"namespace": "sparkrack", "target": "alpha", "verdict": "config-error"},
+                "alpha: the engine refuses the watchdog's key (HTTP 401/403)",
+            )
+        ],
+    ),
+    # a refused key is not a stall, and a stall is not a refused key
+    ("SparkrackServingStalled", "quiet", verdicts("config-error"), "5m", []),
+    ("SparkrackWatchdogKeyRefused", "quiet", verdicts("stalled"), "5m", []),
     ("SparkrackServingWrongAnswers", "quiet", verdicts("healthy"), "5m", []),
     (
         "SparkrackNodeMemoryPressure",

@@ -20,6 +20,7 @@ from sparkrack.serving.context import SETTINGS, ServingContext, context_of
 from sparkrack.serving.deployments import gateway
 from sparkrack.serving.deployments.load import KEY, Deployment, SourceFiles, load_deployments
 from sparkrack.serving.deployments.plan import deployment_plan, summary
+from sparkrack.serving.objects.connections import connection_problems
 from sparkrack.serving.objects.network import default_deny
 from sparkrack.serving.objects.pod import namespace
 from sparkrack.serving.objects.ranks import deployment_objects
@@ -115,6 +116,9 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
         res = d.res
         switch = switch_objects(res)
         objects = deployment_objects(res, switch.init_containers) + watchdog_objects(d)
+        dropped = connection_problems(res, objects)
+        if dropped:
+            raise SparkrackError(dropped)
         docs += objects
         fetch += switch.objects
         pods = [res.names.pod(r.rank) for r in res.ranks]
@@ -229,6 +233,7 @@ def watchdog_objects(d: Deployment) -> list[dict[str, Any]]:
         ctx.watchdog,
         {**res.labels, contract.LABEL_RANK: "0"},
         ctx.api_port,
+        res.names.keys if res.engine.client_key_env else None,
     )
 
 

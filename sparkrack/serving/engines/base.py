@@ -26,6 +26,14 @@ from sparkrack.fabric.ncclenv import flight_recorder_env, rank_env
 from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import MemoryModel, Serving
 from sparkrack.serving.context import ServingContext
+from sparkrack.serving.engines.listeners import (
+    Bind,
+    Listener,
+    Peer,
+    PortOf,
+    address_env,
+    bind_variables,
+)
 from sparkrack.serving.names import deployment_name
 from sparkrack.serving.profile.images import ImageFacts, stated_facts
 from sparkrack.serving.profile.knobs import Knob, PodVariable, RuntimeKnob, lookup
@@ -291,6 +299,24 @@ class Engine:
     reserved_flags: Mapping[str, str] = MappingProxyType({})
     """Options past the table that set what sparkrack owns (a key) -> who owns it; refused in
     ``extra_args`` like the table's own flags."""
+    multi_rank_listeners: tuple[Listener, ...] = ()
+    """Every socket a rank listens on when the deployment has several ranks
+    (:mod:`.listeners`)."""
+    single_rank_listeners: tuple[Listener, ...] = ()
+    """Every socket the rank listens on when the deployment has one rank."""
+
+    def listeners(self, ctx: ServingContext) -> tuple[Listener, ...]:
+        """The declaration that applies to the deployment ``ctx`` serves."""
+        many = len(self.ranks(ctx)) > 1
+        return self.multi_rank_listeners if many else self.single_rank_listeners
+
+    def bind_variables(self) -> dict[str, str]:
+        """Every variable that chooses where one of the engine's listeners binds -> its name."""
+        return bind_variables((*self.multi_rank_listeners, *self.single_rank_listeners))
+
+    def bind_env(self, ctx: ServingContext, rank: Rank) -> dict[str, str]:
+        """The variables that bind the rank's fabric listeners on its own fabric address."""
+        return address_env(self.listeners(ctx), ctx.rank_address(rank.node))
 
     def scrape_annotations(self, ctx: ServingContext, rank: Rank) -> dict[str, str]:
         """``prometheus.io/*`` annotations of a rank's pod when it serves the engine's metrics
@@ -500,6 +526,18 @@ class Engine:
         """The speculative-decoding acceptance length one line of the server's log reports
         (None: the line reports none, or the engine logs none sparkrack reads)."""
         return None
+
+
+def api_listeners(source: str, metrics_path: str | None) -> tuple[Listener, ...]:
+    """The OpenAI API on the pod's cluster address, and the Prometheus endpoint on its port."""
+    clients = (Peer.GATEWAY, Peer.MONITORING, Peer.RANKS, Peer.WATCHDOG, Peer.KUBELET)
+    api = Listener("api", "head", Bind.CLUSTER, PortOf.API, clients, source)
+    if metrics_path is None:
+        return (api,)
+    metrics = Listener(
+        f"metrics ({metrics_path})", "head", Bind.CLUSTER, PortOf.API, (Peer.MONITORING,), source
+    )
+    return api, metrics
 
 
 class SingleSparkEngine(Engine):

@@ -44,12 +44,14 @@ from sparkrack.serving.engines.base import (
     Engine,
     FileSet,
     Rank,
+    api_listeners,
     fabric_env,
     http_probes,
     integer,
     number,
     section,
 )
+from sparkrack.serving.engines.listeners import Bind, Listener, Peer, PortOf
 from sparkrack.serving.engines.sglang_table import IMAGES, KNOBS, METRICS, NAME, RECORDED
 from sparkrack.serving.names import ObjectNames, deployment_name
 from sparkrack.serving.profile.images import version_tuple
@@ -551,6 +553,75 @@ LOG_ACCEPT_LEN = re.compile(r"accept len:\s*([0-9]+(?:\.[0-9]+)?)")
 LOG_RUNNING = re.compile(r"#running-req:\s*(\d+)")
 
 
+# --- listeners (SGLang 0.5.10-0.5.13, python/sglang/srt/...) ----------------------------------
+
+SERVER = "entrypoints/http_server.py (launch_server: --host, --port)"
+DIST_INIT = Listener(
+    "dist-init (torch TCPStore)",
+    "head",
+    Bind.ALL,
+    PortOf.DIST,
+    (Peer.RANKS,),
+    "model_executor/model_runner.py (init_torch_distributed: tcp://<--dist-init-addr>)",
+    reach=Bind.FABRIC,
+)
+NCCL_BOOTSTRAP = Listener(
+    "NCCL bootstrap and socket transport",
+    "every",
+    Bind.FABRIC,
+    PortOf.RANDOM,
+    (Peer.RANKS,),
+    "NCCL bootstrap (NCCL_SOCKET_IFNAME)",
+    chosen_by=("NCCL_SOCKET_IFNAME",),
+    fallback=Bind.CLUSTER,
+    interface=True,
+)
+GLOO = Listener(
+    "gloo pairs (CPU group)",
+    "every",
+    Bind.FABRIC,
+    PortOf.RANDOM,
+    (Peer.RANKS,),
+    "torch gloo backend (GLOO_SOCKET_IFNAME)",
+    chosen_by=("GLOO_SOCKET_IFNAME",),
+    fallback=Bind.CLUSTER,
+    interface=True,
+)
+BROADCASTER = Listener(
+    "message-queue broadcaster (ZeroMQ XPUB)",
+    "head",
+    Bind.FABRIC,
+    PortOf.RANDOM,
+    (Peer.RANKS,),
+    "distributed/device_communicators/shm_broadcast.py (MessageQueue remote socket at "
+    "get_local_ip_auto(); on by SGLANG_USE_MESSAGE_QUEUE_BROADCASTER)",
+    chosen_by=("SGLANG_HOST_IP", "HOST_IP", "SGLANG_LOCAL_IP_NIC"),
+    fallback=Bind.CLUSTER,
+)
+LOCAL_BROADCASTER = Listener(
+    "message-queue broadcaster, local readers",
+    "head",
+    Bind.LOOPBACK,
+    PortOf.RANDOM,
+    (Peer.POD,),
+    "distributed/device_communicators/shm_broadcast.py (MessageQueue local socket)",
+)
+MULTI_RANK = (
+    *api_listeners(SERVER, "/metrics"),
+    DIST_INIT,
+    NCCL_BOOTSTRAP,
+    GLOO,
+    BROADCASTER,
+)
+SINGLE_RANK = (
+    *api_listeners(SERVER, "/metrics"),
+    Listener(
+        DIST_INIT.name, "head", Bind.ALL, PortOf.DIST, (Peer.POD,), DIST_INIT.source, Bind.FABRIC
+    ),
+    LOCAL_BROADCASTER,
+)
+
+
 # --- the engine ------------------------------------------------------------------------------
 
 
@@ -578,6 +649,8 @@ class SGLang(Engine):
         }
     )
     client_key_env = contract.ENGINE_KEY_ENV
+    multi_rank_listeners = MULTI_RANK
+    single_rank_listeners = SINGLE_RANK
 
     def log_accept_length(self, line: str) -> float | None:
         """The ``accept len`` of one decode-batch log line (None for idle or other lines)."""
@@ -606,6 +679,7 @@ class SGLang(Engine):
         return {
             **super().env(profile, ctx, rank),
             **fabric_env(profile, ctx, rank.node, ctx.vf_index, self.image_facts(profile.data)),
+            **self.bind_env(ctx, rank),
         }
 
     def container_command(self, profile: Profile, argv: list[str]) -> tuple[list[str], list[str]]:

@@ -25,6 +25,7 @@ from sparkrack.serving.engines.base import (
     INDUCTOR_CACHE,
     TRITON_CACHE,
     SingleSparkEngine,
+    api_listeners,
     integer,
     long_context_problems,
     number,
@@ -315,6 +316,9 @@ class TRTLLM(SingleSparkEngine):
     # when the LLM API argument return_perf_metrics is true, which config() sets. No rule reads
     # a series of it by name yet (metrics = ()): it is scraped so that it is not invisible.
     metrics_path = "/prometheus/metrics"
+    single_rank_listeners = api_listeners(
+        "tensorrt_llm/serve/openai_server.py (trtllm-serve --host, --port)", metrics_path
+    )
     # The PyTorch flow's kernels: FlashInfer, Triton, inductor, and the CuTe-DSL and DeepGEMM MoE
     # backends of moe_config.backend. TensorRT-LLM's own kernel caches, if any, are not verified
     # against 1.3.0rc9 and are not listed.

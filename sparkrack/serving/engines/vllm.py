@@ -32,6 +32,7 @@ from sparkrack.serving.engines.base import (
     PodExtras,
     Quantity,
     SingleSparkEngine,
+    api_listeners,
     integer,
     long_context_problems,
     number,
@@ -360,6 +361,9 @@ class VLLM(SingleSparkEngine):
     metrics = METRICS
     recorded = RECORDED
     metrics_path = "/metrics"  # served by default on the API port (no flag)
+    single_rank_listeners = api_listeners(
+        "vllm/entrypoints/openai/api_server.py (--host, --port)", metrics_path
+    )
     # vLLM keeps its torch.compile artefacts under VLLM_CACHE_ROOT (vllm/envs.py,
     # get_default_cache_root: ~/.cache/vllm).
     jit_caches = (

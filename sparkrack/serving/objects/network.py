@@ -1,11 +1,13 @@
 """Who may reach a serving pod: the serving namespace's NetworkPolicies.
 
-Every pod of the namespace refuses inbound traffic by default. A deployment's engine port takes
-connections from the gateway, the monitoring namespace (Prometheus), the deployment's watchdog
-and the deployment's own ranks only; its distributed-init port from its own ranks only. The gateway's port takes them
-from ``serving_gateway_clients`` (CIDR blocks), else from every pod of the cluster. Policies act
-on the pod's cluster interface; the fabric VF that Multus adds is outside them (NCCL's traffic
-stays on the fabric, which the address plan keeps to the Sparks).
+Every pod of the namespace refuses inbound traffic by default. A deployment's policy is derived
+from its engine's listeners (:mod:`sparkrack.serving.engines.listeners`): each listener bound on
+the pod's cluster address at a fixed port admits the peers it declares there (the engine port:
+the gateway, the monitoring namespace, the deployment's own ranks and its watchdog; the
+distributed-init port: its own ranks). The gateway's port takes them from
+``serving_gateway_clients`` (CIDR blocks), else from every pod of the cluster. Policies act on the
+pod's cluster interface; the fabric VF that Multus adds is outside them, and every connection
+between ranks goes there (:mod:`sparkrack.serving.objects.connections` refuses one that would not).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from sparkrack import contract
 from sparkrack.serving.context import ServingContext
+from sparkrack.serving.engines.listeners import Bind, Peer
 from sparkrack.serving.objects.pod import meta
 from sparkrack.serving.resolution import Resolution
 from sparkrack.watch.settings import labels as watchdog_labels
@@ -48,25 +51,47 @@ def default_deny(ctx: ServingContext) -> dict[str, Any]:
     return policy(DEFAULT_DENY, ctx.namespace, dict(contract.PART_OF), {}, [])
 
 
+def peer_selectors(res: Resolution, peers: tuple[Peer, ...]) -> list[dict[str, Any]]:
+    """The ``from`` entries of the peers that reach a pod over the cluster network (the kubelet
+    and the pod itself need none)."""
+    ctx = res.ctx
+    out: list[dict[str, Any]] = []
+    for peer in peers:
+        if peer is Peer.GATEWAY:
+            out.append({"podSelector": {"matchLabels": dict(GATEWAY_LABELS)}})
+        elif peer is Peer.MONITORING:
+            out.append(
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {NAMESPACE_NAME_LABEL: contract.MONITORING_NAMESPACE}
+                    }
+                }
+            )
+        elif peer is Peer.RANKS:
+            out.append({"podSelector": {"matchLabels": dict(res.labels)}})
+        elif peer is Peer.WATCHDOG and ctx.watchdog is not None:
+            out.append({"podSelector": {"matchLabels": watchdog_labels(res.name)}})
+    return out
+
+
+def cluster_ports(res: Resolution) -> dict[int, list[dict[str, Any]]]:
+    """Port -> who may connect, for every listener of the engine bound on the pod's cluster
+    address at a fixed port (the policy's ingress)."""
+    ctx = res.ctx
+    ports: dict[int, list[dict[str, Any]]] = {}
+    for row in res.engine.listeners(ctx):
+        port = row.port_of(ctx.api_port, ctx.dist_port)
+        if port is None or row.bind not in (Bind.CLUSTER, Bind.ALL):
+            continue
+        admitted = ports.setdefault(port, [])
+        admitted += [p for p in peer_selectors(res, row.peers) if p not in admitted]
+    return {port: peers for port, peers in ports.items() if peers}
+
+
 def deployment_policy(res: Resolution) -> dict[str, Any]:
-    """The engine port from the gateway, monitoring and the deployment's own ranks; the
-    distributed-init port from the deployment's own ranks."""
-    ctx, own = res.ctx, {"podSelector": {"matchLabels": dict(res.labels)}}
-    engine_from = [
-        {"podSelector": {"matchLabels": dict(GATEWAY_LABELS)}},
-        {
-            "namespaceSelector": {
-                "matchLabels": {NAMESPACE_NAME_LABEL: contract.MONITORING_NAMESPACE}
-            }
-        },
-        own,
-    ]
-    if ctx.watchdog is not None:
-        # The deployment's own watchdog probes its engine.
-        engine_from.append({"podSelector": {"matchLabels": watchdog_labels(res.name)}})
-    ingress: list[dict[str, Any]] = [{"from": engine_from, "ports": tcp(ctx.api_port)}]
-    if res.engine.uses_fabric:
-        ingress.append({"from": [own], "ports": tcp(ctx.dist_port)})
+    """Each port the engine's listeners bind on the cluster address, from their peers."""
+    ctx = res.ctx
+    ingress = [{"from": peers, "ports": tcp(port)} for port, peers in cluster_ports(res).items()]
     return policy(res.names.headless, ctx.namespace, res.labels, res.labels, ingress)
 
 

@@ -235,6 +235,15 @@ def _env(c: Ctx) -> Iterator[Problem]:
                 "remove it; set fabric/transport in the inventory or profile",
                 "env-owned",
             )
+        elif key in (bound := c.engine.bind_variables()):
+            yield c.p(
+                f"env.{key}",
+                f"chooses the address the {bound[key]} binds: sparkrack renders the rank's own "
+                "fabric address from the address plan, so that the ranks' connections stay on "
+                "the fabric and off the cluster network",
+                "remove it (the address plan owns every rank's fabric address)",
+                "env-owned",
+            )
         elif key in registry_env:
             yield c.p(
                 f"env.{key}",

@@ -158,8 +158,8 @@ def test_each_alias_streams_from_its_own_backend(
     keys = {d.name: f"sk-{d.name}-{secrets.token_hex(8)}" for d in deps}
     env = {str(gateway.key_env(d)): keys[d.name] for d in deps}
     with (
-        spawn(["--api-key", keys["alpha"], "--rate", "400"]) as alpha,
-        spawn(["--api-key", keys["beta"], "--rate", "400"]) as beta,
+        spawn(["--api-key-env", "K", "--rate", "400"], env={"K": keys["alpha"]}) as alpha,
+        spawn(["--api-key-env", "K", "--rate", "400"], env={"K": keys["beta"]}) as beta,
     ):
         urls = {"alpha": f"{alpha}/v1", "beta": f"{beta}/v1"}
         config = gateway.config(deps, ctx, urls)

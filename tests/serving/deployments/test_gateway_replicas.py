@@ -86,9 +86,9 @@ def test_the_gateway_balances_fails_over_and_routes_back(
     deps = replicas(tmp_path)
     ctx = context_from_inventory("inventories/example")
     port2 = free_port()
-    server2 = ["--api-key", "sparkrack-a2", "--rate", "400", "--port", str(port2)]
-    with spawn(["--api-key", "sparkrack-a1", "--rate", "400"]) as one:
-        two_cm = spawn(server2)
+    server2 = ["--api-key-env", "K", "--rate", "400", "--port", str(port2)]
+    with spawn(["--api-key-env", "K", "--rate", "400"], env={"K": "sparkrack-a1"}) as one:
+        two_cm = spawn(server2, env={"K": "sparkrack-a2"})
         two = two_cm.__enter__()
         urls = {"a1": f"{one}/v1", "a2": f"{two}/v1"}
         config = copy.deepcopy(gateway.config(deps, ctx, urls))  # type: ignore[arg-type]
@@ -105,7 +105,7 @@ def test_the_gateway_balances_fails_over_and_routes_back(
                 status, text = stream(url, "model-a")
                 assert status == 200 and text, f"failover to replica 1: {text}"
 
-            with spawn(server2) as back:  # recovered, same address
+            with spawn(server2, env={"K": "sparkrack-a2"}) as back:  # recovered, same address
                 assert back == two
                 time.sleep(COOLDOWN_S + 1)
                 for _ in range(16):
@@ -122,7 +122,7 @@ def test_without_the_router_settings_a_dead_replica_fails_requests(
     retries and no cooldown: some requests land on the dead replica and fail."""
     deps = replicas(tmp_path)
     ctx = context_from_inventory("inventories/example")
-    with spawn(["--api-key", "sparkrack-a1", "--rate", "400"]) as one:
+    with spawn(["--api-key-env", "K", "--rate", "400"], env={"K": "sparkrack-a1"}) as one:
         urls = {"a1": f"{one}/v1", "a2": f"http://127.0.0.1:{free_port()}/v1"}
         config = copy.deepcopy(gateway.config(deps, ctx, urls))  # type: ignore[arg-type]
         config["router_settings"].update(num_retries=0, allowed_fails=1000, cooldown_time=0)
