@@ -41,7 +41,7 @@ class RankRun:
     engine: str
     """PyPI distribution of the engine (``sglang``)."""
     version: str
-    argv: tuple[str, ...]
+    argv: tuple[str, ...] = field(repr=False)
     """Words after the engine's entry point, ``$(VAR)`` expanded."""
     env: dict[str, str] = field(repr=False)
     secret_values: tuple[str, ...] = field(default=(), repr=False)
