@@ -741,6 +741,7 @@ def rehearse_ranks(host_ip: str = "render", filtered: bool = True) -> dict[str, 
     sparkrack/serving/rehearsal): SGLang's own dist-init and broadcaster per rank, behind the
     kube-router stand-in. Uses the engine-check environment in the repository's .cache (the one
     the unit tests build), so it downloads nothing the test run did not."""
+    started = time.monotonic()
     os.environ.setdefault("SPARKRACK_CACHE_DIR", str(ROOT / ".cache"))
     from sparkrack.serving.enginecheck.upstream import ensure_env
     from sparkrack.serving.rehearsal.plan import HostIp, plan_inventory
@@ -758,8 +759,18 @@ def rehearse_ranks(host_ip: str = "render", filtered: bool = True) -> dict[str, 
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     for line in outcome.lines:
         log(f"rehearsal: {line}")
-    log(f"rehearsal: {'passed' if outcome.ok else 'FAILED'} in {outcome.seconds} s (load {load})")
-    result = {"ok": outcome.ok, "seconds": outcome.seconds, "load": load, "lines": outcome.lines}
+    step = round(time.monotonic() - started, 1)
+    log(
+        f"rehearsal: {'passed' if outcome.ok else 'FAILED'} in {outcome.seconds} s, "
+        f"{step} s with the render (load {load})"
+    )
+    result = {
+        "ok": outcome.ok,
+        "seconds": outcome.seconds,
+        "step_seconds": step,
+        "load": load,
+        "lines": outcome.lines,
+    }
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     (STATE_DIR / "rehearsal.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
