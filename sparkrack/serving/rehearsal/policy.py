@@ -44,11 +44,14 @@ class Admission:
 
     source: Pod
     dest: Pod
-    ports: frozenset[int] | None
-    """TCP ports admitted (None: every port)."""
+    ports: frozenset[tuple[int, int]] | None
+    """TCP port ranges admitted, first and last port included (None: every port)."""
     policies: tuple[str, ...]
     """Policies that select ``dest`` (empty: no policy, everything is admitted), most
     specific first."""
+
+    def admits(self, port: int) -> bool:
+        return self.ports is None or any(lo <= port <= hi for lo, hi in self.ports)
 
     @property
     def policy(self) -> str:
@@ -99,11 +102,11 @@ def _peer_admits(peer: Mapping[str, Any], source: Pod, policy_ns: str, where: st
     return _matches(pod_sel, source.labels, where) if pod_sel is not None else True
 
 
-def _rule_ports(rule: Mapping[str, Any], where: str) -> frozenset[int] | None:
+def _rule_ports(rule: Mapping[str, Any], where: str) -> frozenset[tuple[int, int]] | None:
     ports = rule.get("ports")
     if not ports:
         return None
-    out = set()
+    out: set[tuple[int, int]] = set()
     for entry in ports:
         if entry.get("protocol", "TCP") != "TCP":
             continue
@@ -112,7 +115,8 @@ def _rule_ports(rule: Mapping[str, Any], where: str) -> frozenset[int] | None:
             raise SparkrackError(
                 Problem(where, "ports", f"port {port!r} is not a number", "use a numeric port")
             )
-        out.add(port)
+        end = entry.get("endPort", port)
+        out.add((port, int(end)))
     return frozenset(out)
 
 
@@ -134,7 +138,7 @@ def admission(policies: Sequence[Mapping[str, Any]], source: Pod, dest: Pod) -> 
     if not selecting:
         return Admission(source, dest, None, ())
     selecting.sort(key=lambda s: (-s[0], s[1]))
-    admitted: set[int] = set()
+    admitted: set[tuple[int, int]] = set()
     for _spec_len, name, spec in selecting:
         where = f"NetworkPolicy {name}"
         for rule in spec.get("ingress") or []:
@@ -182,10 +186,9 @@ def spark_filter(admissions: Sequence[Admission]) -> Filter:
         if a.ports is None:
             cmds.append(("-A", FILTER_CHAIN, *pair, "-j", "RETURN"))
             continue
-        for port in sorted(a.ports):
-            cmds.append(
-                ("-A", FILTER_CHAIN, *pair, "-p", "tcp", "--dport", str(port), "-j", "RETURN")
-            )
+        for lo, hi in sorted(a.ports):
+            dport = str(lo) if lo == hi else f"{lo}:{hi}"
+            cmds.append(("-A", FILTER_CHAIN, *pair, "-p", "tcp", "--dport", dport, "-j", "RETURN"))
         chain = drop_chain(a.policy)
         if chain not in chains:
             chains[chain] = a.policy

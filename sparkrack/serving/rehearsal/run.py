@@ -230,7 +230,7 @@ def _watch(
                     continue
                 if adm is None or not adm.policies:
                     continue
-                if adm.ports is None or int(s["port"]) in adm.ports:
+                if adm.admits(int(s["port"])):
                     continue
                 chain = drop_chain(adm.policy)
                 iptables(netns_of(node), *witness(chain, p.run.pod.ip, str(s["host"]), key[2]))

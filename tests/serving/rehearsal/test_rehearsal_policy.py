@@ -33,8 +33,8 @@ def _pod(labels: dict[str, str], ip: str, ns: str = "sparkrack") -> Pod:
 def test_own_ranks_get_the_api_and_dist_init_ports_only(lab: Rehearsal) -> None:
     rank0, rank1 = lab.ranks
     got = admission(lab.policies, rank1.pod, rank0.pod)
-    ctx_ports = {30000, 20000}  # inventories/lab leaves the defaults
-    assert got.ports == frozenset(ctx_ports)
+    assert got.ports == frozenset({(30000, 30000), (20000, 20000)})  # the lab's defaults
+    assert got.admits(20000) and not got.admits(20001)
     assert got.policy == "sparkrack-gemma"
     assert "sparkrack-default-deny" in got.policies
 
@@ -46,7 +46,7 @@ def test_gateway_gets_the_api_port_and_a_stranger_nothing(lab: Rehearsal) -> Non
     )
     stranger = _pod({"app": "other"}, "10.42.0.8")
     other_ns = _pod(dict(lab.ranks[1].pod.labels), "10.42.0.7", ns="default")
-    assert admission(lab.policies, gateway, rank0).ports == frozenset({30000})
+    assert admission(lab.policies, gateway, rank0).ports == frozenset({(30000, 30000)})
     assert admission(lab.policies, stranger, rank0).ports == frozenset()
     assert admission(lab.policies, other_ns, rank0).ports == frozenset()
 
@@ -63,6 +63,17 @@ def test_a_rule_without_ports_admits_every_port(lab: Rehearsal) -> None:
     del mine["spec"]["ingress"][1]["ports"]
     rank0, rank1 = lab.ranks
     assert admission(policies, rank1.pod, rank0.pod).ports is None
+
+
+def test_a_port_range_is_admitted_whole(lab: Rehearsal) -> None:
+    policies: list[dict[str, Any]] = copy.deepcopy(list(lab.policies))
+    mine = next(p for p in policies if p["metadata"]["name"] == "sparkrack-gemma")
+    mine["spec"]["ingress"][1]["ports"] = [{"protocol": "TCP", "port": 32768, "endPort": 60999}]
+    rank0, rank1 = lab.ranks
+    got = admission(policies, rank1.pod, rank0.pod)
+    assert got.admits(45000) and not got.admits(20000)
+    words = spark_filter([got]).commands
+    assert any("32768:60999" in w for w in words)
 
 
 def test_the_filter_returns_admitted_ports_and_drops_the_rest_by_policy(lab: Rehearsal) -> None:
