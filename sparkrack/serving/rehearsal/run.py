@@ -6,8 +6,9 @@ with ``sparkrack/data/rehearsal/rank.py``. While the ranks run, every connection
 it is about to open towards a filtered address gets a counting rule in the drop chain of the
 policy that refuses it; a count above zero is proof that the policy dropped that connection, and
 the rehearsal stops at once with ``rank N -> address:port, dropped by <policy>``. Otherwise it
-passes when every rank has received rank 0's broadcast, and fails at ``timeout_s`` naming the
-stage each unfinished rank is stuck in.
+passes when every rank has received rank 0's broadcast, and fails ``timeout_s`` after every rank
+has imported the engine (the connections' bound; the import has its own, ``IMPORT_TIMEOUT_S``,
+since a loaded machine slows it), naming the stage each unfinished rank is stuck in.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from sparkrack.serving.rehearsal.policy import (
 
 DATA = resources.files("sparkrack") / "data"
 TIMEOUT_S = 40.0
+IMPORT_TIMEOUT_S = 90.0
 POLL_S = 0.25
 # Imported at module level by the engine's utilities, never on the connection path: inert here.
 IMPORT_ONLY = ("requests", "PIL", "aiohttp", "msgspec")
@@ -99,8 +101,11 @@ class _Proc:
     def last(self) -> dict[str, Any]:
         return self.stages[-1] if self.stages else {"stage": "not started"}
 
+    def reached(self, stage: str) -> bool:
+        return any(s["stage"] == stage for s in self.stages)
+
     def finished(self) -> bool:
-        return any(s["stage"] == "done" for s in self.stages)
+        return self.reached("done")
 
 
 def rehearse(
@@ -214,6 +219,7 @@ def _watch(
     say: Callable[[str], None],
 ) -> Outcome:
     start = time.monotonic()
+    imported: float | None = None
     node_of = {r.pod.ip: r.node for r in rehearsal.ranks}
     policy_of = {(a.source.ip, a.dest.ip): a for a in rehearsal.admissions()}
     witnesses: dict[tuple[int, str, int], tuple[_Proc, str, str, str]] = {}
@@ -252,8 +258,15 @@ def _watch(
         failed = [p for p in procs if p.proc.poll() is not None and not p.finished()]
         if failed:
             return Outcome(False, _stuck(procs))
-        if time.monotonic() - start > timeout_s:
-            return Outcome(False, [f"no verdict within {timeout_s:.0f} s", *_stuck(procs)])
+        now = time.monotonic()
+        if imported is None and all(p.reached("parsed") for p in procs):
+            imported = now
+        if imported is None and now - start > IMPORT_TIMEOUT_S:
+            lines = [f"the engine not imported within {IMPORT_TIMEOUT_S:.0f} s", *_stuck(procs)]
+            return Outcome(False, lines)
+        if imported is not None and now - imported > timeout_s:
+            lines = [f"no verdict {timeout_s:.0f} s after the engine was imported", *_stuck(procs)]
+            return Outcome(False, lines)
         time.sleep(POLL_S)
 
 
