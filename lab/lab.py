@@ -15,13 +15,18 @@ create/destroy all call this file; callers serialize on ``flock /tmp/sparkrack-l
                Kubernetes control plane (lab/controlplane.py) in the control-plane node's
                network namespace, with K3s' admin kubeconfig and certificates written into it;
 * ``converge`` run site.yml, run it again and fail unless the rerun reports changed=0;
-* ``lab``      all of the above plus a per-node summary and the converge/rerun wall times;
+* ``lab``      all of the above plus the rank rehearsal, a per-node summary and the converge/rerun
+               wall times;
+* ``rehearse`` the rank-connectivity rehearsal (sparkrack/serving/rehearsal) in the running lab:
+               each multi-rank deployment's ranks run SGLang's own dist-init and broadcaster in
+               their Sparks' network namespaces, behind the kube-router stand-in;
 * ``molecule before|after`` molecule's steps around ``make lab`` (``make molecule``), each one's
                wall time printed;
 * ``down``     stop the control plane, remove the containers and networks above, by name.
 
 Addresses come from the address plan (``sparkrack addresses --json``); nothing here
-computes a fabric address. Stdlib only (and lab/controlplane.py), typed.
+computes a fabric address. Stdlib only (and lab/controlplane.py; the rehearsal imports
+sparkrack), typed.
 """
 
 from __future__ import annotations
@@ -732,11 +737,53 @@ def print_timings(result: dict[str, Any], build: float | None) -> None:
     )
 
 
+def rehearse_ranks(host_ip: str = "render", filtered: bool = True) -> dict[str, Any]:
+    """The rank-connectivity rehearsal in the lab Sparks' network namespaces (see
+    sparkrack/serving/rehearsal): SGLang's own dist-init and broadcaster per rank, behind the
+    kube-router stand-in. Uses the engine-check environment in the repository's .cache (the one
+    the unit tests build), so it downloads nothing the test run did not."""
+    started = time.monotonic()
+    os.environ.setdefault("SPARKRACK_CACHE_DIR", str(ROOT / ".cache"))
+    from sparkrack.serving.enginecheck.upstream import ensure_env
+    from sparkrack.serving.rehearsal.plan import HostIp, plan_inventory
+    from sparkrack.serving.rehearsal.run import rehearse
+
+    mode: HostIp = "fabric" if host_ip == "fabric" else "unset" if host_ip == "unset" else "render"
+    plan = plan_inventory(str(INVENTORY), host_ip=mode)
+    for version in sorted({(r.engine, r.version) for r in plan.ranks}):
+        ensure_env(*version)
+    pids = {
+        r.node: docker("inspect", "-f", "{{.State.Pid}}", PREFIX + r.node).stdout.strip()
+        for r in plan.ranks
+    }
+    outcome = rehearse(plan, lambda node: f"/proc/{pids[node]}/ns/net", filtered=filtered, say=log)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    for line in outcome.lines:
+        log(f"rehearsal: {line}")
+    step = round(time.monotonic() - started, 1)
+    log(
+        f"rehearsal: {'passed' if outcome.ok else 'FAILED'} in {outcome.seconds} s, "
+        f"{step} s with the render (load {load})"
+    )
+    result = {
+        "ok": outcome.ok,
+        "seconds": outcome.seconds,
+        "step_seconds": step,
+        "load": load,
+        "lines": outcome.lines,
+    }
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    (STATE_DIR / "rehearsal.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def lab() -> None:
     ensure_engine()
     _, build = ensure_image()
     up()
     result = converge()
+    if not rehearse_ranks()["ok"]:
+        raise LabError(f"rank rehearsal failed; see {STATE_DIR}/rehearsal.json")
     print_summary()
     print_timings(result, build)
 
@@ -822,6 +869,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=("before", "after"),
         help=f"before: {' '.join(MOLECULE_BEFORE)}; after: {' '.join(MOLECULE_AFTER)}",
     )
+    reh_p = sub.add_parser("rehearse", help="the rank-connectivity rehearsal in the running lab")
+    reh_p.add_argument("--host-ip", choices=["render", "fabric", "unset"], default="render")
+    reh_p.add_argument("--no-filter", action="store_true", help="without the kube-router stand-in")
     down_p = sub.add_parser("down", help="remove the lab containers and networks, by name")
     down_p.add_argument("--image", action="store_true", help="also remove the node image")
     args = parser.parse_args(argv)
@@ -844,6 +894,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "molecule":
             ensure_engine()
             molecule_steps(list(MOLECULE_BEFORE if args.part == "before" else MOLECULE_AFTER))
+        elif args.command == "rehearse":
+            if not rehearse_ranks(args.host_ip, filtered=not args.no_filter)["ok"]:
+                return 1
         elif args.command == "down":
             if not _engine_answers():
                 log("no docker engine answers: nothing to remove")

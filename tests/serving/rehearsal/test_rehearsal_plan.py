@@ -1,0 +1,55 @@
+"""What the rehearsal starts comes from the real render of the lab inventory."""
+
+from __future__ import annotations
+
+from sparkrack.serving.deployments.bundle import from_inventory
+from sparkrack.serving.deployments.plan import deployment_plan
+from sparkrack.serving.rehearsal.plan import HOST_IP_ENV, expand, plan, plan_inventory
+
+
+def test_every_rank_of_the_multi_rank_deployment_with_its_rendered_command() -> None:
+    deployments = from_inventory("inventories/lab")
+    got = plan(deployments)
+    gemma = deployments.deployment("gemma").res
+    assert [(r.deployment, r.rank, r.node) for r in got.ranks] == [
+        ("gemma", 0, "spark1"),
+        ("gemma", 1, "spark2"),
+    ]
+    for run in got.ranks:
+        rank = gemma.rank(run.rank)
+        rendered = gemma.argv(rank)[len(gemma.engine.entry) :]
+        # kubelet's $(VAR) expansion is the only difference from the rendered argv.
+        assert len(run.argv) == len(rendered)
+        assert [w for w in rendered if "$(" not in w] == [w for w in run.argv if w in rendered]
+        assert run.argv[run.argv.index("--host") + 1] == rank.node.node_ip == run.pod.ip
+        assert run.argv[run.argv.index("--dist-init-addr") + 1] == (
+            f"{gemma.ctx.head_address}:{gemma.ctx.dist_port}"
+        )
+        assert run.engine == "sglang" and run.version == "0.5.11"
+        # Secret-backed values are placeholders, and not shown by repr.
+        key = run.argv[run.argv.index("--api-key") + 1]
+        assert key in run.secret_values and key not in repr(run)
+    # Single-rank deployments are not rehearsed.
+    assert {r.deployment for r in got.ranks} == {"gemma"}
+
+
+def test_pod_interface_names_are_the_sparks_vf_netdevs() -> None:
+    got = plan_inventory("inventories/lab")
+    for run in got.ranks:
+        assert run.env["GLOO_SOCKET_IFNAME"] == "enp1s0f0v0"
+        assert run.env["NCCL_SOCKET_IFNAME"] == "enp1s0f0v0"
+
+
+def test_host_ip_modes() -> None:
+    fabric = plan_inventory("inventories/lab", host_ip="fabric")
+    unset = plan_inventory("inventories/lab", host_ip="unset")
+    deployments = from_inventory("inventories/lab")
+    ranks = deployment_plan(deployments.deployment("gemma"))["ranks"]
+    addresses = {r["rank"]: r["fabric_address"] for r in ranks}
+    assert {r.rank: r.env[HOST_IP_ENV] for r in fabric.ranks} == addresses
+    assert all(HOST_IP_ENV not in r.env for r in unset.ranks)
+
+
+def test_expand_follows_kubernetes() -> None:
+    env = {"A": "x"}
+    assert expand("$(A)-$(B)-$$(A)", env) == "x-$(B)-$(A)"
