@@ -31,7 +31,7 @@ def _levels(out: Path) -> list[dict[str, Any]]:
 
 
 def test_exit_codes_are_one_enum() -> None:
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3]
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5]
 
 
 def test_mid_stream_error_event_fails_the_request_with_the_server_message(
