@@ -24,6 +24,7 @@ import importlib.machinery
 import io
 import json
 import os
+import re
 import sys
 import traceback
 import types
@@ -242,6 +243,26 @@ def run_quiet(fn: Callable[[], Any]) -> tuple[Any, str]:
 # --- per engine -------------------------------------------------------------------------------
 
 
+_READ = re.compile(
+    r"""os\.(?:getenv|environ\.get|environ\.setdefault)\(\s*["']([A-Z0-9_]+)["']"""
+    r"""|os\.environ\[\s*["']([A-Z0-9_]+)["']\s*\]"""
+)
+
+
+def read_directly(package_dir: str, prefix: str) -> set[str]:
+    """Environment names the package's own source reads with ``os.getenv``/``os.environ``
+    (outside its registry of variables), those starting with ``prefix``."""
+    found: set[str] = set()
+    for folder, _, files in os.walk(package_dir):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as source:
+                for match in _READ.finditer(source.read()):
+                    found.add(match.group(1) or match.group(2))
+    return {n for n in found if n.startswith(prefix)}
+
+
 class SGLang:
     env_prefixes = ("SGLANG_", "SGL_")
 
@@ -260,9 +281,11 @@ class SGLang:
         args.check_server_args()
 
     def known_env(self) -> set[str]:
+        import sglang
         from sglang.srt import environ
 
         names = {n for n, v in vars(environ.Envs).items() if isinstance(v, environ.EnvField)}
+        names |= read_directly(os.path.dirname(sglang.__file__), "SGLANG_")
         return names | {"SGL_" + n[len("SGLANG_") :] for n in names if n.startswith("SGLANG_")}
 
 
