@@ -12,6 +12,7 @@ the lifecycle tests after it and their rerun (changed=0) start from converge's s
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -286,6 +287,91 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
         cluster.annotate(TARGET, {STATE: None, contract.WATCHDOG_VERDICT_ANNOTATION: None,
                                   contract.WATCHDOG_RESTARTS_ANNOTATION: None})  # fmt: skip
         wait("ranks Ready again", lambda: cluster.view(TARGET).ranks_ready() == (ranks, ranks))
+
+
+def test_the_watchdog_probes_with_the_deployments_key_and_a_refused_key_restarts_nothing(
+    tmp_path: Path,
+) -> None:
+    """The watchdog as the serve play applied it: its key from the deployment's Secret (the
+    ``secretKeyRef`` of its Deployment, resolved here as the kubelet would), against a stand-in
+    keyed as the engine is. With the key: healthy. Without it (negative control): the stand-in
+    answers 401, the verdict is config-error, and nothing is restarted or taken out of routing."""
+    cluster = Cluster(admin(), NS)
+    service = cluster.view(TARGET).api_service
+    assert service is not None
+    api_service = str(service.metadata.name)
+    ranks = cluster.view(TARGET).ranks_ready()[1]
+    wait("ranks Ready", lambda: cluster.view(TARGET).ranks_ready() == (ranks, ranks))
+    wait("API Service endpoints", lambda: len(cluster.ready_endpoints(api_service)) == 1)
+    applied = client.AppsV1Api(kube()).read_namespaced_deployment(watchdog_name(TARGET), NS)
+    [container] = applied.spec.template.spec.containers
+    assert container.args[container.args.index("--api-key-env") + 1] == contract.ENGINE_KEY_ENV
+    [ref] = [
+        e.value_from.secret_key_ref for e in container.env if e.name == contract.ENGINE_KEY_ENV
+    ]
+    data = client.CoreV1Api(admin()).read_namespaced_secret(ref.name, NS).data
+    key = base64.b64decode(data[ref.key]).decode()
+    assert key and key not in json.dumps(applied.to_dict(), default=str)
+
+    def state() -> str:
+        return cluster.view(TARGET).annotations().get(STATE, "")
+
+    def verdict() -> str:
+        notes = cluster.view(TARGET).annotations()
+        return notes.get(contract.WATCHDOG_VERDICT_ANNOTATION) or ""
+
+    def uids() -> set[str]:
+        return {p.metadata.uid for p in cluster.view(TARGET).pods}
+
+    kubeconfig = token_kubeconfig(tmp_path, watchdog_name(TARGET))
+    port = free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    base.pop(contract.ENGINE_KEY_ENV, None)
+    watch = [
+        sys.executable, "-m", "sparkrack", "watch", "--url", f"http://127.0.0.1:{port}",
+        "--name", TARGET, "--deployment", TARGET, "--namespace", NS, "--alias", TARGET,
+        "--kubeconfig", str(kubeconfig), "--stall-after", "2", "--interval", "2",
+        "--max-restarts", "2", "--restart-window", "600", "--restart-grace", "0",
+        "--evidence", str(tmp_path / "evidence"), "--metrics-port", str(free_port()),
+        "--api-key-env", contract.ENGINE_KEY_ENV,
+    ]  # fmt: skip
+    before = uids()
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        keyed = ["--port", str(port), "--rate", "50", "--api-key-env", "STANDIN_ENGINE_KEY"]
+        with spawn(keyed, env={"STANDIN_ENGINE_KEY": key}):
+            with_key = subprocess.Popen(
+                watch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                env={**base, contract.ENGINE_KEY_ENV: key},
+            )  # fmt: skip
+            procs.append(with_key)
+            wait("healthy with the key", lambda: state() == "healthy", 60)
+            assert " healthy: " in verdict(), verdict()
+            with_key.terminate()
+            with_key.wait(timeout=20)
+            cluster.annotate(TARGET, {STATE: None, contract.WATCHDOG_VERDICT_ANNOTATION: None})
+
+            without = subprocess.Popen(
+                watch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=base
+            )
+            procs.append(without)
+            lines = Lines(without)
+            wait("config-error without the key", lambda: " config-error: " in verdict(), 60)
+            assert "HTTP 401" in verdict(), verdict()
+            time.sleep(8)  # several more refused probes
+            assert " config-error: " in verdict() and state() != "restarting"
+            assert uids() == before, "a refused key restarted the group"
+            assert len(cluster.ready_endpoints(api_service)) == 1, "a refused key unrouted it"
+            without.terminate()
+            without.wait(timeout=20)
+            assert key not in lines.text()
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=20)
+        cluster.set_routable(TARGET, True)
+        cluster.annotate(TARGET, {STATE: None, contract.WATCHDOG_VERDICT_ANNOTATION: None,
+                                  contract.WATCHDOG_RESTARTS_ANNOTATION: None})  # fmt: skip
 
 
 def _guarding(rendered: dict[str, Any]) -> dict[str, list[str]]:
