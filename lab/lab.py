@@ -809,9 +809,10 @@ def molecule_steps(steps: Sequence[str]) -> None:
     env.pop("ANSIBLE_CONFIG", None)
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
-    if steps and steps[0] != MOLECULE_BEFORE[0] and MOLECULE_TIMINGS.is_file():
+    first = bool(steps) and steps[0] == MOLECULE_BEFORE[0]
+    if not first and MOLECULE_TIMINGS.is_file():
         timings = json.loads(MOLECULE_TIMINGS.read_text())
-    with (STATE_DIR / "molecule.log").open("a") as out:
+    with (STATE_DIR / "molecule.log").open("w" if first else "a") as out:
         for step in steps:
             log(f"molecule {step}")
             mark = time.monotonic()
