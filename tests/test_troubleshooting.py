@@ -22,14 +22,42 @@ def _module_args(task: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+SHARED_WAIT = "wait.yml"
+"""The serve role's one wait (roles/serving/tasks/wait.yml), included once per kind of object
+with ``serving_wait_what`` and ``serving_wait_timeout``: each include is a wait of its own."""
+
+
+def _shared_wait_title() -> str:
+    first = yaml.safe_load((TASKS / SHARED_WAIT).read_text())[0]
+    return title(first)
+
+
+def _included_wait(task: dict[str, Any]) -> dict[str, Any] | None:
+    """An include of the shared wait, as the task the play prints: its title, then what."""
+    include = next((v for k, v in task.items() if k.endswith("include_tasks")), None)
+    variables = task.get("vars") or {}
+    if include != SHARED_WAIT or "serving_wait_what" not in variables:
+        return None
+    what = re.sub(r"\{\{.*?\}\}", "DEPLOYMENT", str(variables["serving_wait_what"]))
+    return {
+        "name": f"{_shared_wait_title()} — {what}",
+        "kubernetes.core.k8s_info": {"wait_timeout": variables.get("serving_wait_timeout", "")},
+    }
+
+
 def wait_tasks(tasks: list[Any]) -> list[dict[str, Any]]:
-    """Every task that waits: a module told to wait, an until/retries loop or a wait_for."""
+    """Every task that waits: a module told to wait, an until/retries loop or a wait_for, and
+    each include of the shared wait."""
     found: list[dict[str, Any]] = []
     for task in tasks or []:
         if not isinstance(task, dict):
             continue
         for nested in ("block", "rescue", "always"):
             found += wait_tasks(task.get(nested, []))
+        included = _included_wait(task)
+        if included is not None:
+            found.append(included)
+            continue
         args = _module_args(task)
         if (
             "until" in task
@@ -85,14 +113,17 @@ def missing(tasks: list[dict[str, Any]], page: str) -> list[str]:
 def serve_wait_tasks() -> list[dict[str, Any]]:
     found = []
     for path in sorted(TASKS.rglob("*.yml")):
+        if path.name == SHARED_WAIT:
+            continue  # its task is a template: each include above is one wait
         found += wait_tasks(yaml.safe_load(path.read_text()) or [])
     return found
 
 
 def test_the_serve_role_has_wait_tasks() -> None:
     names = {title(t) for t in serve_wait_tasks()}
-    assert "Wait until every fetch and receiver Job is Complete" in names
-    assert "Wait until every rank is Ready" in names
+    shared = _shared_wait_title()
+    assert f"{shared} — the weight download and copy Jobs" in names
+    assert f"{shared} — the ranks of DEPLOYMENT" in names
     assert len(names) >= 8
 
 
@@ -127,5 +158,6 @@ def test_a_new_wait_without_a_row_fails() -> None:
 def test_a_row_with_the_wrong_limit_fails() -> None:
     page = PAGE.read_text().replace("`serving_ready_timeout` (2 400 s)", "2 400 s")
     assert missing(serve_wait_tasks(), page) == [
-        "'Wait until every rank is Ready': its time limit does not name serving_ready_timeout"
+        f"'{_shared_wait_title()} — the ranks of DEPLOYMENT': its time limit does not name "
+        "serving_ready_timeout"
     ]
