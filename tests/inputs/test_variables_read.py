@@ -62,8 +62,6 @@ def _expressions(node: Any, key: str = "") -> Iterator[str]:
             yield "{{ " + node + " }}"
         elif "{{" in node or "{%" in node:
             yield node
-    elif isinstance(node, bool) or node is None:
-        return
 
 
 def _set_here(node: Any) -> Iterator[str]:
