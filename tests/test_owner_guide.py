@@ -8,9 +8,10 @@ Every ``console`` block of the page runs, in page order, in a fresh folder holdi
   ``…`` in a line stands for any text; ``[exit N]`` is its exit status (0 when absent).
 * a ``yaml file=PATH [delete=K1,K2]`` block is an edit: its keys are set in PATH (created when
   absent), the ``delete`` keys removed.
-* ``<!-- lab: site.yml -->`` is where the owner runs site.yml. Its stand-in here: the repository's
-  real control plane (tests/kube_api.py) and its admin kubeconfig at ``~/.kube/sparkrack.yaml``,
-  where site.yml writes it.
+* ``<!-- lab: STEP -->`` is a step the owner takes on the cluster, here replaced by a stand-in:
+  ``site.yml``: the repository's real control plane (tests/kube_api.py), its admin kubeconfig
+  at ``~/.kube/sparkrack.yaml``, where site.yml writes it; ``rank.log``: a crashed rank's log, as
+  ``kubectl logs --previous`` saves it: the captured SGLang log :data:`CAPTURED_RANK_LOG`.
 
 ``make image`` runs its real recipe (the checkout's wheel, the archive rewritten as OCI by
 ``sparkrack.serving.image_archive``) with ``docker`` replaced by tests/docker_standin.py,
@@ -41,7 +42,8 @@ PAGE = ROOT / "docs" / "guide" / "first-cluster.md"
 ALLOWED = frozenset({"cp", "mkdir", "mv", "chmod", "openssl", "export", "make", "sparkrack",
                      "ansible-vault"})  # fmt: skip
 """Programs the page may run: none of them opens a connection beyond loopback here."""
-LAB_STEPS = frozenset({"site.yml"})
+LAB_STEPS = frozenset({"site.yml", "rank.log"})
+CAPTURED_RANK_LOG = ROOT / "tests" / "data" / "logs" / "mem-fraction-too-low.log"
 _FENCE = re.compile(r"^```(\S*)(.*)$")
 _EXIT = re.compile(r"^\[exit (\d+)\]$")
 _LAB = re.compile(r"^<!-- lab: (\S+) -->$")
@@ -163,6 +165,9 @@ class Owner:
             return 0, ""
         if step.kind == "lab":
             assert step.text in LAB_STEPS, step.text
+            if step.text == "rank.log":
+                shutil.copy(CAPTURED_RANK_LOG, self.work / "rank.log")
+                return 0, ""
             assert self.kube is not None
             kube_dir = Path(self.env["HOME"]) / ".kube"
             kube_dir.mkdir(exist_ok=True)
@@ -236,6 +241,7 @@ def test_the_page_walks_the_owner_through_every_step() -> None:
     lab = [i for i, s in enumerate(found) if s.kind == "lab"]
     assert lab and found.index(status[0]) < lab[0] < found.index(status[1])
     assert any(c.startswith("sparkrack plan") for c in commands)
+    assert "sparkrack diagnose rank.log" in commands
     assert "(../troubleshooting.md)" in page or "docs/troubleshooting.md" in page
     assert (ROOT / "docs" / "troubleshooting.md").is_file()
     # Every `$ ` line of a console block is a step: none is skipped by the parser.
@@ -251,6 +257,7 @@ def test_the_page_walks_the_owner_through_every_step() -> None:
         ("    nodePort: 30400\n", "    nodePort: 30401\n"),
         ("[exit 4]", "[exit 2]"),
         ("wrote build/sparkrack-image.tar", "wrote build/image.tar"),
+        ("[profile key: sglang.mem_fraction_static]", "[profile key: sglang.mem_fraction]"),
     ],
 )
 def test_a_stale_line_on_the_page_fails(ran: list[Ran], stale: str, fresh: str) -> None:
