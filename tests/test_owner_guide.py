@@ -10,7 +10,8 @@ Every ``console`` block of the page runs, in page order, in a fresh folder holdi
   absent), the ``delete`` keys removed.
 * ``<!-- lab: STEP -->`` is a step the owner takes on the cluster, here replaced by a stand-in:
   ``site.yml``: the repository's real control plane (tests/kube_api.py), its admin kubeconfig
-  at ``~/.kube/sparkrack.yaml``, where site.yml writes it; ``rank.log``: a crashed rank's log, as
+  at ``~/.kube/sparkrack.yaml``, where site.yml writes it, and the serve play's objects
+  (``sparkrack render --what manifests``) created in it; no node runs their pods; ``rank.log``: a crashed rank's log, as
   ``kubectl logs --previous`` saves it: the captured SGLang log :data:`CAPTURED_RANK_LOG`.
 
 ``make image`` runs its real recipe (the checkout's wheel, the archive rewritten as OCI by
@@ -172,6 +173,7 @@ class Owner:
             kube_dir = Path(self.env["HOME"]) / ".kube"
             kube_dir.mkdir(exist_ok=True)
             shutil.copy(self.kube.kubeconfig, kube_dir / "sparkrack.yaml")
+            self.apply_rendered()
             return 0, ""
         argv = self.argv(step.text)
         if step.text.startswith("export "):
@@ -189,6 +191,28 @@ class Owner:
             check=False,
         )
         return done.returncode, done.stdout.replace(f"{self.work}/", "")
+
+    def apply_rendered(self) -> None:
+        """The serve play's objects, as ``sparkrack render --what manifests`` prints them for the
+        owner's inventory, created in the control plane (no node runs their pods)."""
+        from kubernetes.dynamic import DynamicClient
+        from kubernetes.dynamic.exceptions import ConflictError
+
+        assert self.kube is not None
+        done = subprocess.run(
+            ["bash", "-c", "sparkrack render -i inventories/mine --what manifests"],
+            cwd=self.work, env=self.env, capture_output=True, text=True, timeout=300, check=True,
+        )  # fmt: skip
+        api = DynamicClient(self.kube.client())
+        for obj in yaml.safe_load_all(done.stdout):
+            if not obj:
+                continue
+            resource = api.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            try:
+                resource.create(body=obj, namespace=obj["metadata"].get("namespace"))
+            except ConflictError:
+                if obj["kind"] != "Namespace":
+                    raise
 
     def edit(self, step: Step) -> None:
         path = self.work / step.path
@@ -253,7 +277,7 @@ def test_the_page_walks_the_owner_through_every_step() -> None:
     [
         ("down 98 s (old", "down 90 s (old"),
         ("check: REFUSED, 3 problem(s)", "check: REFUSED, 2 problem(s)"),
-        ("no serving deployments\n[exit 1]", "no serving deployments\n"),
+        ("ranks 0/4 ready", "ranks 4/4 ready"),
         ("    nodePort: 30400\n", "    nodePort: 30401\n"),
         ("[exit 4]", "[exit 2]"),
         ("wrote build/sparkrack-image.tar", "wrote build/image.tar"),
