@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkrack import contract
 from sparkrack.diagnose import flightrecorder
 from sparkrack.diagnose.redact import redact, redact_data
 from sparkrack.errors import Problem, SparkrackError
@@ -48,8 +49,7 @@ MANIFEST = "bundle.json"
 LOGS_DIR = "logs"
 EVENTS = "events.json"
 DUMPS_DIR = "flight-recorder"
-DUMP_PREFIX = "fr_dump_rank_"
-"""PyTorch appends the rank to ``TORCH_FR_DUMP_TEMP_FILE``: rank N's dump is ``<prefix>N``."""
+DUMP_PREFIX = contract.FLIGHT_RECORDER_DUMP_PREFIX
 _DUMP_NAME = re.compile(rf"{DUMP_PREFIX}(\d+)(\.json)?$")
 MAX_LOG_BYTES = 256 * 1024
 KEEP = 10

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from sparkrack import contract
 from sparkrack.contract import POD_FABRIC_IFNAME
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
@@ -35,8 +36,6 @@ TRANSPORTS: tuple[Transport, ...] = ("roce", "socket")
 
 FR_BUFFER_ENTRIES = 2000
 """Collectives the flight recorder keeps per rank (a few MB of host memory)."""
-FR_DUMP_PREFIX = "fr_dump_rank_"
-"""PyTorch appends the rank: rank N writes ``<dir>/fr_dump_rank_N``."""
 FR_RENAMED = (2, 11)
 """The first PyTorch release whose every flight-recorder reader takes the ``TORCH_FR_*`` names.
 
@@ -60,7 +59,7 @@ def flight_recorder_env(torch: str | None, dump_dir: str) -> dict[str, str]:
     warnings); before it (2.9: a reader of the old name alone remains), or for an unknown
     release, both spellings with one value: each reader takes the name it knows.
     ``TORCH_NCCL_DUMP_ON_TIMEOUT`` kept its name."""
-    prefix = f"{dump_dir.rstrip('/')}/{FR_DUMP_PREFIX}"
+    prefix = f"{dump_dir.rstrip('/')}/{contract.FLIGHT_RECORDER_DUMP_PREFIX}"
     new = {"TORCH_FR_BUFFER_SIZE": str(FR_BUFFER_ENTRIES), "TORCH_FR_DUMP_TEMP_FILE": prefix}
     old = {
         "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FR_BUFFER_ENTRIES),
