@@ -135,6 +135,12 @@ and in the pod, one file per rank (``fr_dump_rank_<N>``); ``sparkrack diagnose``
 beside the rank logs."""
 
 
+FLIGHT_RECORDER_DUMP_PREFIX: Final = "fr_dump_rank_"
+"""PyTorch appends the rank to the dump prefix it is given: rank N writes
+``<flight_recorder_dir>/fr_dump_rank_N`` (the rank env sets it, diagnose and the evidence play
+read it)."""
+
+
 def flight_recorder_dir(deployment: str) -> str:
     """The flight-recorder directory of one deployment (two deployments never share a file)."""
     return f"{FLIGHT_RECORDER_DIR}/{deployment}"
@@ -307,4 +313,7 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "k3s_cni_conf_dir": K3S_CNI_CONF_DIR,
         "k3s_cni_bin_dir": K3S_CNI_BIN_DIR,
         "serving_defaults": dict(SERVING_DEFAULTS),
+        "flight_recorder_dir": FLIGHT_RECORDER_DIR,
+        "flight_recorder_dump_prefix": FLIGHT_RECORDER_DUMP_PREFIX,
+        "deployment_name_max": DEPLOYMENT_NAME_MAX,
     }

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from sparkrack import contract
 from sparkrack.contract import POD_FABRIC_IFNAME
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
@@ -35,13 +36,18 @@ TRANSPORTS: tuple[Transport, ...] = ("roce", "socket")
 
 FR_BUFFER_ENTRIES = 2000
 """Collectives the flight recorder keeps per rank (a few MB of host memory)."""
-FR_DUMP_PREFIX = "fr_dump_rank_"
-"""PyTorch appends the rank: rank N writes ``<dir>/fr_dump_rank_N``."""
 FR_RENAMED = (2, 11)
-"""The first PyTorch release sparkrack has seen with the ``TORCH_FR_*`` spellings (2.11.0: its
-libtorch reads ``TORCH_FR_BUFFER_SIZE`` and ``TORCH_FR_DUMP_TEMP_FILE`` and warns that
-``TORCH_NCCL_TRACE_BUFFER_SIZE`` and ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` are deprecated;
-captured in tests/data/nccl/captured/hangs). Earlier releases read the ``TORCH_NCCL_*`` names."""
+"""The first PyTorch release whose every flight-recorder reader takes the ``TORCH_FR_*`` names.
+
+- 2.11.0 (captured in tests/data/nccl/captured/hangs): the recorder reads
+  ``TORCH_FR_BUFFER_SIZE`` and the dump writer ``TORCH_FR_DUMP_TEMP_FILE``; both warn that
+  ``TORCH_NCCL_TRACE_BUFFER_SIZE`` and ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` are deprecated.
+- 2.9.1 (its wheel's headers and libraries): the recorder (``c10d/FlightRecorder.hpp``) reads
+  ``TORCH_FR_BUFFER_SIZE`` first and the old name as a fallback, but ``ProcessGroupNCCL.hpp``
+  reads its own copy of the buffer size from ``TORCH_NCCL_TRACE_BUFFER_SIZE`` alone; the dump
+  writer knows both ``TORCH_FR_DUMP_TEMP_FILE`` and ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``.
+
+The names each release reads are test data: tests/data/nccl/torch_flight_recorder_names.json."""
 
 
 def flight_recorder_env(torch: str | None, dump_dir: str) -> dict[str, str]:
@@ -50,10 +56,10 @@ def flight_recorder_env(torch: str | None, dump_dir: str) -> dict[str, str]:
     (:func:`sparkrack.contract.flight_recorder_dir`).
 
     From :data:`FR_RENAMED` on, the ``TORCH_FR_*`` names alone (the old ones only add deprecation
-    warnings); before it, or for an unknown release, both spellings: a release reads the names it
-    knows and ignores the others, so the recorder is on in every release either way.
+    warnings); before it (2.9: a reader of the old name alone remains), or for an unknown
+    release, both spellings with one value: each reader takes the name it knows.
     ``TORCH_NCCL_DUMP_ON_TIMEOUT`` kept its name."""
-    prefix = f"{dump_dir.rstrip('/')}/{FR_DUMP_PREFIX}"
+    prefix = f"{dump_dir.rstrip('/')}/{contract.FLIGHT_RECORDER_DUMP_PREFIX}"
     new = {"TORCH_FR_BUFFER_SIZE": str(FR_BUFFER_ENTRIES), "TORCH_FR_DUMP_TEMP_FILE": prefix}
     old = {
         "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FR_BUFFER_ENTRIES),

@@ -293,15 +293,29 @@ KNOBS: tuple[Knob, ...] = (
 )
 
 
+TORCH: dict[str, str] = {
+    "0.5.10": "2.9.1",
+    "0.5.11": "2.11.0",
+    "0.5.12": "2.11.0",
+    "0.5.13": "2.11.0",
+}
+"""The PyTorch each SGLang release pins: ``torch==X`` in the ``dependencies`` of that release's
+``python/pyproject.toml`` (the ``Requires-Dist: torch==X`` of its PyPI wheel, the wheel the engine
+check installs). An image built from a release carries its pin; one that swapped PyTorch states
+its own in the profile's ``image_info.torch``. It decides the flight recorder's variable names
+(:func:`sparkrack.fabric.ncclenv.flight_recorder_env`)."""
+
 IMAGES: dict[str, ImageFacts] = {
     "xomoxcc/dgx-spark-sglang:0.5.13-dev-nemotronh-mtp-sm121": ImageFacts(
         version="0.5.13",
+        torch=TORCH["0.5.13"],
         cudnn=False,
         source="seed 000 §1/§5/§7 (fi_cudnn: 'cuDNN is not available')",
         extras=("#24955", "#28102", "#27184", "#27998", "#21138"),
     ),
     "scitrera/dgx-spark-sglang:0.5.12": ImageFacts(
         version="0.5.12",
+        torch=TORCH["0.5.12"],
         cudnn=False,
         source=(
             "seed 002 (image; cuDNN startup crash of the Super sibling on the same tag); "
@@ -311,11 +325,13 @@ IMAGES: dict[str, ImageFacts] = {
     ),
     "scitrera/dgx-spark-sglang:0.5.10": ImageFacts(
         version="0.5.10",
+        torch=TORCH["0.5.10"],
         cudnn=True,
         source="seed 003 (EP=4 matrix: fi_cudnn rows 33/34/36 stable)",
     ),
     "xomoxcc/dgx-spark-sglang:0.5.11-gemma4-sm121": ImageFacts(
         version="0.5.11",
+        torch=TORCH["0.5.11"],
         cudnn=None,
         source="seed 001 (v0.5.11 + PR #24436 cherry-pick)",
         extras=("#24436",),
