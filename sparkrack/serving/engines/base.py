@@ -234,7 +234,7 @@ def fabric_env(
             ctx.plan,
             node,
             transport=profile.transport,
-            gid_index=ctx.gid_index.get(node.name),
+            gid_override=ctx.gid_index.get(node.name),
             vf_index=vf_index,
         ),
     }
