@@ -241,6 +241,7 @@ def fabric_gate(
     requested: str,
     min_busbw_gbps: float | str | None = None,
     plan_fact: Mapping[str, Any] | None = None,
+    min_small_busbw_gbps: float | str | None = None,
 ) -> dict[str, Any]:
     """Parse the NCCL log and judge it: ``{passed, problems, transport, busbw_gbps, rails, ...}``.
 
@@ -256,11 +257,14 @@ def fabric_gate(
         plan = _guard("fabric gate", lambda: _plan(plan_fact))
         hcas = tuple(vf.rdma_device for vf in plan.head.rail_vfs(plan.serving_vf_index))
     floor = None if min_busbw_gbps in (None, "") else float(min_busbw_gbps)
-    verdict = gate(text, requested, floor, hcas=hcas)
+    small = None if min_small_busbw_gbps in (None, "") else float(min_small_busbw_gbps)
+    verdict = gate(text, requested, floor, hcas=hcas, min_small_busbw_gbps=small)
     report = verdict.report
     return {
         "passed": verdict.passed,
         "problems": [str(p) for p in verdict.problems],
+        "warnings": [str(p) for p in verdict.warnings],
+        "small_messages": verdict.small_message_line(),
         "transport": report.transport,
         "link_layer": report.link_layer,
         "ib_devices": list(report.ib_devices),
