@@ -656,6 +656,12 @@ class SGLang(Engine):
     client_key_env = contract.ENGINE_KEY_ENV
     multi_rank_listeners = MULTI_RANK
     single_rank_listeners = SINGLE_RANK
+    # sglang/srt/model_executor/model_runner.py, 0.5.10-0.5.13: the module constant
+    # UNBALANCED_MODEL_LOADING_TIMEOUT_S = 480 bounds dist.monitored_barrier after the weights
+    # load ("TP rank X could finish the model loading, but there are other ranks that didn't
+    # finish loading"); no release of these reads a variable for it (environ.py has none).
+    loading_barrier_s = 480.0
+    loading_barrier_env = None
 
     def log_accept_length(self, line: str) -> float | None:
         """The ``accept len`` of one decode-batch log line (None for idle or other lines)."""
