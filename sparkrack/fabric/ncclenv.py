@@ -27,6 +27,7 @@ from typing import Literal
 from sparkrack import contract
 from sparkrack.contract import POD_FABRIC_IFNAME
 from sparkrack.errors import Problem, SparkrackError
+from sparkrack.fabric import gidtable
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 
 Transport = Literal["roce", "socket"]
@@ -86,13 +87,15 @@ def rank_env(
     node: NodePlan,
     *,
     transport: str,
-    gid_index: int | None,
+    gid_override: int | None = None,
     vf_index: int | None = None,
 ) -> dict[str, str]:
     """NCCL/Gloo environment of the rank on ``node`` using VF ``vf_index`` of every rail.
 
-    ``gid_index`` is the RoCE v2 IPv4 GID index discovered on ``node`` (roce role); the plan's
-    ``fabric.gid_index`` overrides it. ``vf_index`` None = the plan's serving VF.
+    ``NCCL_IB_GID_INDEX`` is not in it: the index moves when the VFs are re-created, so the rank
+    reads it from sysfs at start (:func:`gid_env`); ``gid_override`` (an inventory's per-node
+    value) or else the plan's ``fabric.gid_index`` is handed to it as an override.
+    ``vf_index`` None = the plan's serving VF.
     """
     if transport not in TRANSPORTS:
         raise SparkrackError(
@@ -114,7 +117,20 @@ def rank_env(
     env.update({"NCCL_NET": "IB", "NCCL_IB_HCA": hca_list(plan, node, vf_index)})
     if len(plan.rails) > 1:
         env["NCCL_IB_MERGE_NICS"] = "1"
-    index = plan.gid_index if plan.gid_index is not None else gid_index
-    if index is not None:
-        env["NCCL_IB_GID_INDEX"] = str(index)
+    env.update(gid_env(plan, node, vf_index, gid_override))
+    return env
+
+
+def gid_env(
+    plan: FabricPlan, node: NodePlan, vf_index: int | None = None, override: int | None = None
+) -> dict[str, str]:
+    """What the rank's GID resolver (:mod:`sparkrack.fabric.gidtable`, run in the rank's container
+    before the engine) reads to set ``NCCL_IB_GID_INDEX``: the RDMA device and planned IPv4 of
+    every rail's VF, and the override (a node's own, else the plan's ``fabric.gid_index``)."""
+    index = plan.serving_vf_index if vf_index is None else vf_index
+    targets = ",".join(f"{vf.rdma_device}={vf.address}" for vf in node.rail_vfs(index))
+    env = {gidtable.TARGETS_ENV: targets}
+    chosen = override if override is not None else plan.gid_index
+    if chosen is not None:
+        env[gidtable.OVERRIDE_ENV] = str(chosen)
     return env

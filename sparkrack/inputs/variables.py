@@ -388,7 +388,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "roce_gid_index",
         forms.Form("a GID table index from 0 up", forms.integer_between(0, 255)),
-        "a Spark's RoCE GID index when the roce role's discovery is overridden",
+        "a Spark's RoCE GID index override for `sparkrack render` and `check` (the serve play "
+        "takes fabric.gid_index only); each rank otherwise reads its own from sysfs at start",
         cluster=False,
     ),
 )

@@ -145,6 +145,7 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
     from sparkrack.serving.deployments import gateway
     from sparkrack.serving.deployments.bundle import from_inventory, render_serving
     from sparkrack.serving.deployments.load import RULE_MEMORY, format_table, memory_table
+    from sparkrack.serving.switch.plan import loading_barrier_warnings
 
     if not any(inv.var(name) for name in MODEL_VARS):
         report.lines.append("deployments: none (no serving_profile or serving_deployments)")
@@ -176,6 +177,7 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
         shape = "/".join(f"{k}{topology.get(k, 1)}" for k in ("tp", "pp", "ep"))
         vf = "" if d.vf is None else f", VF {d.vf}"
         per = gb.get((d.sparks[0], d.name), 0.0)
+        report.warn(loading_barrier_warnings(res, found.source))
         report.lines.append(
             f"deployment {d.name}: {d.profile.name} ({res.engine.name} {shape}) on "
             f"{', '.join(d.sparks)}{vf}, {per:.1f} GB per Spark, alias {d.alias}, image "

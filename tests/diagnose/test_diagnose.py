@@ -89,3 +89,28 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data[0]["findings"][0]["id"] == "roce-network-unreachable"
     assert main(["diagnose", "/nonexistent/log"]) == 2
+
+
+def test_one_rank_unhandled_system_error_over_ib_names_a_stale_gid() -> None:
+    (finding,) = diagnose((LOGS / "roce-gid-index-stale.log").read_text())
+    assert finding.id == "roce-gid-index-stale"
+    assert "stale" in finding.cause and "gid_attrs/types" in finding.fix
+
+
+def test_negative_control_unhandled_system_error_off_ib_is_not_a_gid() -> None:
+    # The same NCCL error from the socket transport (no verbs call, no NET/IB): not a GID.
+    text = "\n".join(
+        [
+            "node:1:9 [0] NCCL INFO NET/Socket : Using [0]net1:10.77.0.18<0>",
+            "node:1:9 [0] NCCL INFO Using network Socket",
+            "node:1:12 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+            "10.77.0.19<43011> failed : Software caused connection abort",
+            "[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:"
+            "3699, unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        ]
+    )
+    assert "roce-gid-index-stale" not in [f.id for f in diagnose(text)]
+    # and a GID table with no IPv4 entry at all stays its own finding
+    unreachable = (LOGS / "roce-network-unreachable.log").read_text()
+    ids = [f.id for f in diagnose(unreachable + "\nunhandled system error\n")]
+    assert ids == ["roce-network-unreachable"]

@@ -234,7 +234,7 @@ def fabric_env(
             ctx.plan,
             node,
             transport=profile.transport,
-            gid_index=ctx.gid_index.get(node.name),
+            gid_override=ctx.gid_index.get(node.name),
             vf_index=vf_index,
         ),
     }
@@ -299,6 +299,12 @@ class Engine:
     reserved_flags: Mapping[str, str] = MappingProxyType({})
     """Options past the table that set what sparkrack owns (a key) -> who owns it; refused in
     ``extra_args`` like the table's own flags."""
+    loading_barrier_s: float | None = None
+    """Seconds the ranks wait for each other after loading their weights before the group dies
+    (None: the engine has no such barrier)."""
+    loading_barrier_env: str | None = None
+    """The variable that sets :attr:`loading_barrier_s` in the engine's pinned releases (None: the
+    releases hard-code it, and ``check`` warns for a load estimated near it)."""
     multi_rank_listeners: tuple[Listener, ...] = ()
     """Every socket a rank listens on when the deployment has several ranks
     (:mod:`.listeners`)."""

@@ -24,11 +24,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from sparkrack import contract
 from sparkrack.errors import Problem
+from sparkrack.fabric import gidtable
 from sparkrack.patches import configmap_files, container_entrypoint
 from sparkrack.planner.memory import RecurrentPool, Serving
 from sparkrack.serving import scripts
@@ -58,6 +60,9 @@ from sparkrack.serving.profile.images import version_tuple
 from sparkrack.serving.profile.knobs import RuntimeKnob
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, RuleSet
+
+GID_FILE = Path(gidtable.__file__).name
+"""The GID resolver in the launcher ConfigMap (run before the launcher)."""
 
 ENTRY = ("python3", "-m", "sglang.launch_server")
 
@@ -651,6 +656,12 @@ class SGLang(Engine):
     client_key_env = contract.ENGINE_KEY_ENV
     multi_rank_listeners = MULTI_RANK
     single_rank_listeners = SINGLE_RANK
+    # sglang/srt/model_executor/model_runner.py, 0.5.10-0.5.13: the module constant
+    # UNBALANCED_MODEL_LOADING_TIMEOUT_S = 480 bounds dist.monitored_barrier after the weights
+    # load ("TP rank X could finish the model loading, but there are other ranks that didn't
+    # finish loading"); no release of these reads a variable for it (environ.py has none).
+    loading_barrier_s = 480.0
+    loading_barrier_env = None
 
     def log_accept_length(self, line: str) -> float | None:
         """The ``accept len`` of one decode-batch log line (None for idle or other lines)."""
@@ -683,8 +694,10 @@ class SGLang(Engine):
         }
 
     def container_command(self, profile: Profile, argv: list[str]) -> tuple[list[str], list[str]]:
-        """The launcher applies the profile's SM121 patches, then execs the server argv."""
-        return list(container_entrypoint(profile.patches, profile.architecture)), argv
+        """The GID resolver sets ``NCCL_IB_GID_INDEX`` from the rank's sysfs, then execs the
+        launcher, which applies the profile's SM121 patches and execs the server argv."""
+        resolver = ["python3", "-I", f"{contract.LAUNCHER_MOUNT}/{GID_FILE}", "--"]
+        return [*resolver, *container_entrypoint(profile.patches, profile.architecture)], argv
 
     def files(self, profile: Profile) -> list[FileSet]:
         return [FileSet("launcher", contract.LAUNCHER_MOUNT, launcher_files(), 0o555)]
@@ -742,12 +755,15 @@ class SGLang(Engine):
 
 
 def launcher_files() -> dict[str, str]:
-    """The launcher ConfigMap: the patch engine + launcher, the group guard, the smoke client."""
+    """The launcher ConfigMap: the patch engine + launcher, the group guard, the smoke client and
+    the GID resolver."""
     files = dict(configmap_files())
-    for name in (contract.GUARD_FILE, contract.SMOKE_FILE):
+    shipped = {name: scripts.text(name) for name in (contract.GUARD_FILE, contract.SMOKE_FILE)}
+    shipped[GID_FILE] = Path(gidtable.__file__).read_text(encoding="utf-8")
+    for name, text in shipped.items():
         if name in files:  # pragma: no cover - the patch engine must not ship these names
             raise ValueError(f"{name} is already in sparkrack.patches.configmap_files()")
-        files[name] = scripts.text(name)
+        files[name] = text
     return files
 
 
