@@ -19,7 +19,7 @@ Cluster-wide variables must be seen alike by every Spark and by the control mach
 the serve play runs (``group_vars/all``): a value in ``group_vars/sparks`` only would be
 checked here and never read there.
 
-Adding a variable is one :class:`Variable` row; ``docs/inventory.md`` is written from the
+Adding a variable is one :class:`Variable` row; ``docs/reference/inventory.md`` is written from the
 table (``python -m sparkrack.inputs.variables``) and a test keeps the two equal.
 """
 
@@ -676,7 +676,7 @@ def _fix(name: str, known: Mapping[str, str]) -> str:
     fix = forms.unknown_key_fix(name, list(known))
     if fix.startswith("did you mean"):
         return fix
-    return "remove it, or see docs/inventory.md for the variables sparkrack reads"
+    return "remove it, or see docs/reference/inventory.md for the variables sparkrack reads"
 
 
 def _surprises(inv: Inventory, name: str, host: str) -> list[Problem]:
@@ -764,7 +764,7 @@ def _cluster_wide(inv: Inventory, control: Mapping[str, Any] | None) -> list[Pro
     return out
 
 
-# --- docs/inventory.md -----------------------------------------------------------------------
+# --- docs/reference/inventory.md -----------------------------------------------------------------------
 
 
 def doc_text() -> str:

@@ -1,7 +1,7 @@
 """``sparkrack plan -i``'s outage (old engine stopped -> new one ready) for every shipped
 profile, against the published load figures.
 
-The load model (:data:`sparkrack.planner.switch.LOAD_MBYTE_S`) is fit on seed 002 (Ultra,
+The load model (:data:`sparkrack.planner.switch.LOAD_MBYTE_S`) is fit on src:ultra-post (Ultra,
 83.72 GB per GPU, ~490 s). The other published figures (549.6 s in vllm#56824; 216 s at
 ~850 MB/s) come without the per-GPU bytes a check needs and stay out of this test; the
 sources are listed in docs/switch-estimate.md.
@@ -26,7 +26,7 @@ TOLERANCE = 0.25
 
 PUBLISHED = {
     # profile: (GB per GPU, seconds to load, source)
-    "nemotron-3-ultra-550b-a55b-nvfp4": (83.72, 490.0, "seed 002"),
+    "nemotron-3-ultra-550b-a55b-nvfp4": (83.72, 490.0, "src:ultra-post"),
 }
 
 
@@ -87,7 +87,7 @@ def test_the_outage_matches_the_published_load(
 
 def test_the_load_check_can_fail() -> None:
     """Negative control: the disk-rate model this replaced (each rank's share at the disk's
-    3 GB/s) is far outside the tolerance of seed 002's 490 s."""
+    3 GB/s) is far outside the tolerance of src:ultra-post's 490 s."""
     disk_bound = Rates(100_000, 1_000, 3_000, loader_mbyte_s=float("inf"))
     p = predict(int(4 * 83.72e9), peers=3, rails=1, rates=disk_bound)
     assert p.outage_s == pytest.approx(27.9, abs=0.1)

@@ -1,4 +1,4 @@
-"""The README's port table is the engines' listener declarations, written out."""
+"""docs/reference/ports.md's port table is the engines' listener declarations, written out."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from sparkrack.serving.engines import ENGINES
 from sparkrack.serving.engines.listeners import TABLE_BEGIN, TABLE_END, port_table
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[3] / "docs" / "reference" / "ports.md"
 
 
 def declared() -> str:
@@ -21,10 +21,9 @@ def shipped(text: str) -> str:
     return text[start : text.index(TABLE_END, start) + len(TABLE_END)]
 
 
-def test_the_readme_port_table_is_the_declaration() -> None:
+def test_the_port_page_is_the_declaration() -> None:
     assert shipped(README.read_text()) == declared(), (
-        "README.md's port table drifted from the engines' listeners: replace the block between "
-        "its markers with sparkrack.serving.engines.listeners.port_table(...)"
+        "docs/reference/ports.md drifted from the engines' listeners: run python -m sparkrack.cli.reference"
     )
 
 
