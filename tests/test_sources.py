@@ -63,3 +63,24 @@ def test_printed_refusal_names_title_and_place() -> None:
 
 def test_expand_leaves_unknown_slug() -> None:
     assert expand("src:no-such-post") == "src:no-such-post"
+
+
+def raw_slugs_in_prose(text: str) -> list[str]:
+    """``src:`` slugs in a page's prose (outside code), where a reader would see the slug."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    prose = re.sub(r"`[^`\n]*`", "", prose)
+    return REFERENCE_SLUG.findall(prose)
+
+
+REFERENCE_SLUG = re.compile(r"src:[a-z0-9-]+")
+
+
+def test_pages_cite_by_title() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    assert {p.name: raw_slugs_in_prose(p.read_text()) for p in pages} == {p.name: [] for p in pages}
+
+
+def test_a_page_citing_by_slug_is_found() -> None:
+    assert raw_slugs_in_prose("as src:roce-post says; `src:<slug>` is the form") == [
+        "src:roce-post"
+    ]

@@ -4,7 +4,7 @@ profile, against the published load figures.
 The load model (:data:`sparkrack.planner.switch.LOAD_MBYTE_S`) is fit on src:ultra-post (Ultra,
 83.72 GB per GPU, ~490 s). The other published figures (549.6 s in vllm#56824; 216 s at
 ~850 MB/s) come without the per-GPU bytes a check needs and stay out of this test; the
-sources are listed in docs/switch-estimate.md.
+sources are listed in docs/design/switch-estimate.md.
 """
 
 from __future__ import annotations
