@@ -44,7 +44,7 @@ COMMANDS: Final[dict[str, Command]] = {
         "check",
         "check an inventory before site.yml: variables, plan, deployments, memory, images, secrets",
     ),
-    "validate": Command("validate", "check serving profiles (schema + every seed rule)"),
+    "validate": Command("validate", "check serving profiles (schema + every rule)"),
     "render": Command("render", "render the launch command, env or manifests of a serving profile"),
     "manifests": Command(
         "manifests", "print validated Kubernetes manifests rendered from an inventory"
@@ -60,7 +60,7 @@ COMMANDS: Final[dict[str, Command]] = {
         "patch", "check or apply the SM121 source patches to a site-packages directory"
     ),
     "bench": Command(
-        "bench", "benchmark an OpenAI-compatible endpoint the way the seeds did (n=1/4/8)"
+        "bench", "benchmark an OpenAI-compatible endpoint the way the source posts did (n=1/4/8)"
     ),
     "bench-server": Command(
         "bench", "run the local HTTP/SSE test server (known token rate, garbage on request)"

@@ -466,7 +466,7 @@ def _topk(c: Ctx) -> Iterator[Problem]:
             "unset while num_steps/num_draft_tokens are set: SGLang fills top-k in only when "
             "all three are unset, and its start-up check then fails with \"TypeError: '>' not "
             "supported between instances of 'NoneType' and 'int'\"",
-            "set speculative.eagle_topk: 1 (the top-k the seeds' runs pass)",
+            "set speculative.eagle_topk: 1 (the top-k the source posts' runs pass)",
             "spec-eagle-topk",
         )
 
