@@ -144,8 +144,8 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "serving_deployments",
-        forms.Form("a list of deployments (README: Several models at once)", lambda v: None),
-        "several models: a list of {name, profile, sparks, vf, topology, alias} (README)",
+        forms.Form("a list of deployments (docs/guide/several-models.md)", lambda v: None),
+        "several models: a list of {name, profile, sparks, vf, topology, alias} (docs/guide/several-models.md)",
     ),
     Variable(
         "serving_profile_file",
@@ -233,7 +233,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "serving_trusted_images",
         forms.IMAGE_PREFIXES,
-        "image repository prefixes a profile may name (README: What sparkrack trusts)",
+        "image repository prefixes a profile may name (docs/design/trust.md)",
     ),
     Variable(
         "serving_allow_undigested_privileged",
@@ -368,7 +368,7 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "fabric",
-        forms.Form("the fabric block (README)", lambda v: None),
+        forms.Form("the fabric block (docs/guide/fabric.md)", lambda v: None),
         "the QSFP fabric: the one input of the address plan (sparkrack/fabric/layout.py)",
     ),
     Variable(
@@ -378,7 +378,7 @@ VARIABLES: tuple[Variable, ...] = (
             _monitoring,
             example="{enabled: true}",
         ),
-        "the optional monitoring stack (playbooks/monitoring.yml; README: Observe)",
+        "the optional monitoring stack (playbooks/monitoring.yml; docs/guide/observe.md)",
     ),
     Variable(
         "cluster_addons",

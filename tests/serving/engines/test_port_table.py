@@ -7,7 +7,7 @@ from pathlib import Path
 from sparkrack.serving.engines import ENGINES
 from sparkrack.serving.engines.listeners import TABLE_BEGIN, TABLE_END, port_table
 
-README = Path(__file__).resolve().parents[3] / "docs" / "reference" / "ports.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference" / "ports.md"
 
 
 def declared() -> str:
@@ -22,17 +22,17 @@ def shipped(text: str) -> str:
 
 
 def test_the_port_page_is_the_declaration() -> None:
-    assert shipped(README.read_text()) == declared(), (
+    assert shipped(PAGE.read_text()) == declared(), (
         "docs/reference/ports.md drifted from the engines' listeners: run python -m sparkrack.cli.reference"
     )
 
 
 def test_a_drifted_table_is_caught() -> None:
     """Negative control: one changed cell is a difference."""
-    text = README.read_text().replace("| random |", "| 29500 |", 1)
+    text = PAGE.read_text().replace("| random |", "| 29500 |", 1)
     assert shipped(text) != declared()
 
 
 def test_the_table_has_a_row_per_listener() -> None:
     rows = sum(len(e.multi_rank_listeners) + len(e.single_rank_listeners) for e in ENGINES.values())
-    assert shipped(README.read_text()).count("\n| ") - 1 == rows
+    assert shipped(PAGE.read_text()).count("\n| ") - 1 == rows
