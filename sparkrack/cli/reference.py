@@ -3,7 +3,7 @@
 ``python -m sparkrack.cli.reference`` rewrites them; ``tests/cli/test_reference.py`` fails when a
 page and the code differ. Each page is a function of the code it documents:
 
-* ``commands.md``: every command's ``--help``, from the parsers of :data:`COMMANDS`;
+* ``commands.md``: every command's arguments, from the parsers of :data:`COMMANDS`;
 * ``exit-codes.md``: :class:`~sparkrack.cli.exitcodes.ExitCode`, with each member's docstring;
 * ``ports.md``: every listener an engine declares (:mod:`sparkrack.serving.engines.listeners`);
 * ``sources.md``: the published documents of :data:`sparkrack.sources.SOURCES`.
@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sparkrack.cli import COMMANDS, build_parser, exitcodes
 from sparkrack.cli.exitcodes import ExitCode
@@ -27,23 +27,59 @@ from sparkrack.serving.engines import ENGINES
 from sparkrack.serving.engines.listeners import port_table
 from sparkrack.sources import SOURCES
 
-HELP_WIDTH = "100"
 GENERATED = "<!-- written by `python -m sparkrack.cli.reference`; edit the code, not this page -->"
 
 
-def _help(name: str) -> str:
-    parser = build_parser(name)
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    saved = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = HELP_WIDTH
-    try:
-        text: str = sub.choices[name].format_help()
-    finally:
-        if saved is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = saved
-    return text.rstrip()
+def _subcommand(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[Any] | None:
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return found[0] if found else None
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _argument(action: argparse.Action) -> str:
+    if action.nargs == 0:
+        return ""
+    if action.choices is not None and not isinstance(action.choices, dict):
+        return "one of " + ", ".join(f"`{c}`" for c in action.choices)
+    shown = action.metavar if isinstance(action.metavar, str) else action.dest.upper()
+    if action.nargs in ("*", "+"):
+        shown += " …"
+    return f"`{_cell(shown)}`"
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    """One table row per argument of ``parser``, in the order the parser declares them; the help
+    text with argparse's ``%(default)s``-style fields filled in as ``--help`` fills them."""
+    rows = ["| argument | value | what |", "|---|---|---|"]
+    for action in parser._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        if action.help == argparse.SUPPRESS:
+            continue
+        names = ", ".join(f"`{o}`" for o in action.option_strings) or "(positional)"
+        fields = {**vars(action), "prog": parser.prog}
+        fields = {k: getattr(v, "__name__", v) for k, v in fields.items()}
+        what = (action.help or "") % fields if action.help else ""
+        rows.append(f"| {names} | {_argument(action)} | {_cell(what)} |")
+    return rows if len(rows) > 2 else []
+
+
+def _command(parser: argparse.ArgumentParser, title: str, summary: str) -> list[str]:
+    lines = ["", f"## {title}", "", _cell(summary)]
+    if parser.description and parser.description != summary:
+        lines += ["", parser.description.strip()]
+    options = _options(parser)
+    if options:
+        lines += ["", *options]
+    sub = _subcommand(parser)
+    if sub is not None:
+        helps = {a.dest: a.help or "" for a in sub._choices_actions}
+        for name, child in sub.choices.items():
+            lines += _command(child, f"{title} {name}", child.description or helps.get(name, ""))
+    return lines
 
 
 def commands_page() -> str:
@@ -52,15 +88,17 @@ def commands_page() -> str:
         "",
         GENERATED,
         "",
-        "Every `sparkrack` command and its options, as `sparkrack COMMAND --help` prints them.",
+        "Every `sparkrack` command and its arguments, from the command line's own parsers.",
         "What the exit status means: [exit codes](exit-codes.md).",
         "",
         "| command | what it does |",
         "|---|---|",
     ]
     lines += [f"| [`{n}`](#sparkrack-{n}) | {c.summary} |" for n, c in COMMANDS.items()]
-    for name in COMMANDS:
-        lines += ["", f"## sparkrack {name}", "", "```text", _help(name), "```"]
+    for name, cmd in COMMANDS.items():
+        sub = _subcommand(build_parser(name))
+        assert sub is not None
+        lines += _command(sub.choices[name], f"sparkrack {name}", cmd.summary)
     return "\n".join(lines) + "\n"
 
 

@@ -3,11 +3,12 @@ from the code now, and a planted stale line in a page is a difference."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
-from sparkrack.cli import COMMANDS
+from sparkrack.cli import COMMANDS, build_parser
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.cli.reference import PAGES, exit_meanings
 from sparkrack.inputs.variables import VARIABLES, doc_text
@@ -34,10 +35,25 @@ def test_a_stale_line_is_a_difference(name: str) -> None:
     assert stale != PAGES[name]()
 
 
+def every_option() -> set[str]:
+    """Every option string of every command's parser, subcommands included."""
+    found: set[str] = set()
+    pending = [build_parser(name) for name in COMMANDS]
+    while pending:
+        parser = pending.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending += list(action.choices.values())
+            elif not isinstance(action, argparse._HelpAction):
+                found.update(action.option_strings)
+    return found - {"--version"}
+
+
 def test_the_pages_name_everything() -> None:
     commands = (REFERENCE / "commands.md").read_text()
     assert all(f"## sparkrack {name}\n" in commands for name in COMMANDS)
-    assert "--vault-password-file" in commands and "--request-timeout" in commands
+    for option in every_option():
+        assert f"`{option}`" in commands, option
     codes = (REFERENCE / "exit-codes.md").read_text()
     assert all(f"`{name}`" in codes for name in ExitCode.__members__)
     assert set(exit_meanings()) == set(ExitCode.__members__)
