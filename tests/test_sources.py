@@ -8,6 +8,9 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from sparkrack.cli import main
 from sparkrack.errors import Problem
 from sparkrack.sources import SOURCES, expand, unknown
 
@@ -84,3 +87,11 @@ def test_a_page_citing_by_slug_is_found() -> None:
     assert raw_slugs_in_prose("as src:roce-post says; `src:<slug>` is the form") == [
         "src:roce-post"
     ]
+
+
+def test_command_output_names_title_and_place(capsys: pytest.CaptureFixture[str]) -> None:
+    """`sparkrack plan` prints the engines' memory notes, which cite a source by slug."""
+    assert main(["plan"]) == 0
+    out = capsys.readouterr().out
+    assert "src:" not in out
+    assert SOURCES["super-mtp-post"].cite() in out

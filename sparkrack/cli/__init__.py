@@ -23,6 +23,7 @@ from typing import Final, TextIO
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.errors import SparkrackError, UsageError, printable
 from sparkrack.inputs.inventory import VAULT_ENV
+from sparkrack.sources import expand
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 class EscapedOutput(io.TextIOBase):
-    """stdout as commands write to it, every control character but the newline shown as
+    """stdout as commands write to it, a source cited as ``src:<slug>`` written as its title and
+    place (:func:`~sparkrack.sources.expand`), every control character but the newline shown as
     ``\\xNN`` (:func:`~sparkrack.errors.printable`): a log line, a server's answer or a file
     name that a command echoes cannot move the cursor, recolour or clear the terminal, or
     forge a line."""
@@ -124,7 +126,7 @@ class EscapedOutput(io.TextIOBase):
         self.stream = stream
 
     def write(self, text: str) -> int:
-        self.stream.write(printable(text, keep_newlines=True))
+        self.stream.write(printable(expand(text), keep_newlines=True))
         return len(text)
 
     def flush(self) -> None:
