@@ -95,3 +95,13 @@ def test_schema_is_valid_json_schema() -> None:
 
     schema = json.loads(SCHEMA_PATH.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
+
+
+@pytest.mark.parametrize("value", ["000", "seed-003", "no-such-post"])
+def test_a_source_that_names_no_document_is_refused(value: str) -> None:
+    """provenance.source is a slug of sparkrack/sources.py; a number or an unknown slug is not."""
+    profile = load_profile("glm-4.7-nvfp4")
+    data = {**profile.data, "provenance": {**profile.data["provenance"], "source": value}}
+    problems = validate_profile(data, profile.source, nodes=4)
+    assert any(p.key.startswith("provenance") for p in problems), problems
+    assert validate_profile(profile.data, profile.source, nodes=4) == []  # the shipped one passes
