@@ -741,7 +741,7 @@ def print_summary() -> None:
         for item in info.get("simulated", []):
             simulated.setdefault(item, []).append(host)
     print(
-        f"\n== simulated (not done in the lab; README: What the lab does not prove): {len(simulated)} =="
+        f"\n== simulated (not done in the lab; docs/dev/lab.md: What the lab does not prove): {len(simulated)} =="
     )
     for item, hosts in simulated.items():
         print(f"  [{','.join(hosts)}] {item}")

@@ -78,7 +78,7 @@ MONITORING_NAMESPACE: Final = "monitoring"
 RDMA_ACCESS: Final = ("privileged", "device-plugin")
 """How an NCCL rank reaches the RDMA devices of the VF Multus moves in (``serving_rdma_access``):
 ``privileged`` sees every host device (``/dev/infiniband`` included; the only way with the
-host-device CNI alone, seed 003); ``device-plugin`` asks an RDMA device plugin or CDI for
+host-device CNI alone, src:roce-post); ``device-plugin`` asks an RDMA device plugin or CDI for
 ``serving_rdma_resource`` and adds ``IPC_LOCK`` alone (verbs pin memory), nothing else."""
 RDMA_CAPABILITY: Final = "IPC_LOCK"
 """The one capability an unprivileged NCCL rank needs: RDMA registers (pins) its buffers."""

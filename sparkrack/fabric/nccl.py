@@ -1,6 +1,6 @@
 """Read an NCCL ``NCCL_DEBUG=INFO`` log and decide whether the fabric did what was asked.
 
-Seed 003: NCCL falls back to TCP sockets *silently* (no error, ~2 GB/s) when the pod cannot open
+src:roce-post: NCCL falls back to TCP sockets *silently* (no error, ~2 GB/s) when the pod cannot open
 the RDMA verbs devices; the only evidence is in the INFO lines. This module finds them:
 
 - ``NET/IB : Using [0]rocep1s0f0v0:1/RoCE [RO]; OOB net1:10.77.0.17<0>`` — the IB/RoCE plugin found
@@ -30,7 +30,7 @@ NcclNet = Literal["IB", "Socket"]
 """The network NCCL reports it uses ("NET/IB" or "NET/Socket")."""
 
 # Default floors of the fabric gate (GB/s, peak all-reduce bus bandwidth across all Sparks).
-# Seed 003: TCP sockets top out around 2 GB/s on the Grace CPU. Each rail (one PCIe Gen5 x4 half
+# src:roce-post: TCP sockets top out around 2 GB/s on the Grace CPU. Each rail (one PCIe Gen5 x4 half
 # of a QSFP cage) carries ~100 Gb/s = 12.5 GB/s; public back-to-back measurements reached 98 Gb/s
 # busbw on one rail and 161 Gb/s (20 GB/s) on two. 8 GB/s per rail = 4x the socket ceiling, and
 # with two rails 16 GB/s is above what one rail can carry: a second rail left idle fails the gate.
@@ -241,13 +241,13 @@ def _transport_problems(report: NcclReport, requested: str, source: str) -> list
         if report.gid_unreachable:
             fix = (
                 "give the VF its host-side IPv4 (netplan, same address as the pod's): without it the "
-                "RoCE GID table holds only fe80:: entries and ibv_modify_qp fails (seed 003)"
+                "RoCE GID table holds only fe80:: entries and ibv_modify_qp fails (src:roce-post)"
             )
         else:
             fix = (
                 "run the pods privileged so NCCL can open /dev/infiniband/* (host-device moves the "
                 "netdev, not the verbs devices), and check NCCL_IB_HCA names the VF's RDMA device "
-                "(seed 003)"
+                "(src:roce-post)"
             )
         detail = (
             f"{report.socket_channels} channel(s) via NET/Socket"
@@ -551,7 +551,7 @@ def check_fabric(
                 "busbw",
                 f"peak bus bandwidth {report.busbw_gbps:.2f} GB/s is below the floor of "
                 f"{min_busbw_gbps:.2f} GB/s",
-                "a TCP-socket path tops out near 2 GB/s on the Grace CPU (seed 003); check the "
+                "a TCP-socket path tops out near 2 GB/s on the Grace CPU (src:roce-post); check the "
                 "transport lines, MTU 9000 end to end and the switch's RoCE settings",
                 "nccl-busbw-floor",
             )
@@ -563,7 +563,7 @@ def check_fabric(
                 "ibv_modify_qp",
                 "RoCE queue-pair setup failed with 'Network is unreachable'",
                 "give the VF its host-side IPv4 (same address the pod gets): without it the RoCE "
-                "GID table holds only fe80:: entries (seed 003)",
+                "GID table holds only fe80:: entries (src:roce-post)",
                 "nccl-gid-unreachable",
             )
         )

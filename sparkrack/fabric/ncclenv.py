@@ -11,7 +11,7 @@ Serving pods (``sparkrack.serving``) and the fabric-check pods (``sparkrack.k8s`
   fused NIC (public back-to-back measurements: 98 -> 161 Gb/s busbw with both HCAs merged).
 - ``NCCL_NET=IB`` makes a pod that cannot open the verbs devices fail at init ("NET/IB : No
   device found", "Failed to initialize any NET plugin") instead of silently running over TCP
-  sockets (seed 003); :mod:`sparkrack.fabric.nccl` names that failure.
+  sockets (src:roce-post); :mod:`sparkrack.fabric.nccl` names that failure.
 - PyTorch's NCCL flight recorder is on (:func:`flight_recorder_env`): a trace buffer of the
   last collectives and a dump of it on a collective timeout, so a hang leaves a record of which
   collective each rank was in (``sparkrack diagnose`` reads it).

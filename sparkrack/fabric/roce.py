@@ -4,7 +4,7 @@ The roce role dumps ``/sys/class/infiniband/<dev>/ports/<port>/gids/*`` with the
 ``gid_attrs/types`` and ``gid_attrs/ndevs`` as tab-separated lines
 ``<device> <index> <gid> <type> <ndev>``; :func:`roce_v2_ipv4_index` picks the entry NCCL needs
 (``NCCL_IB_GID_INDEX``). Without a host-side IPv4 on the VF the table holds only ``fe80::``
-entries and ``ibv_modify_qp`` fails with "Network is unreachable" (seed 003).
+entries and ``ibv_modify_qp`` fails with "Network is unreachable" (src:roce-post).
 """
 
 from __future__ import annotations

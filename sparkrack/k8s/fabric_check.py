@@ -4,7 +4,7 @@ Each pod lands on its own Spark (nodeSelector on the hostname K3s registered, wh
 config sets to the inventory name), gets its node's VF of every rail through the NAD annotation from the
 address plan, and runs ``data/fabric-check/nccl_allreduce.py`` from a ConfigMap. Pods are privileged
 because host-device moves the VF netdev but not ``/dev/infiniband/*`` — unprivileged, NCCL silently
-falls back to sockets (seed 003), which is exactly what the gate must catch, not cause.
+falls back to sockets (src:roce-post), which is exactly what the gate must catch, not cause.
 """
 
 from __future__ import annotations

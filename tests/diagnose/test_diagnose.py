@@ -9,6 +9,7 @@ import pytest
 
 from sparkrack.cli import main
 from sparkrack.diagnose.signatures import Finding, diagnose, load_signatures
+from sparkrack.sources import expand
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 SIGNATURE_IDS = [s.id for s in load_signatures()]
@@ -34,7 +35,7 @@ def test_every_required_signature_is_in_the_database() -> None:
     assert set(REQUIRED) <= set(SIGNATURE_IDS)
     for sig in load_signatures():
         assert sig.cause and sig.fix
-        assert sig.seed.startswith(("seed 00", "captured: ", "upstream: "))
+        assert sig.seed.startswith(("src:", "captured: ", "upstream: "))
 
 
 @pytest.mark.parametrize("sig_id", SIGNATURE_IDS)
@@ -45,7 +46,7 @@ def test_each_signature_is_detected_in_its_excerpt(sig_id: str) -> None:
     if sig_id in REQUIRED:
         assert finding.profile_key == REQUIRED[sig_id]
     assert finding.line > 0 and finding.evidence
-    assert finding.seed in str(finding)
+    assert expand(finding.seed) in str(finding) and "src:" not in str(finding)
 
 
 def test_a_clean_log_gives_no_finding() -> None:
@@ -76,7 +77,7 @@ def test_finding_has_the_contract_fields() -> None:
     finding = diagnose((LOGS / "cudnn-not-available.log").read_text())[0]
     assert isinstance(finding, Finding)
     assert (finding.id, finding.profile_key) == ("cudnn-not-available", "sglang.fp4_gemm_backend")
-    assert "flashinfer_cutlass" in finding.fix and "seed 000" in finding.seed
+    assert "flashinfer_cutlass" in finding.fix and "src:super-mtp-post" in finding.seed
 
 
 def test_cli(capsys: pytest.CaptureFixture[str]) -> None:

@@ -88,7 +88,7 @@ def test_fabric_check_pods_ask_for_their_nodes_planned_vf_address() -> None:
         assert net["ips"] == [node.vf(1).cidr]  # == host-side netplan address of that VF
         assert net["interface"] == "net1"
         container = spec["containers"][0]
-        assert container["securityContext"] == {"privileged": True}  # seed 003
+        assert container["securityContext"] == {"privileged": True}  # src:roce-post
         assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
         env = {e["name"]: e["value"] for e in container["env"]}
         assert env["RANK"] == str(node.rank)

@@ -2,7 +2,7 @@
 profile, and its engine-load model against the published load figures.
 
 The figures (:data:`PUBLISHED`, sources in docs/switch-estimate.md) are split in two. The
-**fit** figure set :data:`sparkrack.planner.switch.LOAD_MBYTE_S`: seed 002 (Ultra, 83.72 GB per
+**fit** figure set :data:`sparkrack.planner.switch.LOAD_MBYTE_S`: src:ultra-post (Ultra, 83.72 GB per
 GPU, ~490 s). The **held-out** figure played no part in choosing the rate and is only compared:
 MiniMax M2.7 on 2 Sparks with SGLang at TP=2, 67 GB of weights per rank in about 5 minutes
 (al-engr.com, "minimax-sglang-debug"). Every figure's error is printed in one table
@@ -32,7 +32,7 @@ TOLERANCE = 0.25
 
 PUBLISHED = {
     # profile: (GB per GPU, seconds to load, source)
-    "nemotron-3-ultra-550b-a55b-nvfp4": (83.72, 490.0, "seed 002"),
+    "nemotron-3-ultra-550b-a55b-nvfp4": (83.72, 490.0, "src:ultra-post"),
 }
 
 
@@ -59,7 +59,7 @@ class LoadFigure:
 
 
 LOAD_FIGURES = (
-    LoadFigure("Nemotron-3-Ultra NVFP4 (SGLang TP=4 EP=4)", 4, 83.72, 490.0, "seed 002", "fit"),
+    LoadFigure("Nemotron-3-Ultra NVFP4 (SGLang TP=4 EP=4)", 4, 83.72, 490.0, "src:ultra-post", "fit"),
     LoadFigure(
         "MiniMax M2.7 (SGLang TP=2)", 2, 67.0, 300.0, "al-engr.com minimax-sglang-debug", "held-out"
     ),
@@ -126,7 +126,7 @@ def test_the_outage_matches_the_published_load(
 
 def test_the_load_check_can_fail() -> None:
     """Negative control: the disk-rate model this replaced (each rank's share at the disk's
-    3 GB/s) is far outside the tolerance of seed 002's 490 s."""
+    3 GB/s) is far outside the tolerance of src:ultra-post's 490 s."""
     disk_bound = Rates(100_000, 1_000, 3_000, loader_mbyte_s=float("inf"))
     p = predict(int(4 * 83.72e9), peers=3, rails=1, rates=disk_bound)
     assert p.outage_s == pytest.approx(27.9, abs=0.1)

@@ -192,7 +192,7 @@ def hf_token_env(ctx: ServingContext) -> dict[str, Any]:
 def http_probes(ctx: ServingContext, liveness_path: str) -> dict[str, Any]:
     """Startup, readiness and liveness probes of the process that serves the OpenAI API."""
     return {
-        # Weight load + CUDA graph capture: seed 002 measured ~490 s for Ultra's weights alone.
+        # Weight load + CUDA graph capture: src:ultra-post measured ~490 s for Ultra's weights alone.
         "startupProbe": {
             "httpGet": {"path": "/health", "port": "http"},
             "periodSeconds": PROBE_PERIOD,
@@ -570,7 +570,7 @@ class SingleSparkEngine(Engine):
         return [FileSet("config", contract.ENGINE_CONFIG_MOUNT, {self.config_file: text})]
 
     def single_topology(self, c: Ctx) -> Iterator[Problem]:
-        """tp = pp = ep = 1: one GB10 per Spark (seed 004)."""
+        """tp = pp = ep = 1: one GB10 per Spark (src:super-guide)."""
         for key, value in (("tp", c.tp), ("pp", c.pp), ("ep", c.ep)):
             if value != 1:
                 yield c.p(
@@ -587,7 +587,7 @@ class SingleSparkEngine(Engine):
     def rule_list(self) -> list[Rule]:
         single = Rule(
             "single-node-topology",
-            "seed 004 (one GB10 per Spark: tensor-parallel-size 1, expert parallelism not "
+            "src:super-guide (one GB10 per Spark: tensor-parallel-size 1, expert parallelism not "
             "applicable)",
             "vLLM/TensorRT-LLM profiles run on one Spark: tp = pp = ep = 1",
             self.single_topology,

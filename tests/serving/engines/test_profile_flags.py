@@ -101,7 +101,7 @@ def test_env_knobs_exist(version: str) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_seed_pseudo_flag_is_not_a_flag(version: str) -> None:
-    # Why disable_deep_gemm is an env knob: the flag seed 002 prints does not exist.
+    # Why disable_deep_gemm is an env knob: the flag src:ultra-post prints does not exist.
     assert "--disable-deep-gemm" not in server_flags(version)
 
 

@@ -88,7 +88,7 @@ def test_probes_allow_multi_minute_loads(ctx: ServingContext) -> None:
     for sts in by_kind(docs, "StatefulSet"):
         c = sts["spec"]["template"]["spec"]["containers"][0]
         startup = c["startupProbe"]
-        # seed 002: Ultra's weights alone load in ~490 s; CUDA graph capture comes on top.
+        # src:ultra-post: Ultra's weights alone load in ~490 s; CUDA graph capture comes on top.
         assert startup["periodSeconds"] * startup["failureThreshold"] >= 3 * 490
         assert "livenessProbe" in c
     head = by_kind(docs, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]
