@@ -1,4 +1,4 @@
-"""docs/troubleshooting.md has a row for every wait task of the serve play (roles/serving/tasks),
+"""docs/guide/troubleshooting.md has a row for every wait task of the serve play (roles/serving/tasks),
 and each row's time limit names the variable or figure the task waits for."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "roles" / "serving" / "tasks"
-PAGE = ROOT / "docs" / "troubleshooting.md"
+PAGE = ROOT / "docs" / "guide" / "troubleshooting.md"
 WAIT_ARGS = ("wait_timeout", "wait_condition")
 
 

@@ -270,7 +270,7 @@ VARIABLES: tuple[Variable, ...] = (
         ),
         "opens the gateway (the OpenAI endpoint, key required) on the control-plane node's LAN "
         "address at this port; unset: reachable from the cluster's pods only. Needs "
-        "serving_gateway_clients (docs/gateway-lan.md)",
+        "serving_gateway_clients (docs/guide/gateway-lan.md)",
     ),
     Variable(
         "serving_rdma_access",

@@ -1,7 +1,7 @@
 """``sparkrack plan -i``'s outage (old engine stopped -> new one ready) for every shipped
 profile, and its engine-load model against the published load figures.
 
-The figures (:data:`PUBLISHED`, sources in docs/switch-estimate.md) are split in two. The
+The figures (:data:`PUBLISHED`, sources in docs/design/switch-estimate.md) are split in two. The
 **fit** figure set :data:`sparkrack.planner.switch.LOAD_MBYTE_S`: src:ultra-post (Ultra, 83.72 GB per
 GPU, ~490 s). The **held-out** figure played no part in choosing the rate and is only compared:
 MiniMax M2.7 on 2 Sparks with SGLang at TP=2, 67 GB of weights per rank in about 5 minutes

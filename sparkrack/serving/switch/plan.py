@@ -388,7 +388,7 @@ def fetch_plan(res: Resolution) -> FetchPlan:
 LOADING_BARRIER_MARGIN = 1.25
 """How much longer than its estimate a load may take before the estimate is called near a
 barrier: the estimate's one fit point, Nemotron-3-Ultra, predicts 460 s for the ~490 s measured
-(seed 002), and a rank reading a cold or busy disk loads slower still."""
+(src:ultra-post), and a rank reading a cold or busy disk loads slower still."""
 
 
 def loading_barrier_warnings(res: Resolution, source: str) -> list[Problem]:
