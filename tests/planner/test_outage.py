@@ -59,7 +59,9 @@ class LoadFigure:
 
 
 LOAD_FIGURES = (
-    LoadFigure("Nemotron-3-Ultra NVFP4 (SGLang TP=4 EP=4)", 4, 83.72, 490.0, "src:ultra-post", "fit"),
+    LoadFigure(
+        "Nemotron-3-Ultra NVFP4 (SGLang TP=4 EP=4)", 4, 83.72, 490.0, "src:ultra-post", "fit"
+    ),
     LoadFigure(
         "MiniMax M2.7 (SGLang TP=2)", 2, 67.0, 300.0, "al-engr.com minimax-sglang-debug", "held-out"
     ),
