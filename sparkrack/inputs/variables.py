@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack import contract
+from sparkrack.contract import HOST_PORTS, NODE_PORT_RANGE
 from sparkrack.errors import Problem, shown
 from sparkrack.inputs import forms, safeyaml
 from sparkrack.inputs.inventory import Inventory, Where
-from sparkrack.k3s.network import HOST_PORTS, NODE_PORT_RANGE
 from sparkrack.planner.memory import GB, GB10_MEMORY_GB
 
 RULE = "inventory-schema"
