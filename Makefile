@@ -10,7 +10,7 @@ export ANSIBLE_FORCE_COLOR := 0
 
 PLAYBOOKS := site.yml $(wildcard playbooks/*.yml)
 
-.PHONY: image setup scan-setup scan lint yamllint ansible-lint syntax python-lint controlplane unit install-check test lab lab-down molecule
+.PHONY: image setup scan-setup scan lint yamllint ansible-lint syntax python-lint controlplane fast tools api docker unit mutants install-check test lab lab-down molecule
 
 setup: $(STAMP)
 $(STAMP): pyproject.toml
@@ -55,12 +55,35 @@ python-lint: setup
 lint: yamllint ansible-lint syntax python-lint scan
 
 # The lab's Kubernetes control plane (lab/controlplane.py): built from Go modules when its inputs
-# changed; the unit tests that need a real API start it on loopback and must not skip here.
+# changed (a no-op otherwise), once per make run; `make api` and the lab reuse the binaries.
 controlplane: setup
 	$(BIN)/python lab/controlplane.py build
 
-unit: setup controlplane scan-setup
-	SPARKRACK_REQUIRE_API=1 pytest -q tests
+# The test tiers (tests/conftest.py marks them; docs/dev/testing.md). JOBS pytest-xdist workers
+# run a tier's independent tests side by side; tests that share a port, lock or folder carry one
+# xdist_group and run on one worker (--dist loadgroup).
+JOBS ?= 2
+PYTEST := pytest -q -p no:cacheprovider
+XDIST := -n $(JOBS) --dist loadgroup
+
+# Pure Python: no API, no Docker, no network, no Go build. A developer's first check (< 2 min).
+fast: setup
+	$(PYTEST) $(XDIST) -m fast tests
+
+# Real tools on this machine: ansible-playbook, rsync daemons on loopback, network namespaces,
+# checkov, the engine check's wheels.
+tools: setup scan-setup
+	$(PYTEST) $(XDIST) -m tools tests
+
+# The real control plane on loopback (each worker starts its own); a skip is a failure here.
+api: setup controlplane
+	SPARKRACK_REQUIRE_API=1 $(PYTEST) $(XDIST) -m api tests
+
+# Lab containers; every test holds the lab lock, so one worker. A skip is a failure here.
+docker: setup
+	SPARKRACK_REQUIRE_DOCKER=1 $(PYTEST) -m docker tests
+
+unit: fast tools api docker
 
 # `pip install .` on fresh venvs (every Python 3.11+ found), then the CLI and a syntax check.
 install-check:

@@ -144,6 +144,8 @@ config = LlamaConfig(
     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
     bos_token_id=1, eos_token_id=2, tie_word_embeddings=True,
 )
+
+pytestmark = pytest.mark.tools  # transformers and torch in their own venv (PyPI once)
 LlamaForCausalLM(config).save_pretrained(out)
 """
 
