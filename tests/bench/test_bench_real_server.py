@@ -35,6 +35,8 @@ import pytest
 from sparkrack.bench import server
 from sparkrack.cli import main
 
+pytestmark = pytest.mark.tools  # transformers and torch in their own venv (PyPI once)
+
 REPO = Path(__file__).resolve().parents[2]
 TRANSFORMERS = "5.23.0"
 # Every wheel of the environment: name==version and its sha256 (pip --require-hashes checks them).
@@ -144,8 +146,6 @@ config = LlamaConfig(
     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
     bos_token_id=1, eos_token_id=2, tie_word_embeddings=True,
 )
-
-pytestmark = pytest.mark.tools  # transformers and torch in their own venv (PyPI once)
 LlamaForCausalLM(config).save_pretrained(out)
 """
 
