@@ -85,6 +85,11 @@ docker: setup
 
 unit: fast tools api docker
 
+# The mutation check (tests/mutants.py): each listed mutation, applied to a copy of this checkout,
+# must make its named test fail. Not part of make test yet: see docs/dev/testing.md.
+mutants: setup
+	$(BIN)/python tests/mutants.py
+
 # `pip install .` on fresh venvs (every Python 3.11+ found), then the CLI and a syntax check.
 install-check:
 	.ci/install-check
