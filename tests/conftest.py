@@ -7,9 +7,10 @@
 * ``--update-golden`` / ``update_golden``: rewrite ``tests/data/golden/`` (an explicit act);
 * ``kube_api``: a real Kubernetes control plane on loopback (the plugin ``tests/kube_api.py``);
 * the tiers (``make fast``, ``make tools``, ``make api``, ``make docker``; docs/dev/testing.md):
-  a test that uses ``kube_api`` is marked ``api``, one that uses ``ansible_playbook`` ``tools``, a
-  module marks itself ``docker`` or ``tools``, every other test is ``fast``. With SPARKRACK_REQUIRE_API=1 (SPARKRACK_REQUIRE_DOCKER=1), which
-  ``make test`` sets, an ``api`` (``docker``) test that skips fails instead.
+  a test that uses ``kube_api`` is marked ``api``, one that uses a fixture of
+  :data:`TOOL_FIXTURES` ``tools``, a module marks itself ``docker`` or ``tools``, every other
+  test is ``fast``. With SPARKRACK_REQUIRE_API=1 (SPARKRACK_REQUIRE_DOCKER=1), which ``make api``
+  (``make docker``) sets, an ``api`` (``docker``) test that skips fails instead.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 TIERS = ("api", "docker", "tools")
 """Markers that take a test out of the fast tier (pyproject registers them with ``fast``)."""
+TOOL_FIXTURES = {"ansible_playbook", "litellm", "wheel_files", "site_packages"}
+"""Fixtures that run a real tool or fetch from PyPI: a test that uses one is ``tools``, in
+whichever module it stands (tests/patch_fixtures.py, test_gateway_litellm.py, this file)."""
 REQUIRED = {"api": "SPARKRACK_REQUIRE_API", "docker": "SPARKRACK_REQUIRE_DOCKER"}
 """Tier -> the variable that makes its skips failures."""
 
@@ -59,7 +63,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         fixtures = getattr(item, "fixturenames", ())
         if "kube_api" in fixtures:
             item.add_marker(pytest.mark.api)
-        elif "ansible_playbook" in fixtures:
+        elif TOOL_FIXTURES & set(fixtures):
             item.add_marker(pytest.mark.tools)
         if not any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.fast)
