@@ -60,28 +60,33 @@ controlplane: setup
 	$(BIN)/python lab/controlplane.py build
 
 # The test tiers (tests/conftest.py marks them; docs/dev/testing.md). JOBS pytest-xdist workers
-# run a tier's independent tests side by side; tests that share a port, lock or folder carry one
-# xdist_group and run on one worker (--dist loadgroup).
+# run a tier's independent tests side by side (--dist loadgroup keeps an xdist_group on one
+# worker); then the tier's `serial` tests, which bound wall or CPU time, run alone. pytest's
+# status 5 (no test selected) is no failure there.
 JOBS ?= 2
 PYTEST := pytest -q -p no:cacheprovider
 XDIST := -n $(JOBS) --dist loadgroup
+define tier
+$(2) $(PYTEST) $(XDIST) -m "$(1) and not serial" tests
+$(2) $(PYTEST) -p no:xdist -m "$(1) and serial" tests || [ $$? -eq 5 ]
+endef
 
-# Pure Python: no API, no Docker, no network, no Go build. A developer's first check (< 2 min).
+# Pure Python: no API, no Docker, no Go build. A developer's first check.
 fast: setup
-	$(PYTEST) $(XDIST) -m fast tests
+	$(call tier,fast,)
 
 # Real tools on this machine: ansible-playbook, rsync daemons on loopback, network namespaces,
-# checkov, the engine check's wheels.
+# checkov, promtool, engine wheels and LiteLLM from PyPI (cached under .cache/).
 tools: setup scan-setup
-	$(PYTEST) $(XDIST) -m tools tests
+	$(call tier,tools,)
 
 # The real control plane on loopback (each worker starts its own); a skip is a failure here.
 api: setup controlplane
-	SPARKRACK_REQUIRE_API=1 $(PYTEST) $(XDIST) -m api tests
+	$(call tier,api,SPARKRACK_REQUIRE_API=1)
 
 # Lab containers; every test holds the lab lock, so one worker. A skip is a failure here.
 docker: setup
-	SPARKRACK_REQUIRE_DOCKER=1 $(PYTEST) -m docker tests
+	SPARKRACK_REQUIRE_DOCKER=1 $(PYTEST) -p no:xdist -m docker tests
 
 unit: fast tools api docker
 

@@ -119,8 +119,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("__main__",),
 )
 # Module edges known to run up a floor, each with the branch that removes it. The watchdog's
-# render files (watch/manifests.py, watch/settings.py) move into serving/ on issue 34's branch
-# i34b, which is editing them; until then serving/ imports them from watch/.
+# render files (watch/manifests.py, watch/settings.py) move into serving/ on branch i34b, which
+# is editing them; until then serving/ imports them from watch/.
 KNOWN_BACK_ARROWS = {
     ("sparkrack.serving.context", "sparkrack.watch.settings"),
     ("sparkrack.serving.deployments.bundle", "sparkrack.watch.manifests"),
@@ -448,7 +448,7 @@ MAX_LINES = 700
 ENGINE_TABLES = {"serving/engines/sglang.py"}
 """Engine modules that are mostly the engine's tables of options and checks (exempt)."""
 KNOWN_LONG = {"serving/scripts/fetch_rsync.py", "bench/server.py"}
-"""Modules still over the limit, each to be split (issue 40: fetch_rsync by job: daemon config,
+"""Modules still over the limit, each to be split (fetch_rsync by job: daemon config,
 receive, relay, push, verify). An entry that is no longer over the limit fails the test."""
 
 
