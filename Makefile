@@ -10,7 +10,7 @@ export ANSIBLE_FORCE_COLOR := 0
 
 PLAYBOOKS := site.yml $(wildcard playbooks/*.yml)
 
-.PHONY: image setup scan-setup scan lint yamllint ansible-lint syntax python-lint controlplane unit install-check test lab lab-down molecule
+.PHONY: image setup scan-setup scan lint yamllint ansible-lint syntax python-lint controlplane fast tools api docker unit mutants install-check test lab lab-down molecule
 
 setup: $(STAMP)
 $(STAMP): pyproject.toml
@@ -55,12 +55,45 @@ python-lint: setup
 lint: yamllint ansible-lint syntax python-lint scan
 
 # The lab's Kubernetes control plane (lab/controlplane.py): built from Go modules when its inputs
-# changed; the unit tests that need a real API start it on loopback and must not skip here.
+# changed (a no-op otherwise), once per make run; `make api` and the lab reuse the binaries.
 controlplane: setup
 	$(BIN)/python lab/controlplane.py build
 
-unit: setup controlplane scan-setup
-	SPARKRACK_REQUIRE_API=1 pytest -q tests
+# The test tiers (tests/conftest.py marks them; docs/dev/testing.md). JOBS pytest-xdist workers
+# run a tier's independent tests side by side (--dist loadgroup keeps an xdist_group on one
+# worker); then the tier's `serial` tests, which bound wall or CPU time, run alone. pytest's
+# status 5 (no test selected) is no failure there.
+JOBS ?= 2
+PYTEST := pytest -q -p no:cacheprovider
+XDIST := -n $(JOBS) --dist loadgroup
+define tier
+$(2) $(PYTEST) $(XDIST) -m "$(1) and not serial" tests
+$(2) $(PYTEST) -p no:xdist -m "$(1) and serial" tests || [ $$? -eq 5 ]
+endef
+
+# Pure Python: no API, no Docker, no Go build. A developer's first check.
+fast: setup
+	$(call tier,fast,)
+
+# Real tools on this machine: ansible-playbook, rsync daemons on loopback, network namespaces,
+# checkov, promtool, engine wheels and LiteLLM from PyPI (cached under .cache/).
+tools: setup scan-setup
+	$(call tier,tools,)
+
+# The real control plane on loopback (each worker starts its own); a skip is a failure here.
+api: setup controlplane
+	$(call tier,api,SPARKRACK_REQUIRE_API=1)
+
+# Lab containers; every test holds the lab lock, so one worker. A skip is a failure here.
+docker: setup
+	SPARKRACK_REQUIRE_DOCKER=1 $(PYTEST) -p no:xdist -m docker tests
+
+unit: fast tools api docker
+
+# The mutation check (tests/mutants.py): each listed mutation, applied to a copy of this checkout,
+# must make its named test fail. Not part of make test yet: see docs/dev/testing.md.
+mutants: setup
+	$(BIN)/python tests/mutants.py
 
 # `pip install .` on fresh venvs (every Python 3.11+ found), then the CLI and a syntax check.
 install-check:

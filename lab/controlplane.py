@@ -58,7 +58,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 # K3s' networks and API port as sparkrack configures them (KWOK hands out pod IPs from the pod
 # network): the one owner, so the lab's API serves what the inventory check keeps the fabric from.
-from sparkrack.k3s.network import CLUSTER_CIDR, K3S_API_PORT, NODE_PORT_RANGE, SERVICE_CIDR
+from sparkrack.contract import CLUSTER_CIDR, K3S_API_PORT, NODE_PORT_RANGE, SERVICE_CIDR
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB_DIR = ROOT / "lab"

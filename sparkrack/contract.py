@@ -161,6 +161,25 @@ POD_IP_ENV: Final = "POD_IP"
 """Variable of a serving container holding the pod's cluster address (downward API): the only
 address its engine serves HTTP on."""
 
+# --- K3s: the cluster's networks and ports (rendered by sparkrack/k3s/config.py) --------------
+K3S_API_PORT: Final = 6443
+CLUSTER_CIDR: Final = "10.42.0.0/16"
+"""Pod network (K3s' default, written into the server config so the fabric check reads it)."""
+SERVICE_CIDR: Final = "10.43.0.0/16"
+"""Service network (K3s' default, written into the server config like :data:`CLUSTER_CIDR`)."""
+NODE_PORT_RANGE: Final = (30000, 32767)
+"""K3s' (and Kubernetes') default NodePort range, open on every node's host network."""
+HOST_PORTS: Final[dict[int, str]] = {
+    K3S_API_PORT: "the K3s API server",
+    2379: "etcd (K3s server)",
+    2380: "etcd peers (K3s server)",
+    8472: "flannel's VXLAN",
+    10249: "kube-proxy's metrics",
+    10250: "the kubelet",
+    10256: "kube-proxy's health check",
+}
+"""Ports K3s listens on in a node's host network (K3s docs, "Inbound Rules for K3s Nodes")."""
+
 # --- K3s: files sparkrack writes on the nodes and the control machine --------------------------
 KUBELET_SYSCTLS: Final[dict[str, int]] = {
     # What the kubelet would set itself; with protect-kernel-defaults it only checks them.

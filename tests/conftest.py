@@ -5,7 +5,12 @@
   switched off;
 * ``lab``: the lab driver ``lab/lab.py`` loaded as a module (it is a script, not a package);
 * ``--update-golden`` / ``update_golden``: rewrite ``tests/data/golden/`` (an explicit act);
-* ``kube_api``: a real Kubernetes control plane on loopback (the plugin ``tests/kube_api.py``).
+* ``kube_api``: a real Kubernetes control plane on loopback (the plugin ``tests/kube_api.py``);
+* the tiers (``make fast``, ``make tools``, ``make api``, ``make docker``; docs/dev/testing.md):
+  a test that uses ``kube_api`` is marked ``api``, one that uses a fixture of
+  :data:`TOOL_FIXTURES` ``tools``, a module marks itself ``docker`` or ``tools``, every other
+  test is ``fast``. With SPARKRACK_REQUIRE_API=1 (SPARKRACK_REQUIRE_DOCKER=1), which ``make api``
+  (``make docker``) sets, an ``api`` (``docker``) test that skips fails instead.
 """
 
 from __future__ import annotations
@@ -42,6 +47,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="rewrite tests/data/golden/ from what the code renders now (an explicit act: review "
         "the diff before committing it)",
     )
+
+
+TIERS = ("api", "docker", "tools")
+"""Markers that take a test out of the fast tier (pyproject registers them with ``fast``)."""
+TOOL_FIXTURES = {"ansible_playbook", "litellm", "wheel_files", "site_packages"}
+"""Fixtures that run a real tool or fetch from PyPI: a test that uses one is ``tools``, in
+whichever module it stands (tests/patch_fixtures.py, test_gateway_litellm.py, this file)."""
+REQUIRED = {"api": "SPARKRACK_REQUIRE_API", "docker": "SPARKRACK_REQUIRE_DOCKER"}
+"""Tier -> the variable that makes its skips failures."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "kube_api" in fixtures:
+            item.add_marker(pytest.mark.api)
+        elif TOOL_FIXTURES & set(fixtures):
+            item.add_marker(pytest.mark.tools)
+        if not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker(pytest.mark.fast)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """Under a SPARKRACK_REQUIRE_* variable, a skip of that tier's test is a failure: a missing
+    Go toolchain or Docker engine cannot pass ``make test`` unseen."""
+    report: pytest.TestReport = yield
+    if report.skipped and not hasattr(report, "wasxfail"):
+        for tier, variable in REQUIRED.items():
+            if item.get_closest_marker(tier) and os.environ.get(variable) == "1":
+                report.outcome = "failed"
+                report.longrepr = f"{variable}=1 and this {tier} test skipped: {report.longrepr}"
+    return report
 
 
 @pytest.fixture

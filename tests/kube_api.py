@@ -3,7 +3,7 @@
 ``kube_api`` (session scope) builds the binaries when their inputs changed, starts etcd,
 kube-apiserver, controller-manager, scheduler and KWOK in a temporary folder on 127.0.0.1 and
 stops exactly those processes at the end. Tests that use it skip only when no Go toolchain can
-build the binaries; ``make test`` sets SPARKRACK_REQUIRE_API=1, and then a missing toolchain
+build the binaries; ``make api`` sets SPARKRACK_REQUIRE_API=1, and then a missing toolchain
 fails instead. Registered in tests/conftest.py (``pytest_plugins``).
 """
 

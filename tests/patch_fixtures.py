@@ -8,6 +8,7 @@ carries the distribution's real name and version.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -32,8 +33,15 @@ def wheel_path(dist: str, version: str) -> Path:
     """The cached wheel of ``dist==version``; downloaded from PyPI on first use."""
     pattern = f"{_norm(dist)}-{version}-*.whl"
     found = sorted(WHEEL_CACHE.glob(pattern))
-    if not found:
-        WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    if found:
+        return found[0]
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    # Parallel test workers: one downloads, the others find its wheel once the lock is theirs.
+    with (WHEEL_CACHE / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = sorted(WHEEL_CACHE.glob(pattern))
+        if found:
+            return found[0]
         cmd = [
             sys.executable,
             "-m",

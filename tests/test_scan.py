@@ -19,6 +19,8 @@ import yaml
 
 from sparkrack.k8s import scanner
 
+pytestmark = pytest.mark.tools  # checkov
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -20,6 +20,7 @@ import fetchlab  # noqa: E402
 
 from sparkrack.serving.image_archive import read  # noqa: E402
 
+pytestmark = pytest.mark.docker
 LOCK = Path("/tmp/sparkrack-lab.lock")
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sparkrack.contract import CLUSTER_CIDR, SERVICE_CIDR
 from sparkrack.errors import Problem, SparkrackError, shown
 from sparkrack.fabric.addressplan import (
     FabricPlan,
@@ -25,7 +26,6 @@ from sparkrack.fabric.addressplan import (
     rail_subnets,
     rdma_name,
 )
-from sparkrack.k3s.network import CLUSTER_CIDR, SERVICE_CIDR
 
 FABRIC_KEYS: dict[str, str] = {
     "subnet": "IPv4 network of the QSFP fabric, e.g. 10.77.0.0/24",

@@ -23,10 +23,10 @@ from typing import Any
 import yaml
 
 from sparkrack import contract
+from sparkrack.contract import CLUSTER_CIDR, K3S_API_PORT, NODE_PORT_RANGE, SERVICE_CIDR
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput
 from sparkrack.inputs import safeyaml
-from sparkrack.k3s.network import CLUSTER_CIDR, K3S_API_PORT, NODE_PORT_RANGE, SERVICE_CIDR
 from sparkrack.k8s.common import (
     LABEL_GPU_PRESENT,
     LABEL_RANK,

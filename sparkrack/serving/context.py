@@ -15,7 +15,7 @@ from sparkrack.errors import Problem, SparkrackError, shown
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 from sparkrack.inputs.forms import switch_on
 from sparkrack.inputs.inventory import Inventory, load_inventory
-from sparkrack.inputs.variables import BY_NAME, RULE
+from sparkrack.inputs.variable_table import BY_NAME, RULE
 from sparkrack.serving.trust import TRUST_VARS, Trust, trust_of
 from sparkrack.watch.settings import MemguardSettings, WatchdogSettings
 
@@ -158,7 +158,7 @@ def context_from_vars(
     sources: Mapping[str, str] | None = None,
 ) -> ServingContext:
     """Build the context from inventory variables (``serving_*``), defaults where unset; each
-    is checked against its form first (:data:`sparkrack.inputs.variables.VARIABLES`), and a
+    is checked against its form first (:data:`sparkrack.inputs.variable_table.VARIABLES`), and a
     refusal names the file ``sources`` gives for it (else the inventory)."""
     given = {k: val for k, val in variables.items() if val is not None and val != ""}
     problems = setting_problems(given, sources or {})

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from sparkrack import contract
-from sparkrack.k3s.network import K3S_API_PORT
+from sparkrack.contract import K3S_API_PORT
 from sparkrack.k8s import scanner
 from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL, tcp
 from sparkrack.serving.objects.pod import (

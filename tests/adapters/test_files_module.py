@@ -16,7 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "sparkrack" / "adapters" / "modules" / "sparkrack_files.py"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the module sets root ownership")
+pytestmark = [
+    pytest.mark.tools,  # an Ansible module as Ansible runs it
+    pytest.mark.skipif(os.geteuid() != 0, reason="the module sets root ownership"),
+]
 
 
 def run(tmp_path: Path, check: bool = False, **args: Any) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from sparkrack.bench import server
 from sparkrack.bench.client import RequestSpec
 from sparkrack.bench.runner import BenchConfig, RunResult, run_bench
 
+pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
+
 TOLERANCE = 0.01
 # (concurrency levels, rate tok/s per stream, tokens per SSE chunk, tokens per request)
 SMALL = ((1, 2, 4, 8, 16), 200.0, 2, 800)  # 200 tok/s x 800 tokens = 4 s per level

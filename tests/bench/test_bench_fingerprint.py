@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from sparkrack.bench import server
 from sparkrack.bench.client import RequestSpec
 from sparkrack.bench.detectors import mattr
@@ -11,6 +13,8 @@ from sparkrack.bench.fingerprint import fingerprint_level, request_is_garbage, r
 from sparkrack.bench.guard import GuardConfig
 from sparkrack.bench.runner import BenchConfig, RunResult, run_bench
 from sparkrack.bench.stats import LevelResult, RequestResult
+
+pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
 
 
 def _run(model: str, n: int, tokens: int, guard: bool, rate: int = 3000) -> RunResult:

@@ -34,6 +34,8 @@ from hostile_servers import (
 from sparkrack.bench.client import DEFAULT_CONNECT_S
 from sparkrack.cli import main
 
+pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
+
 
 @dataclass
 class Case:

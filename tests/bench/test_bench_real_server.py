@@ -35,6 +35,8 @@ import pytest
 from sparkrack.bench import server
 from sparkrack.cli import main
 
+pytestmark = pytest.mark.tools  # transformers and torch in their own venv (PyPI once)
+
 REPO = Path(__file__).resolve().parents[2]
 TRANSFORMERS = "5.23.0"
 # Every wheel of the environment: name==version and its sha256 (pip --require-hashes checks them).

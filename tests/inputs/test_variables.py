@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from sparkrack.inputs.inventory import Inventory, Where, load_inventory
-from sparkrack.inputs.variables import VARIABLES, check_variables, closed, doc_text, role_options
+from sparkrack.inputs.variable_table import VARIABLES
+from sparkrack.inputs.variables import check_variables, closed, doc_text, role_options
 
 ROOT = Path(__file__).resolve().parents[2]
 FILE = "inv/group_vars/all.yml"

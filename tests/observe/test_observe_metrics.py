@@ -11,6 +11,8 @@ from patch_fixtures import wheel_path
 
 from sparkrack.observe.metrics import METRICS, Metric
 
+pytestmark = pytest.mark.tools  # real engine wheels
+
 ENGINE_METRICS = [m for m in METRICS if m.versions]
 CONSTRUCTORS = {
     "counter": r"(?:Counter|_counter_cls)",

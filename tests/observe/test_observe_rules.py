@@ -15,6 +15,8 @@ from sparkrack.observe import rules
 from sparkrack.observe.files import DATA, PROMETHEUS_RULE_FILE, RULES_FILE, rendered
 from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
 
+pytestmark = pytest.mark.tools  # promtool
+
 NS = 'namespace="sparkrack"'
 SUPER = "nemotron-3-super-120b-a12b-nvfp4"
 SERVE = f'{NS},deployment="super",profile="{SUPER}"'

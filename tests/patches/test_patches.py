@@ -60,6 +60,8 @@ SGLANG_PATCHES = (
     SGLANG_MODELOPT_EP_INPUT_SCALE,
     SGLANG_MOE_WNA16_QZEROS_EP,
 )
+
+pytestmark = pytest.mark.tools  # real engine wheels
 CUTLASS_ARCH_REL = "cutlass/base_dsl/arch.py"
 
 

@@ -32,6 +32,8 @@ from sparkrack.patches.engine import (
     validate_catalog,
 )
 
+pytestmark = pytest.mark.tools  # real engine wheels
+
 pytest_plugins = ("patch_fixtures",)
 SitePackages = Callable[..., Path]
 
@@ -52,6 +54,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def copy_layout(
     wheel_files: object, dest: Path, dist: str, version: str, members: list[str]
 ) -> Path:
+
     src = wheel_files.extract(dist, version, members)  # type: ignore[attr-defined]
     shutil.copytree(src, dest, dirs_exist_ok=True)
     return dest

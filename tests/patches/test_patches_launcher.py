@@ -27,6 +27,8 @@ from sparkrack.patches import (
     container_entrypoint,
 )
 
+pytestmark = pytest.mark.tools  # real engine wheels
+
 pytest_plugins = ("patch_fixtures",)
 SitePackages = Callable[..., Path]  # the site_packages fixture (tests/patch_fixtures.py)
 

@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "lab"))
 import fetchlab  # noqa: E402
 
+pytestmark = pytest.mark.docker
 LOCK = Path("/tmp/sparkrack-lab.lock")
 PREFIX = "sparkrack-colocated"
 HEAD, PEER = f"{PREFIX}-spark1", f"{PREFIX}-spark2"

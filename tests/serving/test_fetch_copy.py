@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "lab"))
 import fetchlab  # noqa: E402
 
+pytestmark = pytest.mark.docker
 LOCK = Path("/tmp/sparkrack-lab.lock")
 NAME = "sparkrack-fetchtest"
 NETWORK = f"{NAME}-fabric"

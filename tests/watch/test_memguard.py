@@ -279,7 +279,7 @@ def test_the_deployed_guard_stops_a_pod_with_its_role_and_no_more(
 
 
 def test_the_inventory_variables_take_the_guards_defaults_and_refuse_nonsense() -> None:
-    from sparkrack.inputs.variables import VARIABLES
+    from sparkrack.inputs.variable_table import VARIABLES
     from sparkrack.watch.manifests import MemguardSettings
 
     forms = {v.name: v.form for v in VARIABLES}

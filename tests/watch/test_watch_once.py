@@ -19,6 +19,8 @@ import pytest
 
 from sparkrack.bench.server import spawn
 
+pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
+
 S = 2.0
 """--stall-after of the cases: short, so the suite stays quick."""
 STARTUP_S = 3.0

@@ -5,6 +5,7 @@ gateway sends to its deployment, so a request that reached the wrong backend fai
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -26,6 +27,8 @@ from sparkrack.serving.context import ServingContext, context_from_inventory
 from sparkrack.serving.deployments import gateway
 from sparkrack.serving.deployments.bundle import from_vars
 
+pytestmark = pytest.mark.tools  # the real LiteLLM proxy (PyPI once)
+
 ROOT = Path(__file__).resolve().parents[3]
 CONSTRAINTS = ROOT / "tests" / "data" / "litellm-constraints.txt"
 CACHE = Path(os.environ.get("SPARKRACK_CACHE_DIR") or ROOT / ".cache")
@@ -37,15 +40,19 @@ def litellm() -> Path:
     """``litellm`` of the pinned release, in its own venv under the cache (built once)."""
     venv = CACHE / "litellm" / gateway.LITELLM_VERSION
     exe = venv / "bin" / "litellm"
-    if not exe.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-        spec = f"litellm[proxy]=={gateway.LITELLM_VERSION}"
-        proc = subprocess.run(
-            [*pip, "-c", str(CONSTRAINTS), spec], capture_output=True, text=True, timeout=1500
-        )
-        if proc.returncode != 0 or not exe.exists():
-            pytest.fail(f"cannot install {spec} from PyPI: {proc.stderr[-600:]}")
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # One builder at a time (parallel test workers); the others find its venv complete.
+    with (venv.parent / f"{venv.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not exe.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+            spec = f"litellm[proxy]=={gateway.LITELLM_VERSION}"
+            proc = subprocess.run(
+                [*pip, "-c", str(CONSTRAINTS), spec], capture_output=True, text=True, timeout=1500
+            )
+            if proc.returncode != 0 or not exe.exists():
+                pytest.fail(f"cannot install {spec} from PyPI: {proc.stderr[-600:]}")
     return exe
 
 

@@ -18,6 +18,8 @@ from sparkrack.serving import Profile, list_profiles, load_profile
 from sparkrack.serving.context import ServingContext, context_from_inventory
 from sparkrack.serving.enginecheck.check import Row, check_profiles, problems_of
 
+pytestmark = pytest.mark.tools  # engine environments from PyPI
+
 ROOT = Path(__file__).resolve().parents[3]
 
 

@@ -21,6 +21,8 @@ from sparkrack.serving.enginecheck.upstream import (
 )
 from sparkrack.serving.engines.trtllm import table_check
 
+pytestmark = pytest.mark.tools  # engine environments from PyPI
+
 REPO = Path(__file__).resolve().parents[3]
 
 NEMOTRON_SUPER: dict[str, Any] = {

@@ -30,6 +30,8 @@ from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.serving.enginecheck import upstream
 from sparkrack.serving.engines import Engine, engine_of
 
+pytestmark = pytest.mark.tools  # real engine wheels
+
 ROOT = Path(__file__).resolve().parents[3]
 INVENTORIES = ("inventories/example", "inventories/lab")
 ADMIN_ROUTE = "/update_weights_from_tensor"

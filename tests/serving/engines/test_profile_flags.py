@@ -19,6 +19,8 @@ from sparkrack.serving.engines import engine
 from sparkrack.serving.profile.images import version_tuple
 from sparkrack.serving.profile.knobs import RuntimeKnob
 
+pytestmark = pytest.mark.tools  # real engine wheels
+
 VERSIONS = ["0.5.10", "0.5.11", "0.5.12", "0.5.13"]
 
 

@@ -21,7 +21,10 @@ from sparkrack.serving.rehearsal.run import Outcome, rehearse
 
 ROOT = Path(__file__).resolve().parents[3]
 WHY = available()
-pytestmark = pytest.mark.skipif(bool(WHY), reason=f"network namespaces: {WHY}")
+pytestmark = [
+    pytest.mark.tools,  # network namespaces
+    pytest.mark.skipif(bool(WHY), reason=f"network namespaces: {WHY}"),
+]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -34,6 +34,7 @@ from sparkrack.serving.scripts import fetch_base, fetch_rsync
 from sparkrack.serving.switch import plan as fetchplan
 
 pytestmark = [
+    pytest.mark.tools,  # rsync daemons on loopback
     pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed"),
     pytest.mark.skipif(os.geteuid() != 0, reason="the receivers chroot: root only"),
 ]

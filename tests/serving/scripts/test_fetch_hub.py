@@ -23,6 +23,8 @@ from hubcache import COMMIT, REPO, download, make_repo, offline_sums, run_step, 
 from sparkrack.serving.scripts import fetch_base, fetch_step
 from sparkrack.serving.switch import plan as fetchplan
 
+pytestmark = pytest.mark.tools  # huggingface_hub releases from PyPI
+
 
 @pytest.fixture(params=hubversions.VERSIONS)
 def version(request: pytest.FixtureRequest) -> str:
@@ -39,6 +41,7 @@ def hub() -> Iterator[tuple[fakehub.FakeRepo, str]]:
 def test_download_writes_manifest_and_marker_and_loads_offline(
     tmp_path: Path, version: str, hub: tuple[fakehub.FakeRepo, str]
 ) -> None:
+
     repo, url = hub
     done = download(tmp_path, version, url)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -42,6 +42,7 @@ from sparkrack.serving.scripts import fetch_base, fetch_rsync
 from sparkrack.serving.switch import plan as fetchplan
 
 pytestmark = [
+    pytest.mark.tools,  # rsync daemons on loopback
     pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed"),
     pytest.mark.skipif(os.geteuid() != 0, reason="the receiver chroots: root only"),
 ]
@@ -287,6 +288,9 @@ def attack_source(tmp: Path) -> Path:
     with contextlib.suppress(OSError):  # without CAP_MKNOD the fifo stands for the specials
         os.mknod(src / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     (src / "modeling.py").write_text("SAFE = False\n")
+    (src / "tool").write_bytes(b"#!/bin/sh\nid\n")
+    (src / "tool").chmod(0o755)
+    (src / "slow").write_bytes(os.urandom(256 * 1024))
     (src / "escape").symlink_to("../models--other--model/snapshots/" + COMMIT)
     return src
 
@@ -312,7 +316,42 @@ def attacks(port: int, src: Path) -> dict[str, subprocess.CompletedProcess[str]]
             url(port, "model/../.sparkrack/models--other--model@main.done"),
         ),
         "wrong password": rsync(str(src / "modeling.py"), url(port, "model/"), password="guess"),
+        # Without --perms a new file keeps its source's execute bits unless the daemon strips them.
+        "executable": rsync(str(src / "tool"), url(port, "model/tool")),
     }
+
+
+def transfer_roots(daemon_parent: int, src: Path, port: int) -> set[str]:
+    """The root folder of each rsync process under ``daemon_parent`` while a slow push to it
+    runs: a chrooted connection's is its module's path, an unchrooted one's is ``/``."""
+    slow = subprocess.Popen(
+        ["rsync", "--bwlimit=8", str(src / "slow"), url(port, "model/slow")],
+        env={**os.environ, "RSYNC_PASSWORD": PASSWORD},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    roots: set[str] = set()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(r != "/" for r in roots):
+            parents = {}
+            for entry in Path("/proc").iterdir():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    stat_line = (entry / "stat").read_text()
+                    parents[int(entry.name)] = int(stat_line.rsplit(")", 1)[1].split()[1])
+            below, frontier = set(), {daemon_parent}
+            while frontier:
+                frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - below
+                below |= frontier
+            for pid in below:
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{pid}/comm").read_text().strip() == "rsync":
+                        roots.add(os.readlink(f"/proc/{pid}/root"))
+            time.sleep(0.1)
+    finally:
+        slow.kill()
+        slow.wait(10)
+    return roots
 
 
 def peer_state(cache: Path) -> dict[str, object]:
@@ -330,6 +369,11 @@ def peer_state(cache: Path) -> dict[str, object]:
         ),
         "markers": sorted(p for p in modes if p.startswith(".sparkrack/") and p.endswith(".done")),
         "links": {p: os.readlink(cache / p) for p, m in modes.items() if stat.S_ISLNK(m)},
+        "executable": sorted(
+            p
+            for p, m in modes.items()
+            if stat.S_ISREG(m) and m & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        ),
     }
 
 
@@ -338,6 +382,7 @@ def test_receiver_refuses_the_attacks(victim: Path, tmp_path: Path) -> None:
     peer = start_receive(tmp_path, victim, timeout=30)
     try:
         results = attacks(peer.port, src)
+        roots = transfer_roots(peer.proc.pid, src, peer.port)
         # Another host: a receiver that allows 127.0.0.2 only refuses 127.0.0.1 (in a cache
         # of its own: two receivers of one model in one cache take turns).
         elsewhere = tmp_path / "elsewhere"
@@ -357,6 +402,11 @@ def test_receiver_refuses_the_attacks(victim: Path, tmp_path: Path) -> None:
         print(f"{name}: rc {r.returncode}: {r.stderr.strip()[-300:]}")
     assert state["other"] == "SAFE = True\n"  # nothing outside the module was written
     assert state["setuid"] == [] and state["devices"] == [] and state["markers"] == []
+    # incoming chmod: a pushed file never lands executable (the push carries no --perms).
+    assert results["executable"].returncode == 0 and state["executable"] == [], state
+    # use chroot: the connection's process sees the module's folder as its root, nothing above.
+    chrooted = {r for r in roots if r != "/"}
+    assert chrooted and all(Path(r).is_relative_to(victim) for r in chrooted), roots
     # The one symlink that arrived is munged: dead until the receiver checks it.
     assert all(t.startswith("/rsyncd-munged/") for t in state["links"].values()), state["links"]
     for name in ("setuid with --perms", "devices and specials", "owner", "delete"):

@@ -1,0 +1,383 @@
+"""The table of every variable sparkrack reads with a form of its own: one :class:`Variable`
+row per name (its form, its doc, where it must be set), and the facts a play computes.
+
+The check that holds an inventory to this table, the roles' options and ``docs/reference/inventory.md``
+live in :mod:`sparkrack.inputs.variables`; adding a variable is one row here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sparkrack import contract
+from sparkrack.contract import HOST_PORTS, NODE_PORT_RANGE
+from sparkrack.errors import shown
+from sparkrack.inputs import forms
+from sparkrack.planner.memory import GB, GB10_MEMORY_GB
+
+RULE = "inventory-schema"
+RULE_YAML = "inventory-yaml"
+RULE_SECRET = "inventory-secret"
+WEEK_S = 7 * 24 * 3600
+"""The longest timeout accepted: a step that takes longer than a week has hung."""
+
+
+def _fetch_port(value: Any) -> str | None:
+    wrong = forms.PORT.problem(value)
+    if wrong:
+        return wrong
+    port = int(value)  # a whole number: the port form said so
+    last = port + contract.FETCH_PORT_SPAN - 1
+    if last > 65535:
+        return f"is {port}: the receivers use ports {port}-{last}, past 65535"
+    low, high = NODE_PORT_RANGE
+    if port <= high and low <= last:
+        return (
+            f"is {port}: the receivers use ports {port}-{last}, which overlap K3s' NodePort "
+            f"range {low}-{high} on the Spark's host network"
+        )
+    taken = [p for p in HOST_PORTS if port <= p <= last]
+    if taken:
+        return f"is {port}: the receivers use ports {port}-{last}; {HOST_PORTS[taken[0]]} listens on {taken[0]}"
+    return None
+
+
+MBIT_S = forms.Form(
+    "a rate in Mbit/s: a whole number from 1 to 1600000 (100 Gbit/s is 100000)",
+    forms.integer_between(1, 1_600_000),
+    example="100000",
+)
+MBYTE_S = forms.Form(
+    "a rate in MB/s: a whole number from 1 to 200000",
+    forms.integer_between(1, 200_000),
+    example="3000",
+)
+
+FETCH_PORT = forms.Form(
+    "the first of 1000 free TCP ports of the Spark's host network (at most 64536; the range "
+    "outside K3s' NodePort range and the kubelet's and K3s' own ports)",
+    _fetch_port,
+    example="8873",
+)
+
+
+def _secret(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return f"is {'empty' if value is None else 'not text'}"
+    if not value:
+        return "is empty"
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        return "contains a space, a newline or a control character (it is sent in an HTTP header)"
+    return None
+
+
+def _monitoring(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return f"is {forms.type_name(value)}, not a mapping"
+    unknown = sorted(str(k) for k in value if k != "enabled")
+    if unknown:
+        return f"has {', '.join(unknown)}, which nothing reads (only enabled)"
+    return forms.SWITCH.problem(value.get("enabled", False))
+
+
+def _control_file(value: Any) -> str | None:
+    wrong = forms.NAME_TEXT.problem(value)
+    if wrong:
+        return wrong
+    if not str(value).startswith("/"):
+        return f"{shown(value)} is not an absolute path"
+    return None
+
+
+CONTROL_FILE = forms.Form(
+    "an absolute path of a file on the control machine",
+    _control_file,
+    example="/tmp/sparkrack-summary.json",
+)
+
+SECRET = forms.Form("the secret as one word, without spaces or newlines", _secret)
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One inventory variable sparkrack reads: its accepted form and what it does."""
+
+    name: str
+    form: forms.Form
+    doc: str
+    cluster: bool = True
+    """One value for the whole cluster (read once, by the Sparks and the control machine)."""
+    secret: bool = False
+    """Never shown; may be a template (a lookup); reported when written in plain text."""
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable(
+        "serving_profile",
+        forms.NAME_TEXT,
+        "the one model: a profile of model_profiles/ (name, path or HF id)",
+    ),
+    Variable(
+        "serving_deployments",
+        forms.Form("a list of deployments (docs/guide/several-models.md)", lambda v: None),
+        "several models: a list of {name, profile, sparks, vf, topology, alias} "
+        "(docs/guide/several-models.md)",
+    ),
+    Variable(
+        "serving_profile_file",
+        forms.NAME_TEXT,
+        "a profile file for one run (-e, sparkrack matrix); replaces the two above",
+    ),
+    Variable(
+        "serving_spark",
+        forms.NAME_TEXT,
+        "the Spark of a one-Spark engine given by serving_profile (null: the rank-0 Spark)",
+    ),
+    Variable(
+        "serving_namespace", forms.dns_label(), "namespace of every serving object and the NADs"
+    ),
+    Variable("serving_api_port", forms.PORT, "OpenAI API port of every deployment's head"),
+    Variable("serving_dist_port", forms.PORT, "torch.distributed rendezvous port of the head"),
+    Variable("serving_hf_cache", forms.HOST_DIR, "the Hugging Face cache on every Spark"),
+    Variable("serving_jit_cache", forms.HOST_DIR, "the kernel caches on every Spark, per image"),
+    Variable(
+        "serving_shm_size",
+        forms.memory_size(GB10_MEMORY_GB * GB, f"a Spark's {GB10_MEMORY_GB:g} GB"),
+        "/dev/shm of every rank",
+    ),
+    Variable(
+        "serving_hf_token_secret", forms.SUBDOMAIN, "the Secret with the HF token (key token)"
+    ),
+    Variable(
+        "serving_gateway_key_secret",
+        forms.SUBDOMAIN,
+        "the Secret with the gateway's master key (key key)",
+    ),
+    Variable("serving_fetch_secret", forms.SUBDOMAIN, "the Secret with the rsync password"),
+    Variable("serving_fetch_port", FETCH_PORT, "the receivers' rsync port on the fabric PFs"),
+    Variable(
+        "serving_fetch_image",
+        forms.IMAGE,
+        "the weight copy's image (python3 + rsync), pinned by digest",
+    ),
+    Variable(
+        "serving_startup_timeout",
+        forms.seconds(1, WEEK_S),
+        "startup-probe budget: weight load and graph capture",
+    ),
+    Variable(
+        "serving_liveness_timeout",
+        forms.seconds(1, WEEK_S),
+        "seconds a stuck group lives before liveness restarts it",
+    ),
+    Variable(
+        "serving_fetch_timeout",
+        forms.seconds(1, WEEK_S),
+        "seconds the download and copy of one model may take",
+    ),
+    Variable(
+        "serving_memwait_timeout",
+        forms.seconds(1, WEEK_S),
+        "seconds a rank waits for its memory to be free",
+    ),
+    Variable(
+        "serving_memguard_floor",
+        forms.memory_size(GB10_MEMORY_GB * GB, f"a Spark's {GB10_MEMORY_GB:g} GB"),
+        "the memory guard stops a Spark's largest engine pod when MemAvailable falls below "
+        "this (default: the planner's OS headroom)",
+    ),
+    Variable(
+        "serving_memguard_psi_full",
+        forms.Form("a percentage from 1 to 100", forms.integer_between(1, 100), example="10"),
+        "the memory guard also acts when memory PSI full avg10 reaches this percentage",
+    ),
+    Variable(
+        "serving_rail_mbit_s",
+        MBIT_S,
+        "what the weight copy reaches on one fabric rail (sparkrack plan -i's switch estimate)",
+    ),
+    Variable(
+        "serving_download_mbit_s",
+        MBIT_S,
+        "what the head Spark downloads from the Hub at (sparkrack plan -i's switch estimate)",
+    ),
+    Variable(
+        "serving_disk_mbyte_s",
+        MBYTE_S,
+        "what a Spark's disk reads and writes the weights at (sparkrack plan -i's switch estimate)",
+    ),
+    Variable(
+        "serving_trusted_images",
+        forms.IMAGE_PREFIXES,
+        "image repository prefixes a profile may name (docs/design/trust.md)",
+    ),
+    Variable(
+        "serving_allow_undigested_privileged",
+        forms.SWITCH,
+        "let a privileged image (SGLang ranks) be named by tag instead of digest",
+    ),
+    Variable(
+        "serving_remote_code_repos",
+        forms.HF_REPOS,
+        "the model repos whose own code an engine may run (trust_remote_code)",
+    ),
+    Variable(
+        "serving_gateway_clients",
+        forms.CIDRS,
+        "who may call the gateway (empty: every pod of the cluster)",
+    ),
+    Variable(
+        "serving_image_archive",
+        forms.Form(
+            "a path on the control machine to the archive `make image` wrote",
+            lambda v: None if isinstance(v, str) and v.strip() else f"is {forms.type_name(v)}",
+            example="build/sparkrack-image.tar",
+        ),
+        "the sparkrack image the serve play imports into every node's containerd; the fetch, "
+        "watchdog and memory-guard containers name it by digest unless serving_fetch_image or "
+        "serving_watchdog_image name an image of your registry",
+    ),
+    Variable(
+        "serving_gateway_node_port",
+        forms.Form(
+            "a NodePort: a whole number from 30000 to 32767",
+            forms.integer_between(30000, 32767),
+            example="30400",
+        ),
+        "opens the gateway (the OpenAI endpoint, key required) on the control-plane node's LAN "
+        "address at this port; unset: reachable from the cluster's pods only. Needs "
+        "serving_gateway_clients (docs/guide/gateway-lan.md)",
+    ),
+    Variable(
+        "serving_rdma_access",
+        forms.Form(
+            f"one of: {', '.join(contract.RDMA_ACCESS)}",
+            lambda v: None if v in contract.RDMA_ACCESS else f"is {forms.type_name(v)}",
+            example=contract.RDMA_ACCESS[0],
+        ),
+        "how NCCL ranks reach RDMA: privileged, or an RDMA device plugin with IPC_LOCK only",
+    ),
+    Variable(
+        "serving_rdma_resource",
+        forms.Form(
+            "an extended resource name (domain/name)",
+            forms.matching(
+                r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", 253
+            ),
+            example="rdma/hca_shared_devices_a",
+        ),
+        "the RDMA device plugin's resource each rank asks for (serving_rdma_access: device-plugin)",
+    ),
+    Variable(
+        "serving_watchdog_image",
+        forms.IMAGE,
+        "the stall watchdog's image (carries sparkrack), pinned by digest; empty: no watchdog",
+    ),
+    Variable(
+        "serving_watchdog_stall_s",
+        forms.seconds(1, 600),
+        "seconds without a token after which the watchdog calls a deployment stalled",
+    ),
+    Variable(
+        "serving_watchdog_interval_s",
+        forms.seconds(1, 3600),
+        "seconds between the watchdog's probes of each deployment",
+    ),
+    Variable(
+        "serving_watchdog_max_restarts",
+        forms.Form("a whole number from 0 to 100", forms.integer_between(0, 100), example="3"),
+        "group restarts allowed per restart window; past them the deployment is marked failed",
+    ),
+    Variable(
+        "serving_watchdog_restart_window_s",
+        forms.seconds(60, WEEK_S),
+        "the window (seconds) of the watchdog's restart budget",
+    ),
+    Variable(
+        "serving_watchdog_evidence_dir",
+        forms.HOST_DIR,
+        "host directory of the evidence bundles on the control-plane node (owned by uid 65532)",
+    ),
+    Variable("serving_prepull", forms.SWITCH, "pre-pull every image before a switch"),
+    Variable(
+        "serving_prepull_timeout", forms.seconds(1, WEEK_S), "seconds the pre-pull Jobs may take"
+    ),
+    Variable(
+        "vault_hf_token",
+        SECRET,
+        "the HF token for gated models, in an ansible-vault file",
+        secret=True,
+    ),
+    Variable(
+        "vault_gateway_key",
+        SECRET,
+        "the gateway's master key, in an ansible-vault file",
+        secret=True,
+    ),
+    Variable(
+        "vault_grafana_admin_password",
+        SECRET,
+        "Grafana's admin password, in an ansible-vault file (needed when monitoring is on)",
+        secret=True,
+    ),
+    Variable("sparkrack_kubeconfig", forms.NAME_TEXT, "the kubeconfig every role uses"),
+    Variable(
+        "sparkrack_summary_file",
+        CONTROL_FILE,
+        "where site.yml's last play writes the per-node summary as JSON on the control machine "
+        "(-e; make lab passes it)",
+    ),
+    Variable(
+        "spark_hardware",
+        forms.Form(
+            "real or simulated",
+            lambda v: None if v in ("real", "simulated") else f"is {forms.type_name(v)}",
+        ),
+        "real on DGX Sparks, simulated in the lab",
+        cluster=False,
+    ),
+    Variable(
+        "spark_index",
+        forms.Form("a whole number from 1 up (the address plan checks it)", lambda v: None),
+        "the Spark's place in the address plan and its rank order",
+        cluster=False,
+    ),
+    Variable(
+        "fabric",
+        forms.Form("the fabric block (docs/guide/fabric.md)", lambda v: None),
+        "the QSFP fabric: the one input of the address plan (sparkrack/fabric/layout.py)",
+    ),
+    Variable(
+        "monitoring",
+        forms.Form(
+            "the monitoring block: {enabled: true} or {enabled: false}",
+            _monitoring,
+            example="{enabled: true}",
+        ),
+        "the optional monitoring stack (playbooks/monitoring.yml; docs/guide/observe.md)",
+    ),
+    Variable(
+        "cluster_addons",
+        forms.Form("the add-on options (sparkrack/k8s/options.py)", lambda v: None),
+        "options of the cluster add-ons: Multus, NADs, device plugin",
+    ),
+    Variable(
+        "roce_gid_index",
+        forms.Form("a GID table index from 0 up", forms.integer_between(0, 255)),
+        "a Spark's RoCE GID index override for `sparkrack render` and `check` (the serve play "
+        "takes fabric.gid_index only); each rank otherwise reads its own from sysfs at start",
+        cluster=False,
+    ),
+)
+"""Every variable sparkrack reads with a form of its own (roles' options are typed by their
+argument specs); the rows for issue-specific variables are added here, with their doc."""
+
+BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
+CLOSED_PREFIXES = ("serving_", "sparkrack_")
+COMPUTED = {
+    "sparkrack_plan": "the address plan the preflight play computes",
+    "sparkrack_contract": "the names the preflight play exports",
+    "k3s_api_ready": "the fact the k3s_api role publishes once the API answered (playbooks/api.yml)",
+}
+"""Facts a play sets: an inventory that sets them would replace what sparkrack computes."""

@@ -1,0 +1,149 @@
+"""The mutation check (``make mutants``): each mutation below breaks the code on purpose in a copy
+of the checkout, and the test named beside it must fail on that copy. A mutation that survives
+means its test asserts less than its name.
+
+A mutation is one exact text replacement (the text must occur once, so a refactor that moves it
+makes the check fail loudly rather than pass untested). The copy holds the checkout's tracked and
+untracked files (git ls-files), its caches left out; the test runs with the copy first on
+sys.path, and the check proves that the mutated module was the one imported.
+
+``python tests/mutants.py`` runs them all; ``python tests/mutants.py NAME...`` some; ``--list``
+names them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str
+    old: str
+    new: str
+    test: str
+    """The pytest node id that must fail once the mutation is in."""
+
+
+RECEIVER = "sparkrack/serving/scripts/fetch_rsync.py"
+RECEIVER_TEST = "tests/serving/scripts/test_fetch_receiver.py::test_receiver_refuses_the_attacks"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "receiver-without-chroot",
+        RECEIVER,
+        '"use chroot = yes",',
+        '"use chroot = no",',
+        RECEIVER_TEST,
+    ),
+    Mutation(
+        "receiver-without-incoming-chmod",
+        RECEIVER,
+        '"incoming chmod = Du-s,Dg-s,Do-w,Fu-s,Fg-s,Fo-w,Fa-x",',
+        "",
+        RECEIVER_TEST,
+    ),
+)
+
+
+def copy_checkout(dest: Path) -> None:
+    """The checkout's tracked and untracked (not ignored) files, as they are on disk."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for raw in listed:
+        if not raw:
+            continue
+        rel = raw.decode()
+        src = ROOT / rel
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the work tree, not yet committed
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target, follow_symlinks=False)
+
+
+def apply(copy: Path, mutation: Mutation) -> None:
+    path = copy / mutation.file
+    text = path.read_text()
+    count = text.count(mutation.old)
+    if count != 1:
+        raise SystemExit(
+            f"mutants: {mutation.name}: {mutation.old!r} occurs {count} times in {mutation.file}, "
+            "not once: update the mutation to the code as it is now"
+        )
+    path.write_text(text.replace(mutation.old, mutation.new))
+
+
+def run_test(copy: Path, mutation: Mutation) -> subprocess.CompletedProcess[str]:
+    module = mutation.file.removesuffix(".py").replace("/", ".")
+    env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{copy / 'tests'}"}
+    # The mutated module must be the copy's, not the checkout's (the dev venv's editable install).
+    where = subprocess.run(
+        [sys.executable, "-c", f"import {module} as m; print(m.__file__)"],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if not where.startswith(str(copy)):
+        raise SystemExit(f"mutants: {module} imported from {where}, not from the copy {copy}")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
+         mutation.test],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+
+
+def check(mutation: Mutation) -> tuple[bool, str]:
+    """(caught, the test's last lines)."""
+    with tempfile.TemporaryDirectory(prefix=f"sparkrack-mutant-{mutation.name}-") as tmp:
+        copy = Path(tmp)
+        copy_checkout(copy)
+        apply(copy, mutation)
+        proc = run_test(copy, mutation)
+    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+    # pytest: 1 = tests failed. 5 (nothing collected) or a skip is no catch.
+    return proc.returncode == 1 and " failed" in proc.stdout, tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="mutations to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="name the mutations and stop")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if not args.names or m.name in args.names]
+    unknown = set(args.names) - {m.name for m in MUTATIONS}
+    if unknown:
+        parser.error(f"unknown mutation(s): {', '.join(sorted(unknown))}")
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}: {m.file} -> {m.test}")
+        return 0
+    survived = []
+    for m in chosen:
+        caught, tail = check(m)
+        print(f"[mutants] {m.name}: {'caught' if caught else 'SURVIVED'} by {m.test}")
+        if not caught:
+            print(tail)
+            survived.append(m.name)
+    print(f"[mutants] {len(chosen) - len(survived)}/{len(chosen)} caught")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
