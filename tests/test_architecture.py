@@ -102,9 +102,11 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 # The house's floors, ground first: a package (or top-level module) imports only from floors
-# below its own. ``sparkrack`` is the package's own __init__ (its version); ``data`` holds the
-# programs that run inside other environments and import nothing of sparkrack.
+# below its own. ``sources`` (the source documents, which refusals cite) lies under everything;
+# ``sparkrack`` is the package's own __init__ (its version); ``data`` holds the programs that run
+# inside other environments and import nothing of sparkrack.
 FLOORS: tuple[tuple[str, ...], ...] = (
+    ("sources",),
     ("errors", "sparkrack", "data"),
     ("node", "patches", "planner"),
     ("contract",),
