@@ -234,6 +234,7 @@ def watchdog_objects(d: Deployment) -> list[dict[str, Any]]:
         {**res.labels, contract.LABEL_RANK: "0"},
         ctx.api_port,
         res.names.keys if res.engine.client_key_env else None,
+        len(res.ranks),
     )
 
 
