@@ -18,10 +18,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from sparkrack import contract
-from sparkrack.k3s.network import K3S_API_PORT
 from sparkrack.k8s import scanner
 from sparkrack.serving.names import ObjectNames
-from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL, tcp
+from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL, api_server, dns, policy, tcp
 from sparkrack.serving.objects.pod import (
     hardened,
     meta,
@@ -37,9 +36,6 @@ from sparkrack.watch.settings import EVIDENCE_DIR, MemguardSettings, WatchdogSet
 COMPONENT = contract.COMPONENT_WATCHDOG
 METRICS_PORT = 9464
 EVIDENCE_MOUNT = EVIDENCE_DIR
-DNS_PORT = 53
-DNS_LABELS = {"k8s-app": "kube-dns"}
-"""CoreDNS of K3s (kube-system): the watchdog resolves rank 0's name through it."""
 RESOURCES = {
     "CKV_K8S_11": "the watchdog sleeps between probes; a CPU limit would only delay a verdict",
 }
@@ -136,6 +132,7 @@ def manifests(
     api_port: int = contract.SERVING_DEFAULTS["serving_api_port"],
     key_secret: str | None = None,
     ranks: int = 1,
+    api_address: str = "",
 ) -> list[dict[str, Any]]:
     """ServiceAccount, Role, RoleBinding, state ConfigMap, NetworkPolicy and the Deployment of
     one serving deployment's watchdog (``ranks``: how many rank StatefulSets it may touch). ``url``: rank 0's engine (its stable pod name, never the API Service,
@@ -232,7 +229,7 @@ def manifests(
     return [
         *account(meta(obj, namespace, own), rules(deployment, ranks)),
         state(deployment, namespace),
-        policy(deployment, namespace, head or {}, api_port),
+        watchdog_policy(deployment, namespace, head or {}, api_port, api_address),
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -267,35 +264,22 @@ def manifests(
     ]
 
 
-def policy(deployment: str, namespace: str, head: dict[str, str], api_port: int) -> dict[str, Any]:
+def watchdog_policy(
+    deployment: str, namespace: str, head: dict[str, str], api_port: int, api_address: str
+) -> dict[str, Any]:
     """In: the metrics port from the monitoring namespace. Out: rank 0's engine port, the API
-    server's port and the cluster DNS; nothing else."""
+    server (its address only) and the cluster DNS; nothing else."""
     monitoring = {
         "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: contract.MONITORING_NAMESPACE}}
     }
-    dns = {
-        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
-        "podSelector": {"matchLabels": dict(DNS_LABELS)},
-    }
     egress: list[dict[str, Any]] = [
         {"to": [{"podSelector": {"matchLabels": dict(head)}}], "ports": tcp(api_port)},
-        # The API Service's address is translated to the server's own before a policy sees the
-        # packet, and a policy cannot name the server: its port, to wherever it listens.
-        {"ports": tcp(K3S_API_PORT)},
-        {"to": [dns], "ports": [*tcp(DNS_PORT), {"protocol": "UDP", "port": DNS_PORT}]},
+        *api_server(api_address),
+        dns(),
     ]
     own = labels(deployment)
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": meta(name(deployment), namespace, own),
-        "spec": {
-            "podSelector": {"matchLabels": dict(own)},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [monitoring], "ports": tcp(METRICS_PORT)}],
-            "egress": egress,
-        },
-    }
+    ingress = [{"from": [monitoring], "ports": tcp(METRICS_PORT)}]
+    return policy(name(deployment), namespace, own, own, ingress, egress)
 
 
 # --- the memory guard: one pod per Spark --------------------------------------------------------
@@ -390,7 +374,9 @@ def memguard_policy(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[str, Any]]:
+def memguard_manifests(
+    namespace: str, settings: MemguardSettings, api_address: str = ""
+) -> list[dict[str, Any]]:
     """ServiceAccount, Role, RoleBinding and the DaemonSet of the memory guard: one pod on every
     Spark under a user of its own, reading its own /proc and the host's cgroup tree read-only,
     deleting only engine pods of its own node (:func:`memguard_policy`).
@@ -467,6 +453,9 @@ def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[
     return [
         *account(metadata, memguard_rules()),
         *memguard_policy(namespace),
+        # Nothing in; out, the API server's address at its port alone (the in-cluster
+        # configuration names the API by address: no DNS).
+        policy(obj, namespace, labels, labels, [], api_server(api_address)),
         {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",
