@@ -43,12 +43,12 @@ FIELD_MANAGER: Final = "sparkrack"
 SPEC_HASH_ANNOTATION: Final = "sparkrack.io/spec-hash"
 """Hash of a Job's rendered form: an unchanged Job is left alone, a changed one replaced."""
 WATCHDOG_STATE_ANNOTATION: Final = "sparkrack.io/watchdog-state"
-"""On a deployment's rank-0 StatefulSet: the watchdog's state (healthy, stalled, restarting,
-recovered, failed)."""
+"""In the watchdog's own state ConfigMap (named like the watchdog): its state (healthy, stalled,
+restarting, recovered, failed)."""
 WATCHDOG_VERDICT_ANNOTATION: Final = "sparkrack.io/watchdog-verdict"
-"""On a deployment's rank-0 StatefulSet: the watchdog's last verdict line and its time."""
+"""In the watchdog's state ConfigMap: its last verdict line and its time."""
 WATCHDOG_RESTARTS_ANNOTATION: Final = "sparkrack.io/watchdog-restarts"
-"""On a deployment's rank-0 StatefulSet: Unix times of the watchdog's group restarts (its budget)."""
+"""In the watchdog's state ConfigMap: Unix times of its group restarts (its budget)."""
 LABEL_QUARANTINE: Final = "sparkrack.io/quarantined"
 """Added to a deployment's API Service selector while it is sick: no pod carries it, so the
 Service has no endpoints and the gateway's router cools the route down and fails over."""
@@ -97,6 +97,12 @@ SERVING_UID: Final = 65532
 """The user (and group) every serving container that is not an engine runs as: the fetch,
 receiver, pre-pull, wait and gateway containers. The serve play gives this user the HF cache
 directory on each Spark of a deployment, the only host path those containers write."""
+MEMGUARD_UID: Final = 65531
+"""The memory guard's own user (and group): not :data:`SERVING_UID`, so it shares no user with
+the fetch and receiver containers whose processes hold the HF token and the rsync password."""
+NODE_NAME_EXTRA: Final = "authentication.kubernetes.io/node-name"
+"""What a pod-bound ServiceAccount token tells the API server about the node its pod runs on
+(``request.userInfo.extra``): the memory guard's admission policy reads it."""
 LAUNCHER_MOUNT: Final = "/opt/sparkrack"
 """Where the launcher ConfigMap (patch engine, group guard, smoke client) is mounted."""
 ENGINE_CONFIG_MOUNT: Final = "/etc/sparkrack/engine"

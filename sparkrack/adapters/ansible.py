@@ -297,13 +297,23 @@ def serving_render(
     (:func:`sparkrack.serving.deployments.bundle.render_serving`): every deployment validated for
     its Sparks, every manifest validated, and per deployment the facts the serve play needs.
     """
+    from dataclasses import replace
+
+    from sparkrack.inputs.inventory import CONTROL_PLANE_GROUP
     from sparkrack.serving import context_from_vars
+    from sparkrack.serving.context import api_server
     from sparkrack.serving.deployments.bundle import from_vars, render_serving
 
     def run() -> dict[str, Any]:
         # The roce role's discovered index (hostvar roce_gid_index) stays out of the pods: each
         # rank reads its own at start (sparkrack.fabric.gidtable).
-        ctx = context_from_vars(_plan(plan_fact), dict(settings))
+        control_plane = [
+            str(h) for h in hostvars if CONTROL_PLANE_GROUP in hostvars[h].get("group_names", [])
+        ]
+        ctx = replace(
+            context_from_vars(_plan(plan_fact), dict(settings)),
+            api_server=api_server(sorted(control_plane), hostvars),
+        )
         found = from_vars(dict(deployments), ctx, "inventory serving_deployments")
         return render_serving(found, source="serving")
 

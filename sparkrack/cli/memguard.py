@@ -25,7 +25,9 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--node", required=True, help="this Spark's node name (downward API)")
     p.add_argument("--namespace", default="sparkrack", help="the serving namespace")
-    p.add_argument("--proc", type=Path, default=Path("/proc"), help="the host's /proc")
+    p.add_argument(
+        "--proc", type=Path, default=Path("/proc"), help="a /proc of the node (the pod's own)"
+    )
     p.add_argument(
         "--cgroup", type=Path, default=None, help="the host's /sys/fs/cgroup (pods' usage)"
     )

@@ -71,6 +71,13 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     k = p.add_argument_group("acting on the cluster (a deployment of sparkrack serve)")
     k.add_argument("--deployment", default=None, help="the deployment's name (its label)")
     k.add_argument("--namespace", default=None, help="its namespace")
+    k.add_argument(
+        "--ranks",
+        type=int,
+        default=None,
+        help="its number of ranks: read its objects by name, as a Role naming them allows "
+        "(default: find them by label)",
+    )
     k.add_argument("--alias", default="", help="its gateway alias (recorded in the evidence)")
     k.add_argument("--kubeconfig", default=None, help=KUBECONFIG_HELP)
     k.add_argument("--max-restarts", type=int, default=Budget.max_restarts, help="per window")
@@ -237,7 +244,7 @@ def actions_from_args(args: argparse.Namespace, url: str) -> Actions | None:
         )
     cluster = None
     if args.namespace is not None:
-        cluster = Cluster(api_client(args.kubeconfig), args.namespace)
+        cluster = Cluster(api_client(args.kubeconfig), args.namespace, args.ranks)
     budget = Budget(args.max_restarts, args.restart_window, args.restart_grace)
     actions = Actions(
         args.deployment or args.name or url,

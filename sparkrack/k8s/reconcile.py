@@ -31,12 +31,15 @@ WATCHDOG_KINDS = (
     "DaemonSet",
     "Deployment",
     "NetworkPolicy",
+    "ConfigMap",
     "RoleBinding",
     "Role",
     "ServiceAccount",
+    "ValidatingAdmissionPolicyBinding",
+    "ValidatingAdmissionPolicy",
 )
 """Kinds of the watchdogs and the memory guard, in removal order (the pods first, their rights
-last)."""
+next, the admission policy that bounds those rights last)."""
 _MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 

@@ -7,12 +7,12 @@ RoCE GID indices; a deployment narrows it to its Sparks, VF and name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError, shown
-from sparkrack.fabric.addressplan import FabricPlan, NodePlan
+from sparkrack.fabric.addressplan import FabricPlan, NodePlan, nodes_from_hostvars
 from sparkrack.inputs.forms import switch_on
 from sparkrack.inputs.inventory import Inventory, load_inventory
 from sparkrack.inputs.variable_table import BY_NAME, RULE
@@ -84,6 +84,10 @@ class ServingContext:
     (``serving_gateway_node_port``; None: closed, the cluster's pods only)."""
     trust: Trust = field(default_factory=Trust)
     """The images and model repos whose code the inventory lets run (nothing by default)."""
+    api_server: str = ""
+    """The K3s server's node address (the control-plane host's ``k3s_node_ip``): the one host
+    the watchdog and the memory guard may reach, at the API port (empty: no inventory, and no
+    pod of the namespace may reach the API)."""
     watchdog: WatchdogSettings | None = None
     """The stall watchdog of every deployment (``serving_watchdog_*``; None: no image given,
     no watchdog)."""
@@ -388,9 +392,16 @@ def context_of(inv: Inventory, gid: dict[str, int] | None = None) -> ServingCont
                 )
             )
         discovered[host] = value
-    return context_from_vars(
+    ctx = context_from_vars(
         inv.plan(),
         {n: inv.var(n) for n in SERVING_VARS},
         {**discovered, **(gid or {})},
         {n: inv.source(n) for n in SERVING_VARS},
     )
+    return replace(ctx, api_server=api_server(inv.control_plane, inv.hostvars))
+
+
+def api_server(control_plane: list[str], hostvars: Mapping[str, Mapping[str, Any]]) -> str:
+    """The K3s server's node address: the one control-plane host's (empty: none listed)."""
+    nodes = nodes_from_hostvars(control_plane[:1], hostvars)
+    return nodes[0].node_ip if nodes else ""

@@ -1,10 +1,13 @@
 """What the watchdog reads from and does to the cluster, through the Kubernetes API.
 
-A deployment is found by its labels (``sparkrack.io/deployment`` and the serving component): its
-rank StatefulSets (one
-per rank, :mod:`sparkrack.serving.objects.ranks`), their pods and its OpenAI-API Service. The
-watchdog's own state lives in annotations of the rank-0 StatefulSet, so a restarted watchdog
-keeps its restart budget and ``sparkrack status`` reads the same facts.
+A deployment's objects are its rank StatefulSets (one per rank,
+:mod:`sparkrack.serving.objects.ranks`), their pods and its OpenAI-API Service. ``sparkrack
+status`` finds them by their labels (``sparkrack.io/deployment`` and the serving component); the
+watchdog, whose Role names each object it may touch (``resourceNames``), reads them by name:
+given the number of ranks, every name follows (:class:`~sparkrack.serving.names.ObjectNames`).
+The watchdog's own state lives in the annotations of a ConfigMap of its own (named like the
+watchdog, created by the render), so a restarted watchdog keeps its restart budget, ``sparkrack
+status`` reads the same facts and the watchdog patches no StatefulSet.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sparkrack import contract
+from sparkrack.serving.names import ObjectNames
+from sparkrack.watch.settings import name as state_name
 
 LOG_TAIL_LINES = 500
 
@@ -37,14 +42,17 @@ class DeploymentView:
     statefulsets: list[Any]
     pods: list[Any]
     api_service: Any | None
+    state: Any | None = None
+    """The watchdog's state ConfigMap (None: the deployment has no watchdog)."""
 
     @property
     def head(self) -> Any | None:
         return self.statefulsets[0] if self.statefulsets else None
 
     def annotations(self) -> dict[str, str]:
-        head = self.head
-        return dict((head.metadata.annotations or {}) if head is not None else {})
+        """The watchdog's state: the annotations of its ConfigMap."""
+        state = self.state
+        return dict((state.metadata.annotations or {}) if state is not None else {})
 
     def ranks_ready(self) -> tuple[int, int]:
         ready = sum(1 for p in self.pods if _pod_ready(p))
@@ -66,13 +74,19 @@ def _pod_ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
 
 
-class Cluster:
-    """The API calls of one namespace."""
+def _absent(exc: ApiException) -> bool:
+    return bool(exc.status == 404)
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+
+class Cluster:
+    """The API calls of one namespace. With ``ranks`` (the watchdog, whose Role names its
+    objects), a deployment's objects are read by name, never listed."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, ranks: int | None = None) -> None:
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)
         self.namespace = namespace
+        self.ranks = ranks
 
     def _selector(self, name: str) -> str:
         """The deployment's serving objects: its ranks and Services, never its watchdog (which
@@ -88,7 +102,37 @@ class Cluster:
         ).items
         return sorted({s.metadata.labels[contract.LABEL_DEPLOYMENT] for s in sets})
 
+    def _get(self, read: Any, name: str) -> Any | None:
+        try:
+            return read(name, self.namespace)
+        except ApiException as exc:
+            if _absent(exc):
+                return None
+            raise
+
+    def state(self, name: str) -> Any | None:
+        """The watchdog's state ConfigMap of deployment ``name`` (None: none)."""
+        return self._get(self.core.read_namespaced_config_map, state_name(name))
+
+    def _named(self, name: str, ranks: int) -> DeploymentView:
+        names = ObjectNames.of(name)
+        sets = [
+            self._get(self.apps.read_namespaced_stateful_set, names.statefulset(r))
+            for r in range(ranks)
+        ]
+        pods = [self._get(self.core.read_namespaced_pod, names.pod(r)) for r in range(ranks)]
+        api = self._get(self.core.read_namespaced_service, names.api)
+        return DeploymentView(
+            name,
+            [s for s in sets if s is not None],
+            [p for p in pods if p is not None],
+            api,
+            self.state(name),
+        )
+
     def view(self, name: str) -> DeploymentView:
+        if self.ranks is not None:
+            return self._named(name, self.ranks)
         sel = self._selector(name)
         sets: list[Any] = self.apps.list_namespaced_stateful_set(
             self.namespace, label_selector=sel
@@ -98,7 +142,9 @@ class Cluster:
             self.namespace, label_selector=sel
         ).items
         api = next((s for s in services if s.spec.cluster_ip != "None"), None)
-        return DeploymentView(name, sorted(sets, key=_rank), sorted(pods, key=_rank), api)
+        return DeploymentView(
+            name, sorted(sets, key=_rank), sorted(pods, key=_rank), api, self.state(name)
+        )
 
     def fetch_jobs(self, name: str) -> list[dict[str, str]]:
         """The deployment's weight download and copy Jobs, each with its state
@@ -188,12 +234,15 @@ class Cluster:
         return [p.metadata.name for p in pods]
 
     def annotate(self, name: str, values: dict[str, str | None]) -> None:
-        head = self.view(name).head
-        if head is None:
-            return
-        self.apps.patch_namespaced_stateful_set(
-            head.metadata.name, self.namespace, {"metadata": {"annotations": values}}
-        )
+        """Write the watchdog's state into its ConfigMap (the render creates it; a deployment
+        rendered without a watchdog has none, and nothing is written)."""
+        try:
+            self.core.patch_namespaced_config_map(
+                state_name(name), self.namespace, {"metadata": {"annotations": values}}
+            )
+        except ApiException as exc:
+            if not _absent(exc):
+                raise
 
     def set_routable(self, name: str, routable: bool) -> bool:
         """Take the deployment's API Service out of routing (a selector no pod matches) or put it

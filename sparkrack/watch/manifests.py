@@ -5,8 +5,8 @@ need.
 Why a Deployment and not a sidecar of rank 0: the watchdog deletes every rank pod of a stalled
 group; as a sidecar it would kill itself in the act, lose its in-flight evidence and share the
 fate of a wedged pod. On the control-plane node it needs no GPU and none of a Spark's unified
-memory, outlives every restart it makes, and keeps its state (restart times) in annotations of
-the deployment's rank-0 StatefulSet anyway. Evidence goes to a hostPath on that node, bounded by
+memory, outlives every restart it makes, and keeps its state (restart times) in the annotations
+of a ConfigMap of its own, the one object it writes besides the API Service's selector. Evidence goes to a hostPath on that node, bounded by
 the bundle format's rotation and size cap (:mod:`sparkrack.diagnose.bundle`).
 
 The image must carry sparkrack with aiohttp and the Kubernetes client (image/Containerfile, built
@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from sparkrack import contract
-from sparkrack.contract import K3S_API_PORT
 from sparkrack.k8s import scanner
-from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL, tcp
+from sparkrack.serving.names import ObjectNames
+from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL, api_server, dns, policy, tcp
 from sparkrack.serving.objects.pod import (
     hardened,
     meta,
@@ -31,14 +31,11 @@ from sparkrack.serving.objects.pod import (
     tmp_volume,
 )
 from sparkrack.serving.profile.knobs import PodVariable
-from sparkrack.watch.settings import EVIDENCE_DIR, MemguardSettings, WatchdogSettings, labels
+from sparkrack.watch.settings import EVIDENCE_DIR, MemguardSettings, WatchdogSettings, labels, name
 
 COMPONENT = contract.COMPONENT_WATCHDOG
 METRICS_PORT = 9464
 EVIDENCE_MOUNT = EVIDENCE_DIR
-DNS_PORT = 53
-DNS_LABELS = {"k8s-app": "kube-dns"}
-"""CoreDNS of K3s (kube-system): the watchdog resolves rank 0's name through it."""
 RESOURCES = {
     "CKV_K8S_11": "the watchdog sleeps between probes; a CPU limit would only delay a verdict",
 }
@@ -51,22 +48,56 @@ __all__ = [
     "memguard_manifests",
     "name",
     "rules",
+    "state",
 ]
 
 
-def name(deployment: str) -> str:
-    return f"{contract.OBJECT_PREFIX}-{deployment}-{COMPONENT}"
-
-
-def rules() -> list[dict[str, Any]]:
-    """What the watchdog's actions call, nothing more (no Secrets, no writes beyond these)."""
+def rules(deployment: str, ranks: int) -> list[dict[str, Any]]:
+    """What the watchdog's actions call on its own deployment's objects, each named: read its
+    rank StatefulSets, read, delete and read the logs of their pods (a StatefulSet's one pod is
+    ``<set>-0``), read and re-point its API Service, read and write its state ConfigMap. Events
+    have generated names: listing them is the one unnamed right, and it reads only."""
+    names = ObjectNames.of(deployment)
+    sets = [names.statefulset(r) for r in range(ranks)]
+    pods = [names.pod(r) for r in range(ranks)]
     return [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
-        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "verbs": ["get", "delete"],
+            "resourceNames": pods,
+        },
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"], "resourceNames": pods},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
-        {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "patch"]},
-        {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["list", "patch"]},
+        {
+            "apiGroups": [""],
+            "resources": ["services"],
+            "verbs": ["get", "patch"],
+            "resourceNames": [names.api],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["get", "patch"],
+            "resourceNames": [name(deployment)],
+        },
+        {
+            "apiGroups": ["apps"],
+            "resources": ["statefulsets"],
+            "verbs": ["get"],
+            "resourceNames": sets,
+        },
     ]
+
+
+def state(deployment: str, namespace: str) -> dict[str, Any]:
+    """The watchdog's state object: an empty ConfigMap whose annotations the watchdog writes
+    (:meth:`sparkrack.watch.cluster.Cluster.annotate`); applying it again keeps them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(name(deployment), namespace, labels(deployment)),
+    }
 
 
 def account(metadata: dict[str, Any], granted: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -100,9 +131,11 @@ def manifests(
     head: dict[str, str] | None = None,
     api_port: int = contract.SERVING_DEFAULTS["serving_api_port"],
     key_secret: str | None = None,
+    ranks: int = 1,
+    api_address: str = "",
 ) -> list[dict[str, Any]]:
-    """ServiceAccount, Role, RoleBinding, NetworkPolicy and the Deployment of one serving
-    deployment's watchdog. ``url``: rank 0's engine (its stable pod name, never the API Service,
+    """ServiceAccount, Role, RoleBinding, state ConfigMap, NetworkPolicy and the Deployment of
+    one serving deployment's watchdog (``ranks``: how many rank StatefulSets it may touch). ``url``: rank 0's engine (its stable pod name, never the API Service,
     which the watchdog takes out of routing); ``head``: the labels of rank 0's pod, the one
     destination its NetworkPolicy lets it probe, on ``api_port``; ``key_secret``: the deployment's
     key Secret, whose engine key the probe sends (None: the engine checks no key)."""
@@ -119,6 +152,8 @@ def manifests(
         deployment,
         "--namespace",
         namespace,
+        "--ranks",
+        str(ranks),
         "--alias",
         alias,
         "--stall-after",
@@ -192,8 +227,9 @@ def manifests(
         nonroot=True,
     )
     return [
-        *account(meta(obj, namespace, own), rules()),
-        policy(deployment, namespace, head or {}, api_port),
+        *account(meta(obj, namespace, own), rules(deployment, ranks)),
+        state(deployment, namespace),
+        watchdog_policy(deployment, namespace, head or {}, api_port, api_address),
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -228,35 +264,22 @@ def manifests(
     ]
 
 
-def policy(deployment: str, namespace: str, head: dict[str, str], api_port: int) -> dict[str, Any]:
+def watchdog_policy(
+    deployment: str, namespace: str, head: dict[str, str], api_port: int, api_address: str
+) -> dict[str, Any]:
     """In: the metrics port from the monitoring namespace. Out: rank 0's engine port, the API
-    server's port and the cluster DNS; nothing else."""
+    server (its address only) and the cluster DNS; nothing else."""
     monitoring = {
         "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: contract.MONITORING_NAMESPACE}}
     }
-    dns = {
-        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
-        "podSelector": {"matchLabels": dict(DNS_LABELS)},
-    }
     egress: list[dict[str, Any]] = [
         {"to": [{"podSelector": {"matchLabels": dict(head)}}], "ports": tcp(api_port)},
-        # The API Service's address is translated to the server's own before a policy sees the
-        # packet, and a policy cannot name the server: its port, to wherever it listens.
-        {"ports": tcp(K3S_API_PORT)},
-        {"to": [dns], "ports": [*tcp(DNS_PORT), {"protocol": "UDP", "port": DNS_PORT}]},
+        *api_server(api_address),
+        dns(),
     ]
     own = labels(deployment)
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": meta(name(deployment), namespace, own),
-        "spec": {
-            "podSelector": {"matchLabels": dict(own)},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [monitoring], "ports": tcp(METRICS_PORT)}],
-            "egress": egress,
-        },
-    }
+    ingress = [{"from": [monitoring], "ports": tcp(METRICS_PORT)}]
+    return policy(name(deployment), namespace, own, own, ingress, egress)
 
 
 # --- the memory guard: one pod per Spark --------------------------------------------------------
@@ -264,7 +287,9 @@ def policy(deployment: str, namespace: str, head: dict[str, str], api_port: int)
 MEMGUARD: Final = contract.COMPONENT_MEMGUARD
 MEMGUARD_NAME: Final = f"{contract.OBJECT_PREFIX}-{MEMGUARD}"
 """The guard's DaemonSet, ServiceAccount, Role and RoleBinding."""
-HOST_PROC: Final = "/host/proc"
+PROC: Final = "/proc"
+"""The guard's own /proc: ``meminfo`` and ``pressure/memory`` are the node's in every pid
+namespace, so no host /proc is mounted (whose ``<pid>/environ`` files hold other pods' keys)."""
 HOST_CGROUP: Final = "/host/sys/fs/cgroup"
 MEMGUARD_PROBES: Final = dict.fromkeys(
     ("CKV_K8S_8", "CKV_K8S_9"),
@@ -275,16 +300,86 @@ NODE_NAME_WORD: Final = PodVariable.of(NODE_NAME_ENV)
 
 
 def memguard_rules() -> list[dict[str, Any]]:
-    """List the serving pods, delete one, record why: nothing more."""
+    """List the serving pods, delete one, record why: nothing more. Which pod it may delete (an
+    engine pod on its own node) no Role can say: :func:`memguard_policy` does, in admission."""
     return [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ]
 
 
-def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[str, Any]]:
+def memguard_account(namespace: str) -> str:
+    """The user name the API server gives the guard's ServiceAccount."""
+    return f"system:serviceaccount:{namespace}:{MEMGUARD_NAME}"
+
+
+def memguard_policy(namespace: str) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: a pod deletion by the guard's account is
+    refused unless the pod is an engine pod (it carries a rank label) on the node the guard's
+    token is bound to (the API server records that node in the token's ``extra``)."""
+    policy_name = f"{MEMGUARD_NAME}-{namespace}"
+    labels = {**contract.PART_OF, contract.LABEL_COMPONENT: MEMGUARD}
+    extra = f"request.userInfo.extra[{contract.NODE_NAME_EXTRA!r}]"
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": policy_name, "labels": dict(labels)},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["DELETE"],
+                            "resources": ["pods"],
+                        }
+                    ]
+                },
+                "matchConditions": [
+                    {
+                        "name": "the-memory-guard",
+                        "expression": f"request.userInfo.username == {memguard_account(namespace)!r}",
+                    }
+                ],
+                "validations": [
+                    {
+                        "expression": "has(oldObject.metadata.labels) && "
+                        f"{contract.LABEL_RANK!r} in oldObject.metadata.labels",
+                        "message": "the memory guard deletes engine pods only",
+                        "reason": "Forbidden",
+                    },
+                    {
+                        "expression": f"{contract.NODE_NAME_EXTRA!r} in request.userInfo.extra "
+                        f"&& has(oldObject.spec.nodeName) && oldObject.spec.nodeName == {extra}[0]",
+                        "message": "the memory guard deletes pods of its own node only",
+                        "reason": "Forbidden",
+                    },
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": policy_name, "labels": dict(labels)},
+            "spec": {
+                "policyName": policy_name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}
+                },
+            },
+        },
+    ]
+
+
+def memguard_manifests(
+    namespace: str, settings: MemguardSettings, api_address: str = ""
+) -> list[dict[str, Any]]:
     """ServiceAccount, Role, RoleBinding and the DaemonSet of the memory guard: one pod on every
-    Spark, reading the host's /proc and cgroup tree read-only, acting on ``namespace``'s pods.
+    Spark under a user of its own, reading its own /proc and the host's cgroup tree read-only,
+    deleting only engine pods of its own node (:func:`memguard_policy`).
 
     A DaemonSet and not a sidecar: the guard must outlive the pod it stops and watch a Spark
     with no engine on it yet. Requests equal to limits (Guaranteed QoS) put it last in the
@@ -300,7 +395,7 @@ def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[
         "--namespace",
         namespace,
         "--proc",
-        HOST_PROC,
+        PROC,
         "--cgroup",
         HOST_CGROUP,
         "--floor",
@@ -330,7 +425,6 @@ def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[
             ],
             "resources": {"requests": dict(resources), "limits": dict(resources)},
             "volumeMounts": [
-                {"name": "proc", "mountPath": HOST_PROC, "readOnly": True},
                 {"name": "cgroup", "mountPath": HOST_CGROUP, "readOnly": True},
             ],
         }
@@ -344,15 +438,24 @@ def memguard_manifests(namespace: str, settings: MemguardSettings) -> list[dict[
             "tolerations": [{"operator": "Exists"}],
             "containers": [container],
             "volumes": [
-                {"name": "proc", "hostPath": {"path": "/proc", "type": "Directory"}},
                 {"name": "cgroup", "hostPath": {"path": "/sys/fs/cgroup", "type": "Directory"}},
                 tmp_volume(),
             ],
         },
         nonroot=True,
     )
+    # A user of its own: no file or process of another serving container is its to read.
+    pod["securityContext"].update(
+        runAsUser=contract.MEMGUARD_UID,
+        runAsGroup=contract.MEMGUARD_UID,
+        fsGroup=contract.MEMGUARD_UID,
+    )
     return [
         *account(metadata, memguard_rules()),
+        *memguard_policy(namespace),
+        # Nothing in; out, the API server's address at its port alone (the in-cluster
+        # configuration names the API by address: no DNS).
+        policy(obj, namespace, labels, labels, [], api_server(api_address)),
         {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",

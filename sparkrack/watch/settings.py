@@ -35,6 +35,12 @@ class MemguardSettings:
     grace_s: int = 10
 
 
+def name(deployment: str) -> str:
+    """The name of a deployment's watchdog objects: its Deployment, account, Role and the
+    ConfigMap holding its state."""
+    return f"{contract.OBJECT_PREFIX}-{deployment}-{contract.COMPONENT_WATCHDOG}"
+
+
 def labels(deployment: str) -> dict[str, str]:
     """The labels of a deployment's watchdog objects (and the selector of its pod)."""
     return {

@@ -1,6 +1,6 @@
 """What the watchdog does about a verdict: the state machine and the restart budget.
 
-States (kept in the rank-0 StatefulSet's annotations, see :mod:`.cluster`):
+States (kept in the annotations of the watchdog's state ConfigMap, see :mod:`.cluster`):
 
 * ``healthy`` — the last probe was healthy and no restart is pending;
 * ``stalled`` — a bad verdict (stalled or erroring): evidence first, then out of the gateway's

@@ -99,7 +99,8 @@ def test_render_manifests_multi_document(capsys: pytest.CaptureFixture[str]) -> 
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     # Namespace; the switch ConfigMap, the fetch Job and 3 receiver Jobs (4 Sparks); the
     # launcher ConfigMap, 2 Services, 4 StatefulSets and the deployment's NetworkPolicy; its
-    # watchdog: in the order the serve play applies them.
+    # watchdog (account, Role, binding, state ConfigMap, policy, Deployment): in the order the
+    # serve play applies them.
     assert [d["kind"] for d in docs] == [
         "Namespace",
         "ConfigMap",
@@ -108,7 +109,7 @@ def test_render_manifests_multi_document(capsys: pytest.CaptureFixture[str]) -> 
         *["Service"] * 2,
         *["StatefulSet"] * 4,
         "NetworkPolicy",
-        *["ServiceAccount", "Role", "RoleBinding", "NetworkPolicy", "Deployment"],
+        *["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "NetworkPolicy", "Deployment"],
     ]
     assert validate_manifests(docs) == []
 

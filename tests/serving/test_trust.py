@@ -7,9 +7,11 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from sparkrack import contract
 from sparkrack.errors import SparkrackError
 from sparkrack.serving import Profile, load_profile, resolve
 from sparkrack.serving.context import ServingContext, context_from_inventory
@@ -140,3 +142,29 @@ def test_the_serving_plan_shows_the_code_that_runs_first() -> None:
     assert f"model {profile.model}@" in first
     assert "remote code: yes" in first
     assert rendered["deployments"][0]["plan"]["runs"]["remote_code"].startswith("yes")
+
+
+def test_engines_mount_the_hf_cache_read_only_unless_the_models_code_runs(
+    ctx: ServingContext,
+) -> None:
+    """A rank reads the node's HF cache through a read-only mount (a root engine container
+    plants no link or file there) unless its model's own code runs, which transformers copies
+    under HF_HOME/modules. Negative control: the same profile with its repo's code trusted keeps
+    a writable cache."""
+
+    def cache_mounts(rendered: dict[str, Any]) -> list[bool]:
+        return [
+            bool(m.get("readOnly"))
+            for d in rendered["manifests"]
+            if d["kind"] == "StatefulSet"
+            for c in d["spec"]["template"]["spec"]["containers"]
+            for m in c["volumeMounts"]
+            if m["mountPath"] == contract.HF_CACHE_MOUNT
+        ]
+
+    gemma = load_profile("gemma-4-31b-it")
+    mounts = cache_mounts(render_serving(single(resolve(gemma, ctx))))
+    assert mounts and all(mounts)
+    profile = changed("gemma-4-31b-it", sglang__trust_remote_code=True)
+    listed = replace(ctx, trust=replace(ctx.trust, remote_code_repos=(profile.model,)))
+    assert not any(cache_mounts(render_serving(single(resolve(profile, listed)))))

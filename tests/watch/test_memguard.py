@@ -223,13 +223,13 @@ def test_the_deployed_guard_stops_a_pod_with_its_role_and_no_more(
     from sparkrack.watch.cluster import Cluster
     from sparkrack.watch.manifests import MemguardSettings, memguard_manifests
 
-    api, (here, _) = nodes
+    api, (here, there) = nodes
     core = client.CoreV1Api(api)
     ns = kube_api.namespace("memguard", {"pod-security.kubernetes.io/enforce": "privileged"})
+    settings = MemguardSettings(image="registry.invalid/sparkrack@sha256:" + "0" * 64)
+    docs = validated(memguard_manifests(ns, settings), "test")
+    dyn = DynamicClient(api)
     try:
-        settings = MemguardSettings(image="registry.invalid/sparkrack@sha256:" + "0" * 64)
-        docs = validated(memguard_manifests(ns, settings), "test")
-        dyn = DynamicClient(api)
         for doc in docs:
             dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).create(
                 body=doc, namespace=ns
@@ -245,7 +245,17 @@ def test_the_deployed_guard_stops_a_pod_with_its_role_and_no_more(
             time.sleep(0.5)
         assert ds.status.desired_number_scheduled >= 2  # one per registered Spark
         core.create_namespaced_pod(ns, pod("alpha-r0", here, "40Gi"))
-        config = sa_kubeconfig(kube_api, Cluster(api, ns), "sparkrack-memguard", tmp_path / "sa")
+        [mine] = [
+            p
+            for p in core.list_namespaced_pod(
+                ns, label_selector="sparkrack.io/component=memguard"
+            ).items
+            if p.spec.node_name == here
+        ]
+        # The token the kubelet gives the guard's pod on ``here``: bound to it, its node named.
+        config = sa_kubeconfig(
+            kube_api, Cluster(api, ns), "sparkrack-memguard", tmp_path / "sa", mine
+        )
         root = proc(tmp_path / "proc", PSI_STALLING, 2 * 1024 * 1024)
         run = subprocess.run(
             [sys.executable, "-m", "sparkrack", "memguard", "--once", "--node", here]
@@ -274,8 +284,57 @@ def test_the_deployed_guard_stops_a_pod_with_its_role_and_no_more(
         assert not allowed("get", "secrets")
         assert not allowed("delete", "statefulsets", "apps")
         assert not allowed("create", "pods")
+        # Nothing that reads another container's environment: no exec, no attach, no Secret.
+        assert not allowed("create", "pods/exec") and not allowed("create", "pods/attach")
+        assert not allowed("get", "pods/log")
+
+        # The Role lets it delete pods; the admission policy the real API enforces narrows that
+        # to engine pods of its own node.
+        as_core = client.CoreV1Api(kube_config.new_client_from_config(config_file=str(config)))
+        core.create_namespaced_pod(ns, pod("gamma-r0", there, "40Gi"))
+        core.create_namespaced_pod(ns, pod("fetch", here, "40Gi", rank=False))
+        for victim, why in (("gamma-r0", "its own node only"), ("fetch", "engine pods only")):
+            with pytest.raises(client.ApiException) as refused:
+                as_core.delete_namespaced_pod(victim, ns)
+            assert refused.value.status == 403 and why in str(refused.value.body), victim
+        assert {"gamma-r0", "fetch"} <= live(core, ns)
+        # A token not bound to the guard's pod names no node: it deletes nothing.
+        core.create_namespaced_pod(ns, pod("delta-r0", here, "40Gi"))
+        unbound = sa_kubeconfig(kube_api, Cluster(api, ns), "sparkrack-memguard", tmp_path / "u")
+        with pytest.raises(client.ApiException) as refused:
+            client.CoreV1Api(
+                kube_config.new_client_from_config(config_file=str(unbound))
+            ).delete_namespaced_pod("delta-r0", ns)
+        assert refused.value.status == 403
+        # Negative control: an engine pod of its own node it deletes.
+        as_core.delete_namespaced_pod("delta-r0", ns)
     finally:
         core.delete_namespace(ns)
+        for doc in docs:
+            if "namespace" not in doc["metadata"] and doc["kind"].startswith("Validating"):
+                with contextlib.suppress(client.ApiException):
+                    dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).delete(
+                        name=doc["metadata"]["name"]
+                    )
+
+
+def test_the_guard_reads_its_own_proc_as_a_user_of_its_own() -> None:
+    """The guard's pod mounts no host /proc (whose ``<pid>/environ`` files hold the keys of
+    other pods), shares no process namespace with the host, and runs as a user no other
+    serving container has."""
+    from sparkrack.watch.manifests import MemguardSettings, memguard_manifests
+
+    [ds] = [
+        d for d in memguard_manifests("n", MemguardSettings(image="x")) if d["kind"] == "DaemonSet"
+    ]
+    spec = ds["spec"]["template"]["spec"]
+    [container] = spec["containers"]
+    hosts = [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v]
+    assert "/proc" not in hosts and not spec.get("hostPID") and not spec.get("hostNetwork")
+    assert container["args"][container["args"].index("--proc") + 1] == "/proc"
+    user = spec["securityContext"]["runAsUser"]
+    assert user == contract.MEMGUARD_UID != contract.SERVING_UID
+    assert spec["securityContext"]["runAsNonRoot"] is True
 
 
 def test_the_inventory_variables_take_the_guards_defaults_and_refuse_nonsense() -> None:

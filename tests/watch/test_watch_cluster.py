@@ -232,10 +232,21 @@ def test_the_restart_budget_stops_restarting_and_marks_the_deployment_failed(
     wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
 
 
-def sa_kubeconfig(kube_api: Any, cluster: Cluster, account: str, path: Path) -> Path:
-    """A kubeconfig that authenticates as ``account`` (a bound token from the TokenRequest API)."""
+def sa_kubeconfig(
+    kube_api: Any, cluster: Cluster, account: str, path: Path, pod: Any | None = None
+) -> Path:
+    """A kubeconfig that authenticates as ``account`` (a token from the TokenRequest API; with
+    ``pod``, bound to that pod as the kubelet binds a pod's own token, its node named in it)."""
+    spec: dict[str, Any] = {"expirationSeconds": 3600}
+    if pod is not None:
+        spec["boundObjectRef"] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": pod.metadata.name,
+            "uid": pod.metadata.uid,
+        }
     token = cluster.core.create_namespaced_service_account_token(
-        account, cluster.namespace, {"spec": {"expirationSeconds": 3600}}
+        account, cluster.namespace, {"spec": spec}
     ).status.token
     admin = yaml.safe_load(kube_api.kubeconfig.read_text())
     admin["users"] = [{"name": account, "user": {"token": token}}]
@@ -251,10 +262,13 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
     cluster = served
     settings = WatchdogSettings(image="registry.invalid/sparkrack@sha256:" + "0" * 64)
     docs = validated(
-        manifests(NAME, cluster.namespace, "http://x:30000", "model-alpha", settings), "test"
+        manifests(NAME, cluster.namespace, "http://x:30000", "model-alpha", settings, ranks=2),
+        "test",
     )
     dyn = DynamicClient(cluster.core.api_client)
     for doc in docs:
+        if doc["kind"] == "ConfigMap":  # the state object: the serving render made it already
+            continue
         dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).create(
             body=doc, namespace=cluster.namespace
         )
@@ -276,6 +290,7 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
         proc = subprocess.run(
             [sys.executable, "-m", "sparkrack", "watch", "--once", "--url", url]
             + ["--stall-after", "1.5", "--deployment", NAME, "--namespace", cluster.namespace]
+            + ["--ranks", "2"]
             + ["--kubeconfig", str(config), "--evidence", str(tmp_path / "ev")]
             + ["--max-restarts", "100", "--restart-grace", "0"],
             capture_output=True,
@@ -289,7 +304,53 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
     assert len(bundle.bundles(tmp_path / "ev")) == 1
     assert cluster.view(NAME).annotations()[contract.WATCHDOG_STATE_ANNOTATION] == "restarting"
 
-    # No more than it needs: its token reads no Secret and deletes no StatefulSet.
+    # Its state is in its own ConfigMap; no StatefulSet carries it.
+    head = cluster.view(NAME).head
+    assert contract.WATCHDOG_STATE_ANNOTATION not in (head.metadata.annotations or {})
+    # No more than it needs: its token patches no StatefulSet (not even its deployment's: one
+    # patch of a pod template is a privileged pod on a chosen node), touches no object of
+    # another deployment, reads no log but its ranks'.
+    watchdog_api = kube_config.new_client_from_config(config_file=str(config))
+    as_apps, as_core = client.AppsV1Api(watchdog_api), client.CoreV1Api(watchdog_api)
+    beta = client.AppsV1Api(cluster.core.api_client).create_namespaced_stateful_set(
+        cluster.namespace,
+        {
+            "metadata": {
+                "name": "sparkrack-beta-r0",
+                "labels": {contract.LABEL_DEPLOYMENT: "beta"},
+            },
+            "spec": {
+                "replicas": 0,
+                "serviceName": "sparkrack-beta",
+                "selector": {"matchLabels": {"app": "beta"}},
+                "template": {
+                    "metadata": {"labels": {"app": "beta"}},
+                    "spec": {"containers": [{"name": "c", "image": "registry.invalid/x:1"}]},
+                },
+            },
+        },
+    )
+    patch = {"spec": {"template": {"spec": {"hostPID": True}}}}
+    for target in (beta.metadata.name, head.metadata.name):
+        with pytest.raises(client.ApiException) as refused:
+            as_apps.patch_namespaced_stateful_set(target, cluster.namespace, patch)
+        assert refused.value.status == 403, target
+    client.AppsV1Api(cluster.core.api_client).delete_namespaced_stateful_set(
+        beta.metadata.name, cluster.namespace
+    )
+    with pytest.raises(client.ApiException) as refused:
+        as_core.patch_namespaced_config_map(
+            watchdog_name("beta"), cluster.namespace, {"metadata": {"annotations": {"a": "b"}}}
+        )
+    assert refused.value.status == 403
+    # Negative control of the refusals: its own state object is its to write.
+    as_core.patch_namespaced_config_map(
+        account, cluster.namespace, {"metadata": {"annotations": {"probe": "ok"}}}
+    )
+    as_core.patch_namespaced_config_map(
+        account, cluster.namespace, {"metadata": {"annotations": {"probe": None}}}
+    )
+    # And its token reads no Secret and deletes no StatefulSet.
     as_watchdog = client.AuthorizationV1Api(
         kube_config.new_client_from_config(config_file=str(config))
     )
@@ -307,19 +368,22 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
             }
         )
         assert review.status.allowed is False, (verb, resource)
-    # Negative control of the review: what the Role grants is allowed.
-    review = as_watchdog.create_self_subject_access_review(
-        {
-            "spec": {
-                "resourceAttributes": {
-                    "namespace": cluster.namespace,
-                    "verb": "delete",
-                    "resource": "pods",
+    # Negative control of the review: what the Role grants is allowed, for its own pods only.
+    own_pod = cluster.view(NAME).pods[0].metadata.name
+    for pod, allowed in ((own_pod, True), ("sparkrack-beta-r0-0", False)):
+        review = as_watchdog.create_self_subject_access_review(
+            {
+                "spec": {
+                    "resourceAttributes": {
+                        "namespace": cluster.namespace,
+                        "verb": "delete",
+                        "resource": "pods",
+                        "name": pod,
+                    }
                 }
             }
-        }
-    )
-    assert review.status.allowed is True
+        )
+        assert review.status.allowed is allowed, pod
     with spawn(["--rate", "100"]) as url:
         Actions(NAME, "", cluster, supervisor=Supervisor(Budget(100, 600, 0))).apply(
             run_probe(ProbeConfig(url=url, stall_s=1.5))
@@ -391,7 +455,7 @@ def test_the_rendered_watchdog_passes_the_api_server_before_its_account_exists(
         and d["metadata"]["labels"][contract.LABEL_DEPLOYMENT] == "gemma"
     ]
     assert sorted(d["kind"] for d in mine) == [
-        "Deployment", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount",
+        "ConfigMap", "Deployment", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount",
     ]  # fmt: skip
     dyn = DynamicClient(api)
     for doc in dry_run_objects(mine):

@@ -67,6 +67,10 @@ def test_every_deployment_has_its_watchdog(rendered: dict[str, Any]) -> None:
         assert core.read_namespaced_service_account(obj, NS)
         role = rbac.read_namespaced_role(obj, NS)
         assert not any("secrets" in (r.resources or []) for r in role.rules)
+        # Every right it has but reading events names its objects; its state has an object of
+        # its own.
+        assert all(r.resource_names for r in role.rules if r.resources != ["events"])
+        assert core.read_namespaced_config_map(obj, NS).metadata.labels == wd.metadata.labels
         assert rbac.read_namespaced_role_binding(obj, NS).role_ref.name == obj
         policy = net.read_namespaced_network_policy(obj, NS)
         assert policy.spec.policy_types == ["Ingress", "Egress"]

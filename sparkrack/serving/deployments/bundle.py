@@ -155,7 +155,11 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
     gateway_docs = gateway.manifests(deployments.deployments, ctx)
     docs += gateway_docs
     # One memory guard per Spark, beside the watchdogs (same image).
-    docs += watchdog.memguard_manifests(ctx.namespace, ctx.memguard) if ctx.memguard else []
+    docs += (
+        watchdog.memguard_manifests(ctx.namespace, ctx.memguard, ctx.api_server)
+        if ctx.memguard
+        else []
+    )
     listed = [d.name for d in deployments.deployments]
     rendered = {
         "namespace": ctx.namespace,
@@ -234,6 +238,8 @@ def watchdog_objects(d: Deployment) -> list[dict[str, Any]]:
         {**res.labels, contract.LABEL_RANK: "0"},
         ctx.api_port,
         res.names.keys if res.engine.client_key_env else None,
+        len(res.ranks),
+        ctx.api_server,
     )
 
 

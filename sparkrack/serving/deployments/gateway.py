@@ -183,5 +183,5 @@ def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[di
             },
         },
         service(ctx, labels),
-        gateway_policy(ctx, PORT),
+        gateway_policy(ctx, PORT, [d.res for d in deployments]),
     ]

@@ -4,7 +4,7 @@ For each listener the engine declares (:mod:`sparkrack.serving.engines.listeners
 ranks connect to, this reads the rank's rendered environment the way the engine reads it and says
 where the listener binds. A listener on the rank's fabric address is outside every policy (the
 Multus VF). One on the cluster network must be admitted, from the deployment's own ranks, by the
-deployment's NetworkPolicy at its port; at a random port no policy can admit it, so the connection
+deployment's NetworkPolicy at its port, and sent to by the same policy's egress; at a random port no policy can admit it, so the connection
 would be dropped by K3s's policy controller and the ranks would never finish init. Each such
 connection is refused, naming the ranks, the address and port, the policy and the fix.
 """
@@ -93,21 +93,33 @@ def connections(res: Resolution, objects: Iterable[Mapping[str, Any]]) -> list[C
     return out
 
 
-def admits(policy: Mapping[str, Any], labels: Mapping[str, str], port: int | None) -> bool:
-    """The policy lets a pod labelled ``labels`` of its namespace connect at ``port``."""
+def _allows(
+    rules: Iterable[Mapping[str, Any]], side: str, labels: Mapping[str, str], port: int | None
+) -> bool:
     if port is None:
         return False
-    for rule in policy.get("spec", {}).get("ingress", []):
+    for rule in rules:
         ports = [p.get("port") for p in rule.get("ports", [])]
         if ports and port not in ports:
             continue
-        for peer in rule.get("from", []):
+        for peer in rule.get(side, []):
             if set(peer) != {"podSelector"}:
                 continue
             wanted = peer["podSelector"].get("matchLabels", {})
             if all(labels.get(k) == v for k, v in wanted.items()):
                 return True
     return False
+
+
+def admits(policy: Mapping[str, Any], labels: Mapping[str, str], port: int | None) -> bool:
+    """The policy lets a pod labelled ``labels`` of its namespace connect at ``port``."""
+    return _allows(policy.get("spec", {}).get("ingress", []), "from", labels, port)
+
+
+def sends(policy: Mapping[str, Any], labels: Mapping[str, str], port: int | None) -> bool:
+    """The policy lets its pods connect to a pod labelled ``labels`` of its namespace at
+    ``port`` (the namespace denies every other egress)."""
+    return _allows(policy.get("spec", {}).get("egress", []), "to", labels, port)
 
 
 def connection_problems(res: Resolution, objects: Iterable[Mapping[str, Any]]) -> list[Problem]:
@@ -121,7 +133,8 @@ def connection_problems(res: Resolution, objects: Iterable[Mapping[str, Any]]) -
         if conn.network is Bind.FABRIC:
             continue
         labels = {**res.labels, contract.LABEL_RANK: str(conn.source)}
-        if admits(policy, labels, conn.port):
+        target = {**res.labels, contract.LABEL_RANK: str(conn.target)}
+        if admits(policy, labels, conn.port) and sends(policy, target, conn.port):
             continue
         variables = conn.listener.chosen_by
         fix = (

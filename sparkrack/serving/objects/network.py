@@ -1,11 +1,14 @@
-"""Who may reach a serving pod: the serving namespace's NetworkPolicies.
+"""Who may reach a serving pod, and whom it may reach: the serving namespace's NetworkPolicies.
 
-Every pod of the namespace refuses inbound traffic by default. A deployment's policy is derived
+Every pod of the namespace refuses inbound traffic and sends none by default. A deployment's policy is derived
 from its engine's listeners (:mod:`sparkrack.serving.engines.listeners`): each listener bound on
 the pod's cluster address at a fixed port admits the peers it declares there (the engine port:
 the gateway, the monitoring namespace, the deployment's own ranks and its watchdog; the
-distributed-init port: its own ranks). The gateway's port takes them from
-``serving_gateway_clients`` (CIDR blocks), else from every pod of the cluster. Policies act on the
+distributed-init port: its own ranks). The same rows give the egress, so both ends of every
+connection have one owner: a rank sends to its own ranks at the ports that admit them, the gateway
+to each deployment's ports that admit it; every pod that resolves a name reaches the cluster DNS.
+The gateway's port takes its callers from ``serving_gateway_clients`` (CIDR blocks), else from
+every pod of the cluster. Policies act on the
 pod's cluster interface; the fabric VF that Multus adds is outside them, and every connection
 between ranks goes there (:mod:`sparkrack.serving.objects.connections` refuses one that would not).
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkrack import contract
+from sparkrack.contract import K3S_API_PORT
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.listeners import Bind, Peer
 from sparkrack.serving.objects.pod import meta
@@ -25,19 +29,31 @@ DEFAULT_DENY = f"{contract.OBJECT_PREFIX}-default-deny"
 GATEWAY_POLICY = f"{contract.OBJECT_PREFIX}-gateway"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 GATEWAY_LABELS = {**contract.PART_OF, contract.LABEL_COMPONENT: contract.COMPONENT_GATEWAY}
+DNS_PORT = 53
+DNS_LABELS = {"k8s-app": "kube-dns"}
+"""CoreDNS of K3s (kube-system)."""
 
 
 def policy(
-    name: str, ns: str, labels: dict[str, str], selector: dict[str, str], ingress: list[Any]
+    name: str,
+    ns: str,
+    labels: dict[str, str],
+    selector: dict[str, str],
+    ingress: list[Any],
+    egress: list[Any] | None = None,
 ) -> dict[str, Any]:
+    """A policy of ``selector``'s pods: ``ingress`` admitted; with ``egress`` (a list, maybe
+    empty) that and nothing else sent, else sending is left to the other policies."""
+    types = ["Ingress"] if egress is None else ["Ingress", "Egress"]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": meta(name, ns, labels),
         "spec": {
             "podSelector": {"matchLabels": dict(selector)} if selector else {},
-            "policyTypes": ["Ingress"],
+            "policyTypes": types,
             **({"ingress": ingress} if ingress else {}),
+            **({"egress": egress} if egress else {}),
         },
     }
 
@@ -46,9 +62,27 @@ def tcp(port: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port}]
 
 
+def dns() -> dict[str, Any]:
+    """Egress to the cluster DNS (CoreDNS in kube-system), TCP and UDP."""
+    coredns = {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
+        "podSelector": {"matchLabels": dict(DNS_LABELS)},
+    }
+    return {"to": [coredns], "ports": [*tcp(DNS_PORT), {"protocol": "UDP", "port": DNS_PORT}]}
+
+
+def api_server(address: str) -> list[dict[str, Any]]:
+    """Egress to the API server: its node ``address`` at the API port, no other host (the API
+    Service's address is translated to it before a policy sees the packet). None without an
+    address: no inventory, no API."""
+    if not address:
+        return []
+    return [{"to": [{"ipBlock": {"cidr": f"{address}/32"}}], "ports": tcp(K3S_API_PORT)}]
+
+
 def default_deny(ctx: ServingContext) -> dict[str, Any]:
-    """No inbound traffic to any pod of the namespace unless a policy below lets it in."""
-    return policy(DEFAULT_DENY, ctx.namespace, dict(contract.PART_OF), {}, [])
+    """No traffic to or from any pod of the namespace unless a policy below allows it."""
+    return policy(DEFAULT_DENY, ctx.namespace, dict(contract.PART_OF), {}, [], [])
 
 
 def peer_selectors(res: Resolution, peers: tuple[Peer, ...]) -> list[dict[str, Any]]:
@@ -74,6 +108,27 @@ def peer_selectors(res: Resolution, peers: tuple[Peer, ...]) -> list[dict[str, A
     return out
 
 
+def peer_ports(res: Resolution, peer: Peer) -> list[int]:
+    """The ports of the engine's cluster listeners that admit ``peer``: where ``peer`` sends."""
+    ctx = res.ctx
+    ports: list[int] = []
+    for row in res.engine.listeners(ctx):
+        port = row.port_of(ctx.api_port, ctx.dist_port)
+        if port is None or row.bind not in (Bind.CLUSTER, Bind.ALL) or peer not in row.peers:
+            continue
+        ports += [] if port in ports else [port]
+    return ports
+
+
+def sends_to(res: Resolution, peer: Peer) -> list[dict[str, Any]]:
+    """The egress of ``peer`` to the deployment's pods: the ports its listeners admit it at."""
+    ports = peer_ports(res, peer)
+    if not ports:
+        return []
+    to = [{"podSelector": {"matchLabels": dict(res.labels)}}]
+    return [{"to": to, "ports": [p for port in ports for p in tcp(port)]}]
+
+
 def cluster_ports(res: Resolution) -> dict[int, list[dict[str, Any]]]:
     """Port -> who may connect, for every listener of the engine bound on the pod's cluster
     address at a fixed port (the policy's ingress)."""
@@ -89,15 +144,19 @@ def cluster_ports(res: Resolution) -> dict[int, list[dict[str, Any]]]:
 
 
 def deployment_policy(res: Resolution) -> dict[str, Any]:
-    """Each port the engine's listeners bind on the cluster address, from their peers."""
+    """In: each port the engine's listeners bind on the cluster address, from their peers. Out:
+    the cluster DNS and the deployment's own ranks at the ports that admit them."""
     ctx = res.ctx
     ingress = [{"from": peers, "ports": tcp(port)} for port, peers in cluster_ports(res).items()]
-    return policy(res.names.headless, ctx.namespace, res.labels, res.labels, ingress)
+    egress = [dns(), *sends_to(res, Peer.RANKS)]
+    return policy(res.names.headless, ctx.namespace, res.labels, res.labels, ingress, egress)
 
 
-def gateway_policy(ctx: ServingContext, port: int) -> dict[str, Any]:
-    """The gateway's port from ``serving_gateway_clients`` (CIDR blocks), else from every pod of
-    the cluster."""
+def gateway_policy(ctx: ServingContext, port: int, engines: list[Resolution]) -> dict[str, Any]:
+    """In: the gateway's port from ``serving_gateway_clients`` (CIDR blocks), else from every pod
+    of the cluster. Out: the cluster DNS and each deployment's engines at the ports that admit
+    the gateway."""
     clients = [{"ipBlock": {"cidr": c}} for c in ctx.gateway_clients] or [{"namespaceSelector": {}}]
     ingress = [{"from": clients, "ports": tcp(port)}]
-    return policy(GATEWAY_POLICY, ctx.namespace, GATEWAY_LABELS, GATEWAY_LABELS, ingress)
+    egress = [dns(), *(rule for res in engines for rule in sends_to(res, Peer.GATEWAY))]
+    return policy(GATEWAY_POLICY, ctx.namespace, GATEWAY_LABELS, GATEWAY_LABELS, ingress, egress)

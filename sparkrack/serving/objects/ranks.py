@@ -36,6 +36,7 @@ from sparkrack.serving.objects.pod import (
 )
 from sparkrack.serving.profile.images import image_slug
 from sparkrack.serving.resolution import Resolution
+from sparkrack.serving.trust import remote_code
 
 TERMINATION_GRACE_SECONDS = 30
 JIT_VOLUME = "jit-cache"
@@ -112,7 +113,14 @@ def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
         ports.append({"name": "http", "containerPort": ctx.api_port})
     if eng.uses_fabric:
         ports.append({"name": "dist", "containerPort": ctx.dist_port})
-    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}, hf_cache_mount()]
+    # The fetch step wrote the weights; an engine only reads them (offline), so a container
+    # running as root plants nothing in the node's cache. A model whose own code runs
+    # (trust_remote_code) is the exception: transformers copies that code under HF_HOME/modules.
+    writes = remote_code(profile, eng)
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        hf_cache_mount(read_only=not writes),
+    ]
     mounts += [
         {"name": fs.volume, "mountPath": fs.mount, "readOnly": True} for fs in eng.files(profile)
     ]

@@ -174,3 +174,27 @@ def test_every_engine_declares_its_api() -> None:
     for engine in ENGINES.values():
         rows = (*engine.multi_rank_listeners, *engine.single_rank_listeners)
         assert any(r.name == "api" and r.bind is Bind.CLUSTER for r in rows), engine.name
+
+
+@pytest.mark.parametrize("inventory", INVENTORIES)
+def test_a_connection_the_policy_admits_but_does_not_send_is_refused(inventory: str) -> None:
+    """Egress follows the same declaration: a rank connection over the cluster network needs the
+    policy's egress to its own ranks too. Negative control: the egress rule taken out."""
+    checked = 0
+    for res, own in multi_rank(inventory):
+        cluster = [c for c in connections(res, own) if c.network is not Bind.FABRIC]
+        if not cluster:
+            continue
+        broken = copy.deepcopy(own)
+        [policy] = [
+            d
+            for d in broken
+            if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == res.names.headless
+        ]
+        own_ranks = {"podSelector": {"matchLabels": dict(res.labels)}}
+        policy["spec"]["egress"] = [r for r in policy["spec"]["egress"] if own_ranks not in r["to"]]
+        problems = connection_problems(res, broken)
+        assert len(problems) == len(cluster), res.name
+        assert connection_problems(res, own) == []
+        checked += 1
+    assert checked, "no deployment connects its ranks over the cluster network"

@@ -1,8 +1,9 @@
 """The serving namespace's NetworkPolicies, evaluated against the pods the same render makes:
 default deny; a deployment's engine port from the gateway, monitoring and its own ranks only;
 its distributed-init port from its own ranks only; the gateway's port from the cluster (or
-``serving_gateway_clients``). Engines never listen on every address. The policies are accepted
-by a real kube-apiserver (server-side dry run)."""
+``serving_gateway_clients``). Egress: engines reach the DNS and their own ranks, the gateway the
+engines, the watchdog and the memory guard the API server's address. Engines never listen on
+every address. The policies are accepted by a real kube-apiserver (server-side dry run)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,33 @@ def admits(
                 continue
             peers = rule.get("from")
             if peers is None or any(peer_matches(peer, source, ns, ip) for peer in peers):
+                return True
+    return False
+
+
+def sends(
+    docs: Sequence[Mapping[str, Any]], source: Peer, port: int, target: Peer, ip: str = ""
+) -> bool:
+    """Kubernetes' egress semantics: a pod selected by no policy with the Egress type sends
+    anything; a selected pod sends what one egress rule of one such policy allows."""
+    labels, ns = source
+    policies = [
+        d
+        for d in docs
+        if d["kind"] == "NetworkPolicy"
+        and d["metadata"]["namespace"] == ns
+        and "Egress" in d["spec"].get("policyTypes", [])
+        and selects(d["spec"].get("podSelector", {}), labels)
+    ]
+    if not policies:
+        return True
+    for p in policies:
+        for rule in p["spec"].get("egress", []):
+            ports = rule.get("ports")
+            if ports and not any(q["port"] == port for q in ports):
+                continue
+            peers = rule.get("to")
+            if peers is None or any(peer_matches(peer, target, ns, ip) for peer in peers):
                 return True
     return False
 
@@ -160,6 +188,78 @@ def test_the_watchdog_takes_only_the_metrics_scrape_and_reaches_only_what_it_cal
         [probe] = [r for r in policy["spec"]["egress"] if r["ports"][0]["port"] == 30000]
         head = probe["to"][0]["podSelector"]["matchLabels"]
         assert head[contract.LABEL_RANK] == "0" and head[contract.LABEL_DEPLOYMENT] == dep["name"]
+        # The API server's address at its port, no other host's.
+        me: Peer = (labels, NS)
+        assert sends([policy], me, 6443, ({}, ""), ip=API_SERVER)
+        assert not sends([policy], me, 6443, ({}, ""), ip="172.28.250.99")
+        assert not sends([policy], me, 443, ({}, ""), ip=API_SERVER)
+
+
+API_SERVER = "172.28.250.10"
+"""The lab's control-plane node address (inventories/lab: cp1's k3s_node_ip)."""
+OUTSIDE = "203.0.113.9"
+
+
+def test_the_render_knows_the_api_servers_address() -> None:
+    assert from_inventory("inventories/lab").ctx.api_server == API_SERVER
+
+
+def test_engines_send_to_dns_and_their_own_ranks_only(
+    rendered: dict[str, Any], gateway_pod: Peer
+) -> None:
+    docs = rendered["manifests"]
+    api, dist = contract.SERVING_DEFAULTS["serving_api_port"], 20000
+    coredns: Peer = ({"k8s-app": "kube-dns"}, "kube-system")
+    pods = rank_pods(rendered)
+    for name, ranks in pods.items():
+        others = [p for n, ps in pods.items() if n != name for p in ps]
+        for pod in ranks:
+            assert sends(docs, pod, 53, coredns)
+            assert not sends(docs, pod, 443, ({}, ""), ip=OUTSIDE)  # the internet, the hub
+            assert not sends(docs, pod, 6443, ({}, ""), ip=API_SERVER)
+            assert not sends(docs, pod, 4000, gateway_pod)
+            assert not any(sends(docs, pod, p, o) for o in others for p in (api, dist))
+            if len(ranks) > 1:
+                assert all(sends(docs, pod, dist, own) for own in ranks)
+
+
+def test_the_gateway_sends_to_the_engines_only(rendered: dict[str, Any], gateway_pod: Peer) -> None:
+    docs = rendered["manifests"]
+    api, dist = contract.SERVING_DEFAULTS["serving_api_port"], 20000
+    for ranks in rank_pods(rendered).values():
+        assert sends(docs, gateway_pod, api, ranks[0])
+        assert not sends(docs, gateway_pod, dist, ranks[0])
+    assert sends(docs, gateway_pod, 53, ({"k8s-app": "kube-dns"}, "kube-system"))
+    assert not sends(docs, gateway_pod, 443, ({}, ""), ip=OUTSIDE)
+    assert not sends(docs, gateway_pod, 6443, ({}, ""), ip=API_SERVER)
+
+
+def test_the_memory_guard_sends_to_the_api_server_only(rendered: dict[str, Any]) -> None:
+    docs = rendered["manifests"]
+    [ds] = [d for d in docs if d["kind"] == "DaemonSet"]
+    guard: Peer = (ds["spec"]["template"]["metadata"]["labels"], NS)
+    assert sends(docs, guard, 6443, ({}, ""), ip=API_SERVER)
+    assert not sends(docs, guard, 6443, ({}, ""), ip="172.28.250.99")
+    assert not sends(docs, guard, 53, ({"k8s-app": "kube-dns"}, "kube-system"))
+    assert not sends(docs, guard, 30000, rank_pods(rendered)["gemma"][0])
+
+
+def test_negative_control_without_the_policies_every_pod_sends_anywhere(
+    rendered: dict[str, Any], gateway_pod: Peer
+) -> None:
+    pods = rank_pods(rendered)
+    engine, other = pods["gemma"][0], pods["super-vllm"][0]
+    docs = rendered["manifests"]
+    assert not sends(docs, engine, 30000, other)
+    assert not sends(docs, engine, 443, ({}, ""), ip=OUTSIDE)
+    no_policies = [d for d in docs if d["kind"] != "NetworkPolicy"]
+    assert sends(no_policies, engine, 30000, other)
+    assert sends(no_policies, engine, 443, ({}, ""), ip=OUTSIDE)
+    # The default deny alone shuts the gateway off the engines: its own policy lets it out.
+    deny_only = [
+        d for d in docs if d["kind"] != "NetworkPolicy" or d["metadata"]["name"].endswith("deny")
+    ]
+    assert not sends(deny_only, gateway_pod, 30000, engine)
 
 
 def test_the_gateway_admits_the_cluster_or_the_listed_clients(
@@ -223,9 +323,9 @@ def test_the_api_server_accepts_every_policy(kube_api: Any, rendered: dict[str, 
     ns = kube_api.namespace("netpol")
     api = client.NetworkingV1Api(kube_api.client())
     policies = [d for d in rendered["manifests"] if d["kind"] == "NetworkPolicy"]
-    # The namespace's default deny, the gateway's, and per deployment its engine's and its
-    # watchdog's.
-    assert len(policies) == 2 + 2 * len(rendered["deployments"])
+    # The namespace's default deny, the gateway's, the memory guard's, and per deployment its
+    # engine's and its watchdog's.
+    assert len(policies) == 3 + 2 * len(rendered["deployments"])
     for doc in policies:
         body = copy.deepcopy(doc)
         body["metadata"]["namespace"] = ns
