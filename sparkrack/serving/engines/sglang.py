@@ -41,6 +41,7 @@ from sparkrack.serving.engines.base import (
     LIVENESS_PERIOD,
     PROBE_PERIOD,
     TRITON_CACHE,
+    ArgClass,
     Engine,
     FileSet,
     Rank,
@@ -622,6 +623,78 @@ SINGLE_RANK = (
 )
 
 
+# --- extra_args (server_args.py 0.5.10-0.5.13, add_cli_args) ----------------------------------
+
+ALLOWED_OPTIONS = MappingProxyType(
+    {
+        # logging of the server's own state (never of requests)
+        "--log-level": True,
+        "--log-level-http": True,
+        "--decode-log-interval": True,
+        "--show-time-cost": False,
+        "--enable-cache-report": False,
+        # scheduling and batching
+        "--random-seed": True,
+        "--max-prefill-tokens": True,
+        "--max-total-tokens": True,
+        "--max-queued-requests": True,
+        "--schedule-policy": True,
+        "--schedule-conservativeness": True,
+        "--stream-interval": True,
+        "--num-continuous-decode-steps": True,
+        "--enable-mixed-chunk": False,
+        "--disable-overlap-schedule": False,
+        "--disable-custom-all-reduce": False,
+        "--watchdog-timeout": True,
+        "--skip-server-warmup": False,
+        "--sleep-on-idle": False,
+        "--enable-deterministic-inference": False,
+    }
+)
+REFUSED_OPTIONS = MappingProxyType(
+    {
+        "--enable-custom-logit-processor": (
+            ArgClass.CODE,
+            "each request may then carry a dill-serialized logit processor that the server "
+            "deserializes and runs",
+        ),
+        "--custom-weight-loader": (ArgClass.CODE, "imports the named Python functions"),
+        "--tokenizer-path": (
+            ArgClass.CODE,
+            "loads the tokenizer, with the model's trust_remote_code, from a path or repo other "
+            "than the model's",
+        ),
+        "--chat-template": (
+            ArgClass.CODE,
+            "renders prompts with a template from a path or repo other than the model's",
+        ),
+        "--completion-template": (
+            ArgClass.CODE,
+            "renders completions with a template from a path other than the model's",
+        ),
+        "--enable-lora": (ArgClass.CODE, "loads adapters named by requests or paths"),
+        "--lora-paths": (ArgClass.CODE, "loads adapters from other paths or repos"),
+        "--hicache-storage-backend-extra-config": (
+            ArgClass.CODE,
+            "configures a storage backend, which may name a module to import",
+        ),
+        "--otlp-traces-endpoint": (ArgClass.EGRESS, "sends traces to that host"),
+        "--enable-trace": (ArgClass.EGRESS, "sends request traces to an OTLP endpoint"),
+        "--tool-server": (ArgClass.EGRESS, "connects to tool servers"),
+        "--log-requests": (ArgClass.PRIVACY, "logs every request's prompt and output"),
+        "--log-requests-level": (ArgClass.PRIVACY, "sets how much of each request is logged"),
+        "--enable-request-time-stats-logging": (ArgClass.PRIVACY, "logs per-request records"),
+        "--crash-dump-folder": (
+            ArgClass.PRIVACY,
+            "writes the last requests (prompts included) to a folder on a crash",
+        ),
+        "--file-storage-path": (ArgClass.PATH, "writes files to a path sparkrack does not mount"),
+        "--download-dir": (ArgClass.PATH, "downloads weights to another path"),
+        "--export-metrics-to-file": (ArgClass.PRIVACY, "writes per-request metrics to files"),
+    }
+)
+
+
 # --- the engine ------------------------------------------------------------------------------
 
 
@@ -651,6 +724,8 @@ class SGLang(Engine):
     client_key_env = contract.ENGINE_KEY_ENV
     multi_rank_listeners = MULTI_RANK
     single_rank_listeners = SINGLE_RANK
+    allowed_options = ALLOWED_OPTIONS
+    refused_options = REFUSED_OPTIONS
 
     def log_accept_length(self, line: str) -> float | None:
         """The ``accept len`` of one decode-batch log line (None for idle or other lines)."""

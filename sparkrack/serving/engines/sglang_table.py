@@ -232,6 +232,8 @@ KNOBS: tuple[Knob, ...] = (
         "separate draft model (HF id)",
         "--speculative-draft-model-path",
         pattern=HF_ID,
+        # ModelConfig.from_server_args loads the draft with the server's trust_remote_code.
+        code="repo",
     ),
     k(
         "speculative.num_steps",
