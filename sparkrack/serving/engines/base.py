@@ -543,7 +543,18 @@ class Engine:
         env.update({str(k): str(v) for k, v in (profile.data.get("env") or {}).items()})
         return env
 
-    def container_command(self, profile: Profile, argv: list[str]) -> tuple[list[str], list[str]]:
+    key_flags: Mapping[str, str] = MappingProxyType({})
+    """Variable of :attr:`key_env` -> the option the engine reads that key from, for an engine
+    that takes its keys from argv only; the launcher hands them over in the engine's
+    interpreter, never in an argv (empty: the engine reads its variables itself)."""
+
+    def rank_key_env(self, rank: int) -> dict[str, str]:
+        """The part of :attr:`key_env` rank ``rank`` holds."""
+        return dict(self.key_env)
+
+    def container_command(
+        self, profile: Profile, argv: list[str], rank: Rank
+    ) -> tuple[list[str], list[str]]:
         """(container ``command``, ``args``) for an argv: the entry point is the command."""
         return argv[: len(self.entry)], argv[len(self.entry) :]
 

@@ -722,6 +722,18 @@ class SGLang(Engine):
         }
     )
     client_key_env = contract.ENGINE_KEY_ENV
+    # SGLang reads its keys from argv only (ServerArgs.api_key/admin_api_key; no variable). The
+    # launcher hands them over inside the server's interpreter (KEY_BOOTSTRAP): Kubernetes would
+    # expand $(VAR) in args into /proc/<pid>/cmdline, which every user of the Spark can read.
+    key_flags = MappingProxyType(
+        {contract.ENGINE_KEY_ENV: "--api-key", contract.ADMIN_KEY_ENV: "--admin-api-key"}
+    )
+    reserved_flags = MappingProxyType(
+        {
+            "--api-key": "sparkrack (the deployment's key Secret, handed over by the launcher)",
+            "--admin-api-key": "sparkrack (the deployment's key Secret, head rank only)",
+        }
+    )
     multi_rank_listeners = MULTI_RANK
     single_rank_listeners = SINGLE_RANK
     allowed_options = ALLOWED_OPTIONS
@@ -757,9 +769,24 @@ class SGLang(Engine):
             **self.bind_env(ctx, rank),
         }
 
-    def container_command(self, profile: Profile, argv: list[str]) -> tuple[list[str], list[str]]:
-        """The launcher applies the profile's SM121 patches, then execs the server argv."""
-        return list(container_entrypoint(profile.patches, profile.architecture)), argv
+    def rank_key_env(self, rank: int) -> dict[str, str]:
+        """The head holds both keys; a worker serves no HTTP and holds the engine key only (its
+        group guard probes the head with it), never the admin key."""
+        keys = dict(self.key_env)
+        if rank > 0:
+            keys.pop(contract.ADMIN_KEY_ENV, None)
+        return keys
+
+    def container_command(
+        self, profile: Profile, argv: list[str], rank: Rank
+    ) -> tuple[list[str], list[str]]:
+        """The launcher applies the profile's SM121 patches, then execs the server argv and hands
+        it the rank's keys in its interpreter (``--key-env``)."""
+        command = list(container_entrypoint(profile.patches, profile.architecture))
+        keys = [f"{var}={self.key_flags[var]}" for var in self.rank_key_env(rank.rank)]
+        split = command.index("--")
+        keyed = [*command[:split], *(w for k in keys for w in ("--key-env", k)), *command[split:]]
+        return keyed, argv
 
     def files(self, profile: Profile) -> list[FileSet]:
         return [FileSet("launcher", contract.LAUNCHER_MOUNT, launcher_files(), 0o555)]
