@@ -87,7 +87,7 @@ IMAGE_ARCHIVE := build/sparkrack-image.tar
 
 image: setup
 	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)
-	$(BIN)/python -m pip wheel -q --no-deps -w $(IMAGE_CONTEXT) .
+	$(BIN)/python -m pip wheel -q --no-deps --no-build-isolation -w $(IMAGE_CONTEXT) .
 	cp image/Containerfile image/packages.txt $(IMAGE_CONTEXT)/
 	@test -n "$(CONTAINER)" || { echo "make image: neither docker nor buildah found"; exit 2; }
 	case "$(CONTAINER)" in \

@@ -41,7 +41,7 @@ def context() -> Path:
     """The build context: the checkout's wheel and the recipe's two files."""
     shutil.rmtree(CONTEXT, ignore_errors=True)
     CONTEXT.mkdir(parents=True)
-    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
          "-w", str(CONTEXT), str(ROOT))  # fmt: skip
     for name in ("Containerfile", "packages.txt"):
         shutil.copy(RECIPE / name, CONTEXT / name)

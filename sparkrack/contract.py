@@ -78,7 +78,7 @@ MONITORING_NAMESPACE: Final = "monitoring"
 RDMA_ACCESS: Final = ("privileged", "device-plugin")
 """How an NCCL rank reaches the RDMA devices of the VF Multus moves in (``serving_rdma_access``):
 ``privileged`` sees every host device (``/dev/infiniband`` included; the only way with the
-host-device CNI alone, seed 003); ``device-plugin`` asks an RDMA device plugin or CDI for
+host-device CNI alone, src:roce-post); ``device-plugin`` asks an RDMA device plugin or CDI for
 ``serving_rdma_resource`` and adds ``IPC_LOCK`` alone (verbs pin memory), nothing else."""
 RDMA_CAPABILITY: Final = "IPC_LOCK"
 """The one capability an unprivileged NCCL rank needs: RDMA registers (pins) its buffers."""
@@ -133,6 +133,12 @@ FLIGHT_RECORDER_DIR: Final = "/var/lib/sparkrack/flight-recorder"
 directory per deployment (:func:`flight_recorder_dir`): the same path on the Spark (hostPath)
 and in the pod, one file per rank (``fr_dump_rank_<N>``); ``sparkrack diagnose`` reads them
 beside the rank logs."""
+
+
+FLIGHT_RECORDER_DUMP_PREFIX: Final = "fr_dump_rank_"
+"""PyTorch appends the rank to the dump prefix it is given: rank N writes
+``<flight_recorder_dir>/fr_dump_rank_N`` (the rank env sets it, diagnose and the evidence play
+read it)."""
 
 
 def flight_recorder_dir(deployment: str) -> str:
@@ -307,4 +313,7 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "k3s_cni_conf_dir": K3S_CNI_CONF_DIR,
         "k3s_cni_bin_dir": K3S_CNI_BIN_DIR,
         "serving_defaults": dict(SERVING_DEFAULTS),
+        "flight_recorder_dir": FLIGHT_RECORDER_DIR,
+        "flight_recorder_dump_prefix": FLIGHT_RECORDER_DUMP_PREFIX,
+        "deployment_name_max": DEPLOYMENT_NAME_MAX,
     }

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sparkrack.sources import expand
+
 # Control characters (a newline too, in file and key) would let a hostile value forge or hide
 # output lines; they are shown escaped. Messages may span lines on purpose (tables). C1 controls
 # (a terminal may read 0x9b as an escape) and the bidirectional overrides that reorder what is
@@ -58,9 +60,9 @@ class Problem:
         where = (
             f"{_escape(self.file, _CONTROL_OR_NEWLINE)}: {_escape(self.key, _CONTROL_OR_NEWLINE)}"
         )
-        text = f"{where}: {_escape(self.message, _CONTROL)}"
+        text = f"{where}: {_escape(expand(self.message), _CONTROL)}"
         if self.fix:
-            text += f" — fix: {_escape(self.fix, _CONTROL)}"
+            text += f" — fix: {_escape(expand(self.fix), _CONTROL)}"
         if self.rule:
             text += f" [{self.rule}]"
         return text

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "sparkrack"
 ENGINE_DIR = PACKAGE / "serving" / "engines"
 # The only modules at the package's top; everything else lives in a domain package.
-TOP_MODULES = {"__init__.py", "__main__.py", "errors.py", "contract.py"}
+TOP_MODULES = {"__init__.py", "__main__.py", "errors.py", "contract.py", "sources.py"}
 DATA_DIRS = {"data", "__pycache__"}
 ENGINE_BRANCH = re.compile(r"engine *[!=]=")
 # Where an engine's name may stand as a string literal outside serving/engines/: the SM121 patch

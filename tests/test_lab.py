@@ -91,8 +91,11 @@ def test_timings_print_both_runs_and_the_control_plane(
     monkeypatch.setattr(lab, "CONTROL_PLANE_STATE", tmp_path / "controlplane")
     (tmp_path / "controlplane-build.json").write_text('{"controlplane": 291.0, "kwok": null}')
     (tmp_path / "controlplane-start.json").write_text('{"readyz_seconds": 2.8, "rss_mib": {}}')
-    lab.print_timings({"converge_seconds": 180.0, "rerun_seconds": 45.0}, None)
+    lab.print_timings(
+        {"image_seconds": 7.3, "converge_seconds": 180.0, "rerun_seconds": 45.0}, None
+    )
     out = capsys.readouterr().out
+    assert "sparkrack image   7.3 s (build + archive; cached by input hash)" in out
     assert "converge         180.0 s" in out
     assert "idempotent rerun 45.0 s  (25 % of converge; changed=0" in out
     assert "controlplane built in 291 s, kwok cached" in out

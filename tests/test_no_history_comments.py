@@ -9,7 +9,8 @@ Jinja ``{# #}`` comments, and the whole text of Markdown files. Refused in them:
 - a team (``the profiles team``) or ``the lead``;
 - a file that is not in the repository: any ``*.md`` name, and any path under one of the
   repository's top-level folders (``roles/…``, ``sparkrack/…``, …) unless it holds a
-  placeholder (``<name>``, ``{x}``, ``*``).
+  placeholder (``<name>``, ``{x}``, ``*``), or is under ``inventories/mine/``: the owner's copy
+  of the example that the owner's docs have them make (:data:`OWNER_COPY`).
 
 Each rule also runs on a planted comment (negative controls at the end).
 """
@@ -30,6 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Fixtures, and this file, whose docstring spells out the patterns it refuses.
 SKIP = ("tests/data/", "tests/test_no_history_comments.py")
 BINARY = (".png", ".json", ".gz", ".tgz", ".zst")
+OWNER_COPY = "inventories/mine/"
+"""The owner's own inventory, made by ``cp -r inventories/example inventories/mine`` in the owner's
+guide: its files are named there and are never in the repository."""
 TOP_DIRS = (
     "docs",
     "filter_plugins",
@@ -108,7 +112,7 @@ def findings(comment: str, known: set[str]) -> list[str]:
         f"names {m.group()!r}, which is not in the repository"
         for pattern in (MARKDOWN_FILE, REPO_PATH)
         for m in pattern.finditer(text)
-        if m.group() not in known
+        if m.group() not in known and not m.group().startswith(OWNER_COPY)
     ]
     return found
 
@@ -169,6 +173,7 @@ KNOWN = known_names(
         "Sets the fact (contracts.md).",
         "rendered by sparkrack/netplan_old.py",
         "see roles/serving/tasks/gone.yml.",
+        "copied from inventories/minor/group_vars/all.yml",
     ],
 )
 def test_history_comment_is_found(comment: str) -> None:
@@ -187,6 +192,7 @@ def test_history_comment_is_found(comment: str) -> None:
         "each file tests/data/logs/<id>.log and model_profiles/{name}.yml",
         "Where the binary, the helper symlinks and the install script go.",
         "&#39; is an HTML entity; anchors look like &opts and *opts",
+        "edit inventories/mine/group_vars/all/main.yml, the owner's copy",
     ],
 )
 def test_description_comment_passes(comment: str) -> None:

@@ -6,6 +6,7 @@ fetch step needs, and its archive names it by the digest of the manifest inside.
 from __future__ import annotations
 
 import fcntl
+import importlib.metadata
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -49,7 +50,10 @@ def run(tag: str, *argv: str, user: str = "65532:65532") -> subprocess.Completed
 
 def test_the_image_runs_sparkrack_as_the_serving_user(image: tuple[str, Path, str]) -> None:
     tag, _, _ = image
-    # `sparkrack --version` once the CLI has it; --help loads the command table.
+    version = run(tag, "sparkrack", "--version")
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.split() == ["sparkrack", importlib.metadata.version("sparkrack")]
+    # --help loads the command table.
     top = run(tag, "sparkrack", "--help")
     assert top.returncode == 0 and "watch" in top.stdout and "memguard" in top.stdout
     watch = run(tag, "sparkrack", "watch", "--help")

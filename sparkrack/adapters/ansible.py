@@ -222,7 +222,6 @@ def fabric_check_manifests(
     plan_fact: Mapping[str, Any],
     options: Mapping[str, Any] | None = None,
     transport: str = "roce",
-    gid_indexes: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     def run() -> list[dict[str, Any]]:
         if transport not in TRANSPORTS:
@@ -231,8 +230,7 @@ def fabric_check_manifests(
                     "fabric_check", "fabric_check_transport", f"{transport!r}", "roce or socket"
                 )
             )
-        gids = {k: (None if v in (None, "") else int(v)) for k, v in (gid_indexes or {}).items()}
-        docs = render_fabric_check(_plan(plan_fact), options_from(options), transport, gids)
+        docs = render_fabric_check(_plan(plan_fact), options_from(options), transport)
         return validated(docs, "fabric check")
 
     return _guard("fabric-check manifests", run)
@@ -243,6 +241,7 @@ def fabric_gate(
     requested: str,
     min_busbw_gbps: float | str | None = None,
     plan_fact: Mapping[str, Any] | None = None,
+    min_small_busbw_gbps: float | str | None = None,
 ) -> dict[str, Any]:
     """Parse the NCCL log and judge it: ``{passed, problems, transport, busbw_gbps, rails, ...}``.
 
@@ -258,11 +257,14 @@ def fabric_gate(
         plan = _guard("fabric gate", lambda: _plan(plan_fact))
         hcas = tuple(vf.rdma_device for vf in plan.head.rail_vfs(plan.serving_vf_index))
     floor = None if min_busbw_gbps in (None, "") else float(min_busbw_gbps)
-    verdict = gate(text, requested, floor, hcas=hcas)
+    small = None if min_small_busbw_gbps in (None, "") else float(min_small_busbw_gbps)
+    verdict = gate(text, requested, floor, hcas=hcas, min_small_busbw_gbps=small)
     report = verdict.report
     return {
         "passed": verdict.passed,
         "problems": [str(p) for p in verdict.problems],
+        "warnings": [str(p) for p in verdict.warnings],
+        "small_messages": verdict.small_message_line(),
         "transport": report.transport,
         "link_layer": report.link_layer,
         "ib_devices": list(report.ib_devices),
@@ -299,13 +301,9 @@ def serving_render(
     from sparkrack.serving.deployments.bundle import from_vars, render_serving
 
     def run() -> dict[str, Any]:
-        plan = _plan(plan_fact)
-        gid: dict[str, int] = {}
-        for node in plan.nodes:
-            value = hostvars[node.name].get("roce_gid_index")
-            if value is not None and str(value).isdigit():
-                gid[node.name] = int(value)
-        ctx = context_from_vars(plan, dict(settings), gid)
+        # The roce role's discovered index (hostvar roce_gid_index) stays out of the pods: each
+        # rank reads its own at start (sparkrack.fabric.gidtable).
+        ctx = context_from_vars(_plan(plan_fact), dict(settings))
         found = from_vars(dict(deployments), ctx, "inventory serving_deployments")
         return render_serving(found, source="serving")
 

@@ -81,7 +81,7 @@ class RequestSpec:
         if self.temperature is not None:
             body["temperature"] = self.temperature
         if self.thinking is not None:
-            # Seed 002: reasoning is toggled per request through the chat template.
+            # src:ultra-post: reasoning is toggled per request through the chat template.
             body["chat_template_kwargs"] = {"enable_thinking": self.thinking}
         return body
 

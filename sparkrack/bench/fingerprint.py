@@ -1,15 +1,15 @@
 """Post-hoc garbage fingerprint over a finished level.
 
-The live guard can be outrun (seed 003, Finding 3), so every finished level is checked again as
+The live guard can be outrun (src:roce-post, Finding 3), so every finished level is checked again as
 a whole.  Signals:
 
-* ``uniform-stats`` — seed 003: every request ran into ``finish_reason=length`` with the same
+* ``uniform-stats`` — src:roce-post: every request ran into ``finish_reason=length`` with the same
   output-token count, produced no content, and all tok/s values are identical to two decimals
   (the seed's observation) or within ``uniform_spread`` of each other (our client measures
   with real clocks, so honest jitter separates values that a broken model makes equal).
 * the text detectors of :mod:`sparkrack.bench.detectors` over each request's whole text (the
   live guard runs the same ones over the tail), plus ``loop-markers``: the self-correction /
-  doubled-word markers grepped for in seed 001 ("self-correct", "stop rambling", "thinking
+  doubled-word markers grepped for in src:gemma-mtp-post ("self-correct", "stop rambling", "thinking
   thinking", "retire retire").  The markers are English, so they only add evidence.
 
 A request is garbage when :func:`sparkrack.bench.detectors.is_garbage` says so; the level is

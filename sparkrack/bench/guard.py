@@ -1,6 +1,6 @@
 """Streaming repetition guard: one independent instance per stream.
 
-Seed 003 ("Finding 3") describes a guard that runs n-gram-flood, suffix-loop and stagnation
+src:roce-post ("Finding 3") describes a guard that runs n-gram-flood, suffix-loop and stagnation
 detection (4-gram, max-count 8 + ratio 14 %, suffix window 600 chars) and still let 3 of 4
 garbage runs through at n=8, suspected because all streams reached ``max_tokens`` before the
 detector had looked at enough output.  This guard cannot have that blind spot by construction:
@@ -40,7 +40,7 @@ _MAX_WORD = 256  # a longer run without whitespace counts as a word (keeps feed(
 
 @dataclass(frozen=True)
 class GuardConfig:
-    """Thresholds (the word n-gram flood's are seed 003's, Finding 3)."""
+    """Thresholds (the word n-gram flood's are src:roce-post's, Finding 3)."""
 
     ngram: int = 4
     """n of the word n-grams counted by the flood detector."""

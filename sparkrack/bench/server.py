@@ -15,7 +15,7 @@ The served model names pick the behaviour (see :data:`MODES`):
   ``finish_reason=stop`` after ``natural_tokens`` (or ``length`` at ``max_tokens``);
 * ``sparkrack-test-repetition`` — a few sentences, then one sentence looped until ``length``;
 * ``sparkrack-test-word-salad`` — content words without grammar plus self-correction markers;
-* ``sparkrack-test-uniform`` — seed 003's eager-mode collapse: only ``!`` reasoning tokens, no
+* ``sparkrack-test-uniform`` — src:roce-post's eager-mode collapse: only ``!`` reasoning tokens, no
   content, ``finish_reason=length``, identical pacing for every request.
 
 In normal mode the server is also a tiny deterministic model (:func:`solve`): asked a sum

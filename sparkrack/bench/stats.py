@@ -7,11 +7,11 @@ Definitions (used everywhere, written into results.json's schema descriptions):
 * decode tok/s = tokens generated after the first text chunk / (last text chunk - first text
   chunk).  TTFT is excluded, so this is the steady-state decode rate of that stream.
 * end-to-end tok/s = output tokens / (last text chunk - request sent).
-* peak = Σ decode tok/s over the *successful* requests of a level (seeds 000/002/003: "peak = Σ
+* peak = Σ decode tok/s over the *successful* requests of a level (src:super-mtp-post, src:ultra-post, src:roce-post: "peak = Σ
   per-request tok/s", the steady-state aggregate decode rate) -> ``peak_tok_s``.
 * aggregate = output tokens of the successful requests / wall time of the level (first request
   sent -> last request finished) -> ``aggregate_tok_s``.  Not the same number: it includes TTFT
-  and the tail, which is why seed 002 warns about mixing them up.
+  and the tail, which is why src:ultra-post warns about mixing them up.
 * overlap: peak assumes the n requests decoded at the same time.  Each request's streaming
   interval runs from its first to its last text chunk; ``all_streaming_fraction`` is the share of
   the level's wall time during which all n intervals overlap, ``mean_concurrent_streams`` the

@@ -23,6 +23,7 @@ from typing import Final, TextIO
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.errors import SparkrackError, UsageError, printable
 from sparkrack.inputs.inventory import VAULT_ENV
+from sparkrack.sources import expand
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ COMMANDS: Final[dict[str, Command]] = {
         "check",
         "check an inventory before site.yml: variables, plan, deployments, memory, images, secrets",
     ),
-    "validate": Command("validate", "check serving profiles (schema + every seed rule)"),
+    "validate": Command("validate", "check serving profiles (schema + every rule)"),
     "render": Command("render", "render the launch command, env or manifests of a serving profile"),
     "manifests": Command(
         "manifests", "print validated Kubernetes manifests rendered from an inventory"
@@ -60,7 +61,7 @@ COMMANDS: Final[dict[str, Command]] = {
         "patch", "check or apply the SM121 source patches to a site-packages directory"
     ),
     "bench": Command(
-        "bench", "benchmark an OpenAI-compatible endpoint the way the seeds did (n=1/4/8)"
+        "bench", "benchmark an OpenAI-compatible endpoint the way the source posts did (n=1/4/8)"
     ),
     "bench-server": Command(
         "bench", "run the local HTTP/SSE test server (known token rate, garbage on request)"
@@ -114,7 +115,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 class EscapedOutput(io.TextIOBase):
-    """stdout as commands write to it, every control character but the newline shown as
+    """stdout as commands write to it, a source cited as ``src:<slug>`` written as its title and
+    place (:func:`~sparkrack.sources.expand`), every control character but the newline shown as
     ``\\xNN`` (:func:`~sparkrack.errors.printable`): a log line, a server's answer or a file
     name that a command echoes cannot move the cursor, recolour or clear the terminal, or
     forge a line."""
@@ -124,7 +126,7 @@ class EscapedOutput(io.TextIOBase):
         self.stream = stream
 
     def write(self, text: str) -> int:
-        self.stream.write(printable(text, keep_newlines=True))
+        self.stream.write(printable(expand(text), keep_newlines=True))
         return len(text)
 
     def flush(self) -> None:

@@ -29,6 +29,13 @@ def add_arguments(command: str, d: argparse.ArgumentParser) -> None:
         "logs", nargs="+", help="log files, - for stdin, or directories (bundle or rank logs)"
     )
     d.add_argument("--json", action="store_true", help="machine-readable output")
+    d.add_argument(
+        "--add-dumps",
+        type=Path,
+        metavar="DIR",
+        help="first take the flight-recorder dumps copied from the Sparks into DIR into the "
+        "bundle (as redacted JSON; a dump naming any pickle global is refused)",
+    )
     d.set_defaults(handler=cmd_diagnose)
 
 
@@ -69,6 +76,14 @@ def _group(
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
+    if args.add_dumps is not None:
+        if len(args.logs) != 1 or not Path(args.logs[0]).is_dir():
+            raise UsageError(
+                Problem("--add-dumps", "BUNDLE", "needs exactly one bundle", "name one bundle")
+            )
+        ranks = bundle.add_dumps(Path(args.logs[0]), args.add_dumps)
+        if not args.json:
+            print(f"{args.logs[0]}: flight-recorder dumps of ranks {ranks} added")
     report: list[dict[str, Any]] = []
     loose: dict[str, str] = {}
     for name in args.logs:

@@ -1,4 +1,4 @@
-"""Every exit code of the ``sparkrack`` command line, in one enum (the README's table)."""
+"""Every exit code of the ``sparkrack`` command line, in one enum (docs/reference/exit-codes.md is written from it)."""
 
 from __future__ import annotations
 

@@ -22,6 +22,12 @@ def add_arguments(command: str, f: argparse.ArgumentParser) -> None:
         f"{MIN_BUSBW_SOCKET_GBPS:g} for socket)",
     )
     f.add_argument(
+        "--min-small-busbw",
+        type=float,
+        help="floor in GB/s of the small-message region (8 KiB .. 1 MiB); default: none, "
+        "only the warning below 0.4x of the large-message peak",
+    )
+    f.add_argument(
         "--hca",
         help="NCCL_IB_HCA the ranks ran with (=dev1,dev2: one device per rail); "
         "default: the log's 'NCCL_IB_HCA set to' line",
@@ -40,7 +46,14 @@ def run_fabric_check(args: argparse.Namespace) -> int:
             )
         text = path.read_text(errors="replace")
     hcas = hca_devices(args.hca) if args.hca else ()
-    verdict = gate(text, args.requested, args.min_busbw, source=args.log, hcas=hcas)
+    verdict = gate(
+        text,
+        args.requested,
+        args.min_busbw,
+        source=args.log,
+        hcas=hcas,
+        min_small_busbw_gbps=args.min_small_busbw,
+    )
     report = verdict.report
     bw = "n/a" if report.busbw_gbps is None else f"{report.busbw_gbps:.2f} GB/s"
     link = f"/{report.link_layer}" if report.link_layer else ""
@@ -53,6 +66,9 @@ def run_fabric_check(args: argparse.Namespace) -> int:
     for dev, listed, channels in verdict.rail_use():
         state = f"used, {channels} channel(s)" if listed else "NOT used"
         print(f"rail {dev}: {state}")
+    print(f"small messages: {verdict.small_message_line()}")
+    for w in verdict.warnings:
+        print(f"WARN {w}")
     if verdict.problems:
         for p in verdict.problems:
             print(f"FAIL {p}")

@@ -15,6 +15,7 @@ from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.errors import Problem, UsageError
 from sparkrack.patches import PATCHES, run_catalog
 from sparkrack.patches.engine import DRIFT
+from sparkrack.sources import expand
 
 
 def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
@@ -46,7 +47,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"    {t.path}  [{' / '.join(t.dists)} {t.versions or 'any'}]")
             if p.flags:
                 print(f"    when {' and '.join(r.describe() for r in p.flags)}")
-            print(f"    seed: {p.seed}")
+            print(f"    source: {expand(p.seed)}")
         return ExitCode.OK
     if not args.site_packages:
         raise UsageError(

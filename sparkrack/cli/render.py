@@ -37,7 +37,7 @@ def add_arguments(command: str, r: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NODE=N",
-        help="discovered RoCE GID index of a node (the serve play passes the roce role's facts)",
+        help="RoCE GID index override of a node (each rank otherwise reads its own at start)",
     )
     r.set_defaults(handler=run_render)
 

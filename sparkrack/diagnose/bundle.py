@@ -13,7 +13,9 @@ A bundle is a directory ``<root>/<deployment>-<UTC time>/``::
     events.json        the Kubernetes events of the deployment's pods (a JSON list)
     flight-recorder/fr_dump_rank_<N>.json
                        PyTorch's NCCL flight-recorder dump of rank N, when there is one, as
-                       JSON (:mod:`sparkrack.diagnose.flightrecorder`; never a pickle)
+                       JSON (:mod:`sparkrack.diagnose.flightrecorder`; never a pickle); the
+                       watchdog writes none (the dumps are on the Sparks' disks): the owner
+                       adds them with :func:`add_dumps` (``sparkrack diagnose --add-dumps``)
 
 Every log file is cut to its last :data:`MAX_LOG_BYTES` bytes, and a root keeps the newest
 :data:`KEEP` bundles of each deployment (older ones are deleted when a new one is written; the
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkrack import contract
 from sparkrack.diagnose import flightrecorder
 from sparkrack.diagnose.redact import redact, redact_data
 from sparkrack.errors import Problem, SparkrackError
@@ -46,8 +49,7 @@ MANIFEST = "bundle.json"
 LOGS_DIR = "logs"
 EVENTS = "events.json"
 DUMPS_DIR = "flight-recorder"
-DUMP_PREFIX = "fr_dump_rank_"
-"""PyTorch appends the rank to ``TORCH_FR_DUMP_TEMP_FILE``: rank N's dump is ``<prefix>N``."""
+DUMP_PREFIX = contract.FLIGHT_RECORDER_DUMP_PREFIX
 _DUMP_NAME = re.compile(rf"{DUMP_PREFIX}(\d+)(\.json)?$")
 MAX_LOG_BYTES = 256 * 1024
 KEEP = 10
@@ -159,6 +161,47 @@ def write(
     tmp.rename(bundle / MANIFEST)  # a bundle is complete once its manifest exists
     rotate(root, keep, identity.name)
     return bundle
+
+
+def add_dumps(path: Path, folder: Path) -> list[int]:
+    """Take the flight-recorder dumps in ``folder`` (``fr_dump_rank_<N>`` as PyTorch wrote them on
+    a Spark, or their ``.json`` form) into the bundle at ``path``, as redacted JSON, and note it in
+    the manifest. Returns the ranks added.
+
+    Every dump is read (:func:`flightrecorder.load`: no pickle global resolved, size-capped) before
+    anything is written: a refused dump leaves the bundle as it was."""
+    manifest_file = path / MANIFEST
+    try:
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise _refuse(path, MANIFEST, f"not a bundle: {exc}", "give a bundle directory") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise _refuse(
+            manifest_file, "format", f"not {FORMAT}", "a bundle written by sparkrack watch"
+        )
+    found = Evidence(folder, {})
+    if not folder.is_dir():
+        raise _refuse(
+            folder, "DUMPS", "not a directory", "give the folder the dumps were copied to"
+        )
+    _read_dumps(found, folder)
+    if found.refused:
+        raise _refuse(folder, "DUMPS", "; ".join(found.refused), "remove or recopy the dump")
+    if not found.dumps:
+        raise _refuse(folder, "DUMPS", f"no {DUMP_PREFIX}<N> file", "copy the rank's dumps here")
+    (path / DUMPS_DIR).mkdir(exist_ok=True)
+    for rank, dump in sorted(found.dumps.items()):
+        (path / DUMPS_DIR / f"{DUMP_PREFIX}{int(rank)}.json").write_text(
+            json.dumps(redact_data(dump), default=str) + "\n", encoding="utf-8"
+        )
+    ranks = sorted(found.dumps)
+    notes = [str(n) for n in manifest.get("notes") or []]
+    notes.append(redact(f"flight-recorder dumps of ranks {ranks} added from {folder.name}"))
+    manifest["notes"] = notes
+    tmp = path / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.rename(manifest_file)
+    return ranks
 
 
 def bundles(root: Path) -> list[Path]:

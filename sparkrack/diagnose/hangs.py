@@ -29,6 +29,7 @@ from sparkrack.diagnose.flightrecorder import DumpSummary
 from sparkrack.diagnose.signatures import MAX_LINE_CHARS, SIGNATURES_FILE
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs import safeyaml
+from sparkrack.sources import expand
 
 _TIMEOUT = re.compile(
     r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)"
@@ -89,8 +90,8 @@ class HangFinding:
 
     def __str__(self) -> str:
         return (
-            f"{self.id}: {self.detail}\n  cause: {self.cause}\n  fix:   {self.fix}\n"
-            f"  seed:  {self.seed}"
+            f"{self.id}: {self.detail}\n  cause: {expand(self.cause)}\n  fix:   {expand(self.fix)}\n"
+            f"  source: {expand(self.seed)}"
         )
 
 

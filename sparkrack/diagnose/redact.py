@@ -21,6 +21,8 @@ _KEY_NAMES = (
     r"(?:[A-Za-z_]{0,40}api_key|[A-Za-z_]{0,40}token|[A-Za-z_]{0,40}secret|password|master_key)"
 )
 
+_SECRET_KEY = re.compile(_KEY_NAMES, re.IGNORECASE)
+
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # Python reprs and keyword arguments: api_key='x', admin_api_key="x", hf_token='x'
     (re.compile(rf"\b({_KEY_NAMES})(\s*=\s*)(['\"])(.*?)\3", re.IGNORECASE), rf"\1\2\3{MASK}\3"),
@@ -60,11 +62,19 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 
 def redact_data(value: Any) -> Any:
     """``value`` (JSON-shaped data) with :func:`redact` applied to every string in it, keys
-    included: redacting the data, not its JSON text, keeps the JSON valid."""
+    included, and the whole string under a key named like a secret (``{"api_key": "x"}``: the
+    value alone has no shape to match): redacting the data, not its JSON text, keeps it valid."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {redact_data(k): redact_data(v) for k, v in value.items()}
+        return {
+            redact_data(k): (
+                MASK
+                if isinstance(k, str) and isinstance(v, str) and _SECRET_KEY.fullmatch(k)
+                else redact_data(v)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [redact_data(v) for v in value]
     return value

@@ -17,6 +17,7 @@ from typing import Any
 from sparkrack.diagnose.redact import redact
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs import safeyaml
+from sparkrack.sources import expand
 
 SIGNATURES_FILE = "failure_signatures.yml"
 MAX_LINE_CHARS = 1000
@@ -43,7 +44,7 @@ class Finding:
         key = f" [profile key: {self.profile_key}]" if self.profile_key else ""
         return (
             f"{self.id} (line {self.line}, {self.count}x): {self.evidence}\n"
-            f"  cause: {self.cause}\n  fix:   {self.fix}{key}\n  seed:  {self.seed}"
+            f"  cause: {expand(self.cause)}\n  fix:   {expand(self.fix)}{key}\n  source: {expand(self.seed)}"
         )
 
 

@@ -36,7 +36,7 @@ FABRIC_KEYS: dict[str, str] = {
     "vfs_in_use": "VF indices handed to serving pods (each gets a NAD and a host IPv4)",
     "block": "addresses per block of the plan; every spark_index must be below it",
     "mac_prefix": "first three octets of VF MACs; must be locally administered unicast",
-    "gid_index": "RoCE GID index override; null = discovered on the host by the roce role",
+    "gid_index": "RoCE GID index override; null = each rank reads its own from sysfs at start",
 }
 
 DEFAULTS: dict[str, Any] = {

@@ -1,6 +1,6 @@
 """Read an NCCL ``NCCL_DEBUG=INFO`` log and decide whether the fabric did what was asked.
 
-Seed 003: NCCL falls back to TCP sockets *silently* (no error, ~2 GB/s) when the pod cannot open
+src:roce-post: NCCL falls back to TCP sockets *silently* (no error, ~2 GB/s) when the pod cannot open
 the RDMA verbs devices; the only evidence is in the INFO lines. This module finds them:
 
 - ``NET/IB : Using [0]rocep1s0f0v0:1/RoCE [RO]; OOB net1:10.77.0.17<0>`` — the IB/RoCE plugin found
@@ -30,7 +30,7 @@ NcclNet = Literal["IB", "Socket"]
 """The network NCCL reports it uses ("NET/IB" or "NET/Socket")."""
 
 # Default floors of the fabric gate (GB/s, peak all-reduce bus bandwidth across all Sparks).
-# Seed 003: TCP sockets top out around 2 GB/s on the Grace CPU. Each rail (one PCIe Gen5 x4 half
+# src:roce-post: TCP sockets top out around 2 GB/s on the Grace CPU. Each rail (one PCIe Gen5 x4 half
 # of a QSFP cage) carries ~100 Gb/s = 12.5 GB/s; public back-to-back measurements reached 98 Gb/s
 # busbw on one rail and 161 Gb/s (20 GB/s) on two. 8 GB/s per rail = 4x the socket ceiling, and
 # with two rails 16 GB/s is above what one rail can carry: a second rail left idle fails the gate.
@@ -76,6 +76,8 @@ class BwRow:
     size: int
     busbw_gbps: float
     wrong: int
+    time_us: float | None = None
+    """The row's fastest time of one all-reduce (out-of-place or in-place), microseconds."""
 
 
 @dataclass(frozen=True)
@@ -170,10 +172,12 @@ def parse_nccl_log(text: str) -> NcclReport:
             gid_unreachable = True
             lines_used.append(line)
         elif not line.lstrip().startswith("#") and (m := _ROW.match(line)):
-            busbw = float(m["busbw"])
+            busbw, time_us = float(m["busbw"]), float(m["time"])
             if m["busbw2"] is not None:
                 busbw = max(busbw, float(m["busbw2"]))
-            rows.append(BwRow(int(m["size"]), busbw, _wrong(m["wrong"]) + _wrong(m["wrong2"])))
+                time_us = min(time_us, float(m["time2"]))
+            wrong = _wrong(m["wrong"]) + _wrong(m["wrong2"])
+            rows.append(BwRow(int(m["size"]), busbw, wrong, time_us))
             lines_used.append(line)
 
     transport: NcclNet | None
@@ -237,13 +241,13 @@ def _transport_problems(report: NcclReport, requested: str, source: str) -> list
         if report.gid_unreachable:
             fix = (
                 "give the VF its host-side IPv4 (netplan, same address as the pod's): without it the "
-                "RoCE GID table holds only fe80:: entries and ibv_modify_qp fails (seed 003)"
+                "RoCE GID table holds only fe80:: entries and ibv_modify_qp fails (src:roce-post)"
             )
         else:
             fix = (
                 "run the pods privileged so NCCL can open /dev/infiniband/* (host-device moves the "
                 "netdev, not the verbs devices), and check NCCL_IB_HCA names the VF's RDMA device "
-                "(seed 003)"
+                "(src:roce-post)"
             )
         detail = (
             f"{report.socket_channels} channel(s) via NET/Socket"
@@ -309,6 +313,100 @@ def net_init_problem(report: NcclReport, source: str) -> Problem:
     )
 
 
+SMALL_MESSAGE_MIN_BYTES = 8 << 10
+"""The gate's sweep must start here (or lower)."""
+SMALL_MESSAGE_MAX_BYTES = 1 << 20
+"""Top of the small-message region (8 KiB .. 1 MiB): the all-reduces of tensor-parallel decode."""
+SMALL_MESSAGE_LOW_RATIO = 0.4
+"""The small region's peak busbw below this share of the large-message peak is LOW. Source: the
+ratio rule 4-Spark operators use on a dual-QSFP link, where a mis-spanned cable shows a flat loss
+at 8 KB .. 1 MB (92-95 Gbit/s against 185-190 spanned) while the large-message peak looks fine
+(issue 35)."""
+
+
+@dataclass(frozen=True)
+class SizeRegions:
+    """The small-message region next to the large-message peak, from one log's result rows."""
+
+    small_peak_gbps: float
+    small_peak_size: int
+    small_latency_us: float | None
+    """Time of one all-reduce of the smallest size measured (the latency floor)."""
+    small_min_size: int
+    large_peak_gbps: float
+    large_peak_size: int
+
+    @property
+    def ratio(self) -> float:
+        return self.small_peak_gbps / self.large_peak_gbps if self.large_peak_gbps else 0.0
+
+
+def size_regions(report: NcclReport) -> SizeRegions | None:
+    """None when the rows do not cover both regions (a sweep that starts above 1 MiB)."""
+    small = [r for r in report.rows if r.size <= SMALL_MESSAGE_MAX_BYTES]
+    large = [r for r in report.rows if r.size > SMALL_MESSAGE_MAX_BYTES]
+    if not small or not large:
+        return None
+    peak = max(small, key=lambda r: r.busbw_gbps)
+    first = min(small, key=lambda r: r.size)
+    big = max(large, key=lambda r: r.busbw_gbps)
+    return SizeRegions(
+        peak.busbw_gbps, peak.size, first.time_us, first.size, big.busbw_gbps, big.size
+    )
+
+
+def small_message_problems(
+    report: NcclReport, source: str, min_small_busbw_gbps: float | None = None
+) -> tuple[list[Problem], list[Problem]]:
+    """(failures, warnings) of the small-message region: a sweep without it is a failure (the
+    gate must see the sizes decode uses); below :data:`SMALL_MESSAGE_LOW_RATIO` of the large
+    peak a warning; below ``min_small_busbw_gbps`` (the rails' small-message floor) a failure."""
+    if not report.rows:
+        return [], []
+    regions = size_regions(report)
+    smallest = min(r.size for r in report.rows)
+    if regions is None or smallest > SMALL_MESSAGE_MIN_BYTES:
+        return [
+            Problem(
+                source,
+                "sizes",
+                f"the sweep starts at {smallest} B, above {SMALL_MESSAGE_MIN_BYTES} B: it skips "
+                "the sizes of tensor-parallel decode's all-reduces",
+                "run the fabric check's all-reduce from 8 KiB (SPARKRACK_MIN_BYTES; "
+                "all_reduce_perf -b 8K)",
+                "nccl-no-small-messages",
+            )
+        ], []
+    failures: list[Problem] = []
+    warnings: list[Problem] = []
+    if regions.ratio < SMALL_MESSAGE_LOW_RATIO:
+        warnings.append(
+            Problem(
+                source,
+                "busbw",
+                f"LOW small-message bandwidth: peak {regions.small_peak_gbps:.2f} GB/s at or "
+                f"below {SMALL_MESSAGE_MAX_BYTES} B is {regions.ratio:.2f}x the large-message "
+                f"peak {regions.large_peak_gbps:.2f} GB/s (below {SMALL_MESSAGE_LOW_RATIO}x)",
+                "a flat loss at 8 KB .. 1 MB with a good large-message peak is the sign of a "
+                "mis-spanned dual-QSFP link: check that each cable spans both cages' halves as "
+                "the rails in fabric.rails say",
+                "nccl-small-message-low",
+            )
+        )
+    if min_small_busbw_gbps is not None and regions.small_peak_gbps < min_small_busbw_gbps:
+        failures.append(
+            Problem(
+                source,
+                "busbw",
+                f"small-message peak {regions.small_peak_gbps:.2f} GB/s is below the rails' "
+                f"small-message floor of {min_small_busbw_gbps:.2f} GB/s",
+                "check the cabling of each rail, MTU 9000 end to end and the switch's RoCE settings",
+                "nccl-small-message-floor",
+            )
+        )
+    return failures, warnings
+
+
 def rail_problems(report: NcclReport, hcas: Sequence[str], source: str) -> list[Problem]:
     """A rail whose VF device NCCL did not list in ``NET/IB : Using`` carries no traffic."""
     unused = [dev for dev in hcas if dev not in report.ib_devices]
@@ -341,10 +439,28 @@ class Verdict:
     rails: tuple[str, ...]
     """The rail devices the ranks were given (``hcas`` or the log's NCCL_IB_HCA line)."""
     floor_gbps: float
+    warnings: list[Problem] = field(default_factory=list)
+    """What the gate reports without failing (the small-message ratio rule)."""
+    regions: SizeRegions | None = None
+    small_floor_gbps: float | None = None
 
     @property
     def passed(self) -> bool:
         return not self.problems
+
+    def small_message_line(self) -> str:
+        """The small-message region next to the large-message peak, for the gate's report."""
+        r = self.regions
+        if r is None:
+            return "no small-message rows"
+        latency = "n/a" if r.small_latency_us is None else f"{r.small_latency_us:.1f} us"
+        floor = "" if self.small_floor_gbps is None else f", floor {self.small_floor_gbps:.2f}"
+        return (
+            f"peak {r.small_peak_gbps:.2f} GB/s at {r.small_peak_size} B, latency {latency} at "
+            f"{r.small_min_size} B; large-message peak {r.large_peak_gbps:.2f} GB/s at "
+            f"{r.large_peak_size} B; ratio {r.ratio:.2f} (LOW below {SMALL_MESSAGE_LOW_RATIO}"
+            f"{floor})"
+        )
 
     def rail_use(self) -> list[tuple[str, bool, int]]:
         """(rail device, listed by NCCL, channels on it) for every rail."""
@@ -358,10 +474,12 @@ def gate(
     min_busbw_gbps: float | None = None,
     source: str = "nccl log",
     hcas: Sequence[str] = (),
+    min_small_busbw_gbps: float | None = None,
 ) -> Verdict:
     """The fabric gate with its defaults: the rails are ``hcas`` or, when empty, the devices of
     the log's ``NCCL_IB_HCA set to`` line; the floor defaults to :func:`default_min_busbw` for
-    that many rails."""
+    that many rails. ``min_small_busbw_gbps``: the small-message floor (None: only the ratio
+    warning judges the small-message region)."""
     report = parse_nccl_log(text)
     rails = tuple(hcas) or (hca_devices(report.ib_hca) if report.ib_hca else ())
     floor = (
@@ -370,7 +488,20 @@ def gate(
         else default_min_busbw(requested, len(rails) or 1)
     )
     _, problems = check_fabric(text, requested, floor, source, rails)
-    return Verdict(report, problems, rails, floor)
+    small_failures, warnings = (
+        ([], [])
+        if report.net_init_failed
+        else small_message_problems(report, source, min_small_busbw_gbps)
+    )
+    return Verdict(
+        report,
+        problems + small_failures,
+        rails,
+        floor,
+        warnings,
+        size_regions(report),
+        min_small_busbw_gbps,
+    )
 
 
 def check_fabric(
@@ -420,7 +551,7 @@ def check_fabric(
                 "busbw",
                 f"peak bus bandwidth {report.busbw_gbps:.2f} GB/s is below the floor of "
                 f"{min_busbw_gbps:.2f} GB/s",
-                "a TCP-socket path tops out near 2 GB/s on the Grace CPU (seed 003); check the "
+                "a TCP-socket path tops out near 2 GB/s on the Grace CPU (src:roce-post); check the "
                 "transport lines, MTU 9000 end to end and the switch's RoCE settings",
                 "nccl-busbw-floor",
             )
@@ -432,7 +563,7 @@ def check_fabric(
                 "ibv_modify_qp",
                 "RoCE queue-pair setup failed with 'Network is unreachable'",
                 "give the VF its host-side IPv4 (same address the pod gets): without it the RoCE "
-                "GID table holds only fe80:: entries (seed 003)",
+                "GID table holds only fe80:: entries (src:roce-post)",
                 "nccl-gid-unreachable",
             )
         )

@@ -11,7 +11,7 @@ Serving pods (``sparkrack.serving``) and the fabric-check pods (``sparkrack.k8s`
   fused NIC (public back-to-back measurements: 98 -> 161 Gb/s busbw with both HCAs merged).
 - ``NCCL_NET=IB`` makes a pod that cannot open the verbs devices fail at init ("NET/IB : No
   device found", "Failed to initialize any NET plugin") instead of silently running over TCP
-  sockets (seed 003); :mod:`sparkrack.fabric.nccl` names that failure.
+  sockets (src:roce-post); :mod:`sparkrack.fabric.nccl` names that failure.
 - PyTorch's NCCL flight recorder is on (:func:`flight_recorder_env`): a trace buffer of the
   last collectives and a dump of it on a collective timeout, so a hang leaves a record of which
   collective each rank was in (``sparkrack diagnose`` reads it).
@@ -24,8 +24,10 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from sparkrack import contract
 from sparkrack.contract import POD_FABRIC_IFNAME
 from sparkrack.errors import Problem, SparkrackError
+from sparkrack.fabric import gidtable
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 
 Transport = Literal["roce", "socket"]
@@ -35,13 +37,18 @@ TRANSPORTS: tuple[Transport, ...] = ("roce", "socket")
 
 FR_BUFFER_ENTRIES = 2000
 """Collectives the flight recorder keeps per rank (a few MB of host memory)."""
-FR_DUMP_PREFIX = "fr_dump_rank_"
-"""PyTorch appends the rank: rank N writes ``<dir>/fr_dump_rank_N``."""
 FR_RENAMED = (2, 11)
-"""The first PyTorch release sparkrack has seen with the ``TORCH_FR_*`` spellings (2.11.0: its
-libtorch reads ``TORCH_FR_BUFFER_SIZE`` and ``TORCH_FR_DUMP_TEMP_FILE`` and warns that
-``TORCH_NCCL_TRACE_BUFFER_SIZE`` and ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` are deprecated;
-captured in tests/data/nccl/captured/hangs). Earlier releases read the ``TORCH_NCCL_*`` names."""
+"""The first PyTorch release whose every flight-recorder reader takes the ``TORCH_FR_*`` names.
+
+- 2.11.0 (captured in tests/data/nccl/captured/hangs): the recorder reads
+  ``TORCH_FR_BUFFER_SIZE`` and the dump writer ``TORCH_FR_DUMP_TEMP_FILE``; both warn that
+  ``TORCH_NCCL_TRACE_BUFFER_SIZE`` and ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` are deprecated.
+- 2.9.1 (its wheel's headers and libraries): the recorder (``c10d/FlightRecorder.hpp``) reads
+  ``TORCH_FR_BUFFER_SIZE`` first and the old name as a fallback, but ``ProcessGroupNCCL.hpp``
+  reads its own copy of the buffer size from ``TORCH_NCCL_TRACE_BUFFER_SIZE`` alone; the dump
+  writer knows both ``TORCH_FR_DUMP_TEMP_FILE`` and ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``.
+
+The names each release reads are test data: tests/data/nccl/torch_flight_recorder_names.json."""
 
 
 def flight_recorder_env(torch: str | None, dump_dir: str) -> dict[str, str]:
@@ -50,10 +57,10 @@ def flight_recorder_env(torch: str | None, dump_dir: str) -> dict[str, str]:
     (:func:`sparkrack.contract.flight_recorder_dir`).
 
     From :data:`FR_RENAMED` on, the ``TORCH_FR_*`` names alone (the old ones only add deprecation
-    warnings); before it, or for an unknown release, both spellings: a release reads the names it
-    knows and ignores the others, so the recorder is on in every release either way.
+    warnings); before it (2.9: a reader of the old name alone remains), or for an unknown
+    release, both spellings with one value: each reader takes the name it knows.
     ``TORCH_NCCL_DUMP_ON_TIMEOUT`` kept its name."""
-    prefix = f"{dump_dir.rstrip('/')}/{FR_DUMP_PREFIX}"
+    prefix = f"{dump_dir.rstrip('/')}/{contract.FLIGHT_RECORDER_DUMP_PREFIX}"
     new = {"TORCH_FR_BUFFER_SIZE": str(FR_BUFFER_ENTRIES), "TORCH_FR_DUMP_TEMP_FILE": prefix}
     old = {
         "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FR_BUFFER_ENTRIES),
@@ -80,13 +87,15 @@ def rank_env(
     node: NodePlan,
     *,
     transport: str,
-    gid_index: int | None,
+    gid_override: int | None = None,
     vf_index: int | None = None,
 ) -> dict[str, str]:
     """NCCL/Gloo environment of the rank on ``node`` using VF ``vf_index`` of every rail.
 
-    ``gid_index`` is the RoCE v2 IPv4 GID index discovered on ``node`` (roce role); the plan's
-    ``fabric.gid_index`` overrides it. ``vf_index`` None = the plan's serving VF.
+    ``NCCL_IB_GID_INDEX`` is not in it: the index moves when the VFs are re-created, so the rank
+    reads it from sysfs at start (:func:`gid_env`); ``gid_override`` (an inventory's per-node
+    value) or else the plan's ``fabric.gid_index`` is handed to it as an override.
+    ``vf_index`` None = the plan's serving VF.
     """
     if transport not in TRANSPORTS:
         raise SparkrackError(
@@ -108,7 +117,20 @@ def rank_env(
     env.update({"NCCL_NET": "IB", "NCCL_IB_HCA": hca_list(plan, node, vf_index)})
     if len(plan.rails) > 1:
         env["NCCL_IB_MERGE_NICS"] = "1"
-    index = plan.gid_index if plan.gid_index is not None else gid_index
-    if index is not None:
-        env["NCCL_IB_GID_INDEX"] = str(index)
+    env.update(gid_env(plan, node, vf_index, gid_override))
+    return env
+
+
+def gid_env(
+    plan: FabricPlan, node: NodePlan, vf_index: int | None = None, override: int | None = None
+) -> dict[str, str]:
+    """What the rank's GID resolver (:mod:`sparkrack.fabric.gidtable`, run in the rank's container
+    before the engine) reads to set ``NCCL_IB_GID_INDEX``: the RDMA device and planned IPv4 of
+    every rail's VF, and the override (a node's own, else the plan's ``fabric.gid_index``)."""
+    index = plan.serving_vf_index if vf_index is None else vf_index
+    targets = ",".join(f"{vf.rdma_device}={vf.address}" for vf in node.rail_vfs(index))
+    env = {gidtable.TARGETS_ENV: targets}
+    chosen = override if override is not None else plan.gid_index
+    if chosen is not None:
+        env[gidtable.OVERRIDE_ENV] = str(chosen)
     return env

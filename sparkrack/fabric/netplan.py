@@ -3,7 +3,7 @@
 The qsfp_network role renders ``netplan_config(...)`` as YAML. It addresses the PF port(s) as
 planned (MTU from the plan, static IPv4) and every VF *in use* with its planned IPv4 and fixed
 MAC: without the host-side IPv4 the VF's RoCE GID table holds only link-local entries and NCCL
-fails with "Network is unreachable" (seed 003). The management interface is never part of the
+fails with "Network is unreachable" (src:roce-post). The management interface is never part of the
 document; an interface that is both planned and management is refused.
 """
 

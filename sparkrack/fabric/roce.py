@@ -4,18 +4,17 @@ The roce role dumps ``/sys/class/infiniband/<dev>/ports/<port>/gids/*`` with the
 ``gid_attrs/types`` and ``gid_attrs/ndevs`` as tab-separated lines
 ``<device> <index> <gid> <type> <ndev>``; :func:`roce_v2_ipv4_index` picks the entry NCCL needs
 (``NCCL_IB_GID_INDEX``). Without a host-side IPv4 on the VF the table holds only ``fe80::``
-entries and ``ibv_modify_qp`` fails with "Network is unreachable" (seed 003).
+entries and ``ibv_modify_qp`` fails with "Network is unreachable" (src:roce-post).
 """
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 from sparkrack.errors import Problem, SparkrackError
+from sparkrack.fabric.gidtable import ROCE_V2, ZERO_GID, ipv4_gid
 
-ROCE_V2 = "RoCE v2"
-_EMPTY_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+__all__ = ["ROCE_V2", "GidEntry", "ipv4_gid", "parse_gid_dump", "roce_v2_ipv4_index"]
 
 
 @dataclass(frozen=True)
@@ -27,11 +26,6 @@ class GidEntry:
     ndev: str
 
 
-def ipv4_gid(address: str) -> str:
-    """``10.77.0.17`` -> ``0000:0000:0000:0000:0000:ffff:0a4d:0011`` (sysfs spelling)."""
-    return ipaddress.IPv6Address(f"::ffff:{ipaddress.IPv4Address(address)}").exploded
-
-
 def parse_gid_dump(text: str) -> list[GidEntry]:
     entries = []
     for line in text.splitlines():
@@ -39,7 +33,7 @@ def parse_gid_dump(text: str) -> list[GidEntry]:
         if len(fields) != 5 or not fields[1].isdigit():
             continue
         device, index, gid, gid_type, ndev = (f.strip() for f in fields)
-        if gid.lower() == _EMPTY_GID:
+        if gid.lower() == ZERO_GID:
             continue
         entries.append(GidEntry(device, int(index), gid.lower(), gid_type, ndev))
     return entries

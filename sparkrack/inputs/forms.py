@@ -398,7 +398,7 @@ def schema_problem(err: Any, patterns: Mapping[str, str]) -> tuple[str, str]:
         return f"{missing} is missing", "add it"
     if validator is False or err.schema is False:
         return "does not belong here", "remove it"
-    return "is not accepted here", "see the README"
+    return "is not accepted here", "see docs/reference/inventory.md"
 
 
 def unknown_key_fix(key: object, known: Mapping[str, Any] | list[str]) -> str:

@@ -19,7 +19,7 @@ Cluster-wide variables must be seen alike by every Spark and by the control mach
 the serve play runs (``group_vars/all``): a value in ``group_vars/sparks`` only would be
 checked here and never read there.
 
-Adding a variable is one :class:`Variable` row; ``docs/inventory.md`` is written from the
+Adding a variable is one :class:`Variable` row; ``docs/reference/inventory.md`` is written from the
 table (``python -m sparkrack.inputs.variables``) and a test keeps the two equal.
 """
 
@@ -144,8 +144,8 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "serving_deployments",
-        forms.Form("a list of deployments (README: Several models at once)", lambda v: None),
-        "several models: a list of {name, profile, sparks, vf, topology, alias} (README)",
+        forms.Form("a list of deployments (docs/guide/several-models.md)", lambda v: None),
+        "several models: a list of {name, profile, sparks, vf, topology, alias} (docs/guide/several-models.md)",
     ),
     Variable(
         "serving_profile_file",
@@ -233,7 +233,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "serving_trusted_images",
         forms.IMAGE_PREFIXES,
-        "image repository prefixes a profile may name (README: What sparkrack trusts)",
+        "image repository prefixes a profile may name (docs/design/trust.md)",
     ),
     Variable(
         "serving_allow_undigested_privileged",
@@ -368,7 +368,7 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "fabric",
-        forms.Form("the fabric block (README)", lambda v: None),
+        forms.Form("the fabric block (docs/guide/fabric.md)", lambda v: None),
         "the QSFP fabric: the one input of the address plan (sparkrack/fabric/layout.py)",
     ),
     Variable(
@@ -378,7 +378,7 @@ VARIABLES: tuple[Variable, ...] = (
             _monitoring,
             example="{enabled: true}",
         ),
-        "the optional monitoring stack (playbooks/monitoring.yml; README: Observe)",
+        "the optional monitoring stack (playbooks/monitoring.yml; docs/guide/observe.md)",
     ),
     Variable(
         "cluster_addons",
@@ -388,7 +388,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "roce_gid_index",
         forms.Form("a GID table index from 0 up", forms.integer_between(0, 255)),
-        "a Spark's RoCE GID index when the roce role's discovery is overridden",
+        "a Spark's RoCE GID index override for `sparkrack render` and `check` (the serve play "
+        "takes fabric.gid_index only); each rank otherwise reads its own from sysfs at start",
         cluster=False,
     ),
 )
@@ -676,7 +677,7 @@ def _fix(name: str, known: Mapping[str, str]) -> str:
     fix = forms.unknown_key_fix(name, list(known))
     if fix.startswith("did you mean"):
         return fix
-    return "remove it, or see docs/inventory.md for the variables sparkrack reads"
+    return "remove it, or see docs/reference/inventory.md for the variables sparkrack reads"
 
 
 def _surprises(inv: Inventory, name: str, host: str) -> list[Problem]:
@@ -764,7 +765,7 @@ def _cluster_wide(inv: Inventory, control: Mapping[str, Any] | None) -> list[Pro
     return out
 
 
-# --- docs/inventory.md -----------------------------------------------------------------------
+# --- docs/reference/inventory.md -----------------------------------------------------------------------
 
 
 def doc_text() -> str:

@@ -17,7 +17,7 @@ from sparkrack.planner import memory as planner
 
 SPARK_CAPACITY: dict[str, str] = {
     # NVIDIA DGX Spark: a 20-core Arm CPU (10 Cortex-X925 + 10 Cortex-A725) and one GB10 GPU in
-    # 128 GB of unified memory (seed 004). nvidia.com/gpu is what the device plugin advertises.
+    # 128 GB of unified memory (src:super-guide). nvidia.com/gpu is what the device plugin advertises.
     "cpu": "20",
     "memory": str(round(planner.GB10_MEMORY_GB * planner.GB)),
     "pods": "110",

@@ -4,15 +4,15 @@ Each pod lands on its own Spark (nodeSelector on the hostname K3s registered, wh
 config sets to the inventory name), gets its node's VF of every rail through the NAD annotation from the
 address plan, and runs ``data/fabric-check/nccl_allreduce.py`` from a ConfigMap. Pods are privileged
 because host-device moves the VF netdev but not ``/dev/infiniband/*`` — unprivileged, NCCL silently
-falls back to sockets (seed 003), which is exactly what the gate must catch, not cause.
+falls back to sockets (src:roce-post), which is exactly what the gate must catch, not cause.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 from sparkrack import contract
+from sparkrack.fabric import gidtable
 from sparkrack.fabric.addressplan import FabricPlan
 from sparkrack.fabric.ncclenv import Transport, rank_env
 from sparkrack.k8s import scanner
@@ -23,6 +23,9 @@ from sparkrack.k8s.options import ClusterOptions
 COMPONENT = contract.COMPONENT_FABRIC_CHECK
 SCRIPT = Path(__file__).resolve().parent.parent / "data" / "fabric-check" / "nccl_allreduce.py"
 SCRIPT_CONFIGMAP = "sparkrack-fabric-check-script"
+SCRIPT_MOUNT = "/opt/sparkrack-fabric-check"
+GID_SCRIPT = Path(gidtable.__file__)
+GID_FILE = GID_SCRIPT.name
 POD_PREFIX = "sparkrack-fabric-check-"
 
 
@@ -34,7 +37,6 @@ def render_fabric_check(
     plan: FabricPlan,
     opts: ClusterOptions,
     transport: Transport = "roce",
-    gid_indexes: Mapping[str, int | None] | None = None,
     vf_index: int | None = None,
 ) -> list[Manifest]:
     """ConfigMap with the all-reduce script + one pod per Spark (rank = plan rank).
@@ -50,7 +52,10 @@ def render_fabric_check(
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": metadata(SCRIPT_CONFIGMAP, COMPONENT, ns, extra),
-            "data": {"nccl_allreduce.py": SCRIPT.read_text()},
+            "data": {
+                "nccl_allreduce.py": SCRIPT.read_text(),
+                GID_FILE: GID_SCRIPT.read_text(),
+            },
         }
     ]
     world = len(plan.nodes)
@@ -60,7 +65,6 @@ def render_fabric_check(
                 plan,
                 node,
                 transport=transport,
-                gid_index=(gid_indexes or {}).get(node.name),
                 vf_index=vf_index,
             ),
             "RANK": str(node.rank),
@@ -79,14 +83,22 @@ def render_fabric_check(
                 {
                     "name": "nccl-allreduce",
                     "image": opts.fabric_check_image,
-                    "command": ["python3", "/opt/sparkrack-fabric-check/nccl_allreduce.py"],
+                    # the GID resolver sets NCCL_IB_GID_INDEX from sysfs, then execs the check
+                    "command": [
+                        "python3",
+                        "-I",
+                        f"{SCRIPT_MOUNT}/{GID_FILE}",
+                        "--",
+                        "python3",
+                        f"{SCRIPT_MOUNT}/nccl_allreduce.py",
+                    ],
                     "env": [{"name": k, "value": v} for k, v in env.items()],
                     "securityContext": {"privileged": True},
                     "resources": {"limits": {"nvidia.com/gpu": "1"}},
                     "volumeMounts": [
                         {
                             "name": "script",
-                            "mountPath": "/opt/sparkrack-fabric-check",
+                            "mountPath": SCRIPT_MOUNT,
                             "readOnly": True,
                         },
                         {"name": "shm", "mountPath": "/dev/shm"},

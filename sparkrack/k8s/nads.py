@@ -4,7 +4,7 @@ A NAD per rail and VF *index*, not per node+VF. The VF netdev
 (``<base>v<v>``) has the same name on every Spark, so one ``host-device`` NAD moves it into the pod
 on whichever node the pod lands. The address is per node: static IPAM with the ``ips`` capability
 takes it from the pod's Multus annotation (:func:`pod_network_annotation`), which carries
-that node's planned VF address — the same address netplan puts on the VF host-side (seed 003: the
+that node's planned VF address — the same address netplan puts on the VF host-side (src:roce-post: the
 GID table needs it). A pod on the wrong node would ask for another node's address, so serving pods
 always pair the annotation with a nodeSelector on the same node.
 """

@@ -20,7 +20,7 @@ MULTUS_IMAGE = "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.2.2-thick"
 # NVIDIA k8s-device-plugin v0.18.2: the version the seeds' 4x GB10 cluster runs (NVML discovery,
 # CDI device list) — aarch64 image, GB10 (SM121) enumerated through NVML.
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.18.2"
-# The fabric check runs on the same image family as serving (seed 004: the mainline upstream
+# The fabric check runs on the same image family as serving (src:super-guide: the mainline upstream
 # SGLang image for GB10 carries torch + NCCL for aarch64/SM121).
 FABRIC_CHECK_IMAGE = "scitrera/dgx-spark-sglang:0.5.12"
 

@@ -53,6 +53,13 @@ def _resources(component: str) -> dict[str, Any]:
     return {"requests": {"memory": f"{req}Mi"}, "limits": {"memory": f"{lim}Mi"}}
 
 
+NODE_EXPORTER_ARGS: Final = ("--no-collector.cpufreq",)
+"""Flags the node-exporter DaemonSet adds to the chart's. The cpufreq collector hangs on arm64 hosts
+whose cpufreq driver is ``cppc_cpufreq`` (the GB10's): each scrape leaves a goroutine and an open
+file behind and the exporter answers 503 until the collector is off (prometheus/node_exporter#3791).
+The memory alerts read this exporter, so it must keep answering."""
+
+
 def helm_values() -> dict[str, Any]:
     def on_cp() -> dict[str, str]:
         return {contract.LABEL_ROLE: contract.ROLE_CONTROL_PLANE}
@@ -93,10 +100,11 @@ def helm_values() -> dict[str, Any]:
             "resources": _resources("kube-state-metrics"),
         },
         "prometheus-node-exporter": {
+            "extraArgs": list(NODE_EXPORTER_ARGS),
             "resources": {
                 "requests": {"memory": f"{NODE_EXPORTER_MIB[0]}Mi"},
                 "limits": {"memory": f"{NODE_EXPORTER_MIB[1]}Mi"},
-            }
+            },
         },
     }
 

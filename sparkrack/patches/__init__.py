@@ -95,9 +95,9 @@ def container_entrypoint(
 
 
 def handed_keys(command: Sequence[str]) -> dict[str, str]:
-    """Variable -> option of each key a launcher ``command`` hands the server in its interpreter
-    (its ``--key-env VAR=FLAG`` words): what the server's argv holds past the rendered args."""
+    """Variable -> option of each key a container ``command`` has the launcher hand the server in
+    its interpreter (its ``--key-env VAR=FLAG`` words; the server argv is the container's
+    ``args``): what the server's argv holds past the rendered args."""
     words = list(command)
-    split = words.index("--") if "--" in words else len(words)
-    pairs = [words[i + 1] for i in range(split - 1) if words[i] == "--key-env"]
+    pairs = [words[i + 1] for i in range(len(words) - 1) if words[i] == "--key-env"]
     return dict(pair.split("=", 1) for pair in pairs)

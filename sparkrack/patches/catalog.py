@@ -15,7 +15,9 @@ if __package__:  # imported from the sparkrack package
 else:  # flat copy in the serving container (/opt/sparkrack), imported as "catalog"
     from engine import FlagRule, Hunk, Patch, Target  # type: ignore[import-not-found,no-redef]
 
-SEED_003 = "seed 003 (Qwen3.5-397B NVFP4 on 4x Spark: SM121 CUTLASS patch, EP=4 runtime patches)"
+SEED_003 = (
+    "src:roce-post (Qwen3.5-397B NVFP4 on 4x Spark: SM121 CUTLASS patch, EP=4 runtime patches)"
+)
 
 # Expert parallelism > 1: the EP-correctness patches are inert (and therefore not applied) at EP=1.
 EP_GT_1 = FlagRule(
@@ -81,7 +83,7 @@ SGLANG_JIT_ARCH = Patch(
         "instead of compute_121/sm_121, whose SASS GB10 cannot execute (illegal instruction "
         "during CUDA graph capture with an fp8 KV cache)"
     ),
-    seed="seed 003 (SM121 JIT architecture mismatch in SGLang's kvcache kernel)",
+    seed="src:roce-post (SM121 JIT architecture mismatch in SGLang's kvcache kernel)",
     # 0.5.16 moved the JIT arch selection out of this file (not patched there).
     targets=_sglang_file("sglang/jit_kernel/utils.py", ">=0.5.10,<0.5.16"),
     scope="def _init_jit_cuda_arch_once(",

@@ -28,7 +28,7 @@ from sparkrack.errors import Problem
 
 GB = 1_000_000_000
 
-# --- hardware (NVIDIA DGX Spark / GB10; seed 004: "128 GB of unified memory") ---------------
+# --- hardware (NVIDIA DGX Spark / GB10; src:super-guide: "128 GB of unified memory") ---------------
 GB10_MEMORY_GB = 128.0
 # LPDDR5x bandwidth of one GB10 (NVIDIA's DGX Spark specification: 273 GB/s).
 GB10_BANDWIDTH_GBPS = 273.0

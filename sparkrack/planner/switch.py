@@ -43,7 +43,7 @@ LARGEST_FILE_BYTES = 5_000_000_000
 """The largest file of a checkpoint when nothing says: 5 GB, the usual safetensors shard size
 on the Hub. An assumption: the render knows a model's size, not its files'."""
 LOAD_MBYTE_S = 171.0
-"""Weights one GB10 rank loads per second, disk cache warm or cold: fit on seed 002 (Ultra, 83.72
+"""Weights one GB10 rank loads per second, disk cache warm or cold: fit on src:ultra-post (Ultra, 83.72
 GB per GPU in ~490 s, 170.9 MB/s). The copy from pageable host memory into the GPU's allocation
 bounds it on Grace, not the NVMe (sglang#29731 describes that path), so a faster disk does not
 shorten it; a slower disk does (:attr:`Rates.load_mbyte_s`)."""

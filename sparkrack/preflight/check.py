@@ -145,6 +145,7 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
     from sparkrack.serving.deployments import gateway
     from sparkrack.serving.deployments.bundle import from_inventory, render_serving
     from sparkrack.serving.deployments.load import RULE_MEMORY, format_table, memory_table
+    from sparkrack.serving.switch.plan import loading_barrier_warnings
 
     if not any(inv.var(name) for name in MODEL_VARS):
         report.lines.append("deployments: none (no serving_profile or serving_deployments)")
@@ -176,6 +177,7 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
         shape = "/".join(f"{k}{topology.get(k, 1)}" for k in ("tp", "pp", "ep"))
         vf = "" if d.vf is None else f", VF {d.vf}"
         per = gb.get((d.sparks[0], d.name), 0.0)
+        report.warn(loading_barrier_warnings(res, found.source))
         report.lines.append(
             f"deployment {d.name}: {d.profile.name} ({res.engine.name} {shape}) on "
             f"{', '.join(d.sparks)}{vf}, {per:.1f} GB per Spark, alias {d.alias}, image "
@@ -223,7 +225,9 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
 
 def _unreachable_images(inv: Inventory, found: Any) -> list[Problem]:
     """Every image the deployments run that no node can pull (:func:`imageref.unreachable`):
-    refused here, before a node changes, instead of a Job waiting on ImagePullBackOff."""
+    refused here, before a node changes, instead of a Job waiting on ImagePullBackOff. The
+    image of ``serving_image_archive`` is imported into every node's containerd, never pulled:
+    its reference (``sparkrack.invalid/…@sha256:…``) is not held to the pull rules."""
     named: list[tuple[str, str, str]] = []
     if found.ctx.fetch_image:
         named.append(
@@ -241,6 +245,8 @@ def _unreachable_images(inv: Inventory, found: Any) -> list[Problem]:
         named.append((d.profile.source, f"image (deployment {d.name})", d.profile.image))
     problems = []
     for file, key, image in named:
+        if found.ctx.image_reference and image == found.ctx.image_reference:
+            continue
         why = unreachable(image)
         if why is not None:
             problems.append(

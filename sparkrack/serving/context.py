@@ -61,7 +61,8 @@ class ServingContext:
     fetch_image: str = ""
     """Image of the push and receiver containers (``serving_fetch_image``; no default)."""
     gid_index: dict[str, int] = field(default_factory=dict)
-    """Discovered RoCE GID index per node (roce role fact ``roce_gid_index``)."""
+    """RoCE GID index overrides per node (an inventory's host var ``roce_gid_index`` or
+    ``render --gid-index``): handed to the rank's resolver, which warns when sysfs disagrees."""
     spark: str | None = None
     """Spark that hosts a single-Spark engine (vllm/trtllm); None = the rank-0 Spark."""
     sparks: tuple[str, ...] = ()
@@ -370,7 +371,7 @@ def context_from_inventory(
 
 def context_of(inv: Inventory, gid: dict[str, int] | None = None) -> ServingContext:
     """The context of a loaded inventory: its address plan, ``serving_*`` variables and the
-    RoCE GID indices its hosts record (``gid`` overrides them per node)."""
+    RoCE GID index overrides its hosts set (``gid`` overrides them per node)."""
     discovered: dict[str, int] = {}
     for host in inv.sparks:
         value = inv.hostvars.get(host, {}).get("roce_gid_index")

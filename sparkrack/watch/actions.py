@@ -57,8 +57,9 @@ class Actions:
             logs, events, notes, pods = self.cluster.capture(self.deployment)
         notes.append(
             "NCCL ranks' flight-recorder dumps (written on a collective timeout) stay on each "
-            f"rank's Spark in {contract.flight_recorder_dir(self.deployment)}: copy them into "
-            f"this bundle's {bundle.DUMPS_DIR}/ folder and run sparkrack diagnose on the bundle"
+            f"rank's Spark in {contract.flight_recorder_dir(self.deployment)}: copy them from "
+            "each Spark into one folder DIR (playbooks/evidence.yml) and run "
+            "sparkrack diagnose --add-dumps DIR <bundle>"
         )
         identity = bundle.Identity(self.deployment, namespace, self.alias, self.url, pods)
         path = bundle.write(self.evidence, identity, result.to_json(), logs, events, notes)

@@ -73,7 +73,7 @@ def test_render_for_the_inventory(inventory: str) -> None:
     )
 
 
-def test_discovered_gid_index_reaches_the_pods() -> None:
+def test_the_discovered_gid_index_stays_out_of_the_pods() -> None:
     inv = load_inventory("inventories/example")
     hostvars = {h: {**v, "roce_gid_index": 3} for h, v in inv.hostvars.items()}
     out = FILTERS["sparkrack_serving_render"](
@@ -89,7 +89,9 @@ def test_discovered_gid_index_reaches_the_pods() -> None:
             e["name"]: e.get("value")
             for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]
         }
-        assert env["NCCL_IB_GID_INDEX"] == "3"
+        # a converge-time index moves with the VFs: the rank resolves its own at start
+        assert "NCCL_IB_GID_INDEX" not in env and "SPARKRACK_GID_INDEX_OVERRIDE" not in env
+        assert env["SPARKRACK_GID_TARGETS"].startswith("rocep1s0f0v0=")
 
 
 def test_refused_profile_stops_with_rule_id(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ def _run(model: str, n: int, tokens: int, guard: bool, rate: int = 3000) -> RunR
 
 
 def test_uniform_collapse_at_n8_is_garbage_even_when_the_guard_missed_it() -> None:
-    """Seed 003: 8/8 'done' at a bogus rate, all length, no content -> GARBAGE."""
+    """src:roce-post: 8/8 'done' at a bogus rate, all length, no content -> GARBAGE."""
     # 1 s per stream: measurement jitter stays well inside the 1 % "uniform" spread.
     run = _run(f"{server.BASE_MODEL}-uniform", 8, 600, guard=False, rate=600)
     level = run.levels[0]

@@ -1,4 +1,4 @@
-"""Streaming repetition guard: unit behaviour, and the n=8 blind spot of seed 003 (Finding 3)."""
+"""Streaming repetition guard: unit behaviour, and the n=8 blind spot of src:roce-post (Finding 3)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_finish_catches_a_loop_the_periodic_check_never_saw() -> None:
 
 @pytest.mark.parametrize("mode", ["repetition", "uniform"])
 def test_eight_concurrent_garbage_streams_all_trip(mode: str) -> None:
-    """Seed 003's blind spot: 8 garbage streams that all hit max_tokens at the same instant.
+    """src:roce-post's blind spot: 8 garbage streams that all hit max_tokens at the same instant.
 
     The loop is only just long enough for the detector (660 '!' / ~100 looped words) and the
     periodic check is pushed out of reach, so only the end-of-stream check can see it — for all

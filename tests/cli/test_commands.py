@@ -83,7 +83,7 @@ def test_handlers_return_the_exit_code_enum(tmp_path: Path) -> None:
     assert main(["validate", str(bad)]) is ExitCode.FAILED
 
 
-# One command line per command that the command cannot run as given: exit 2 (the README's
+# One command line per command that the command cannot run as given: exit 2 (docs/reference/exit-codes.md's
 # table), one line naming the option, no traceback. ``{tmp}`` is a folder that exists.
 USAGE_ERRORS: dict[str, list[str]] = {
     "addresses": ["addresses", "-i", "{tmp}/no-such-inventory"],
@@ -161,23 +161,24 @@ def test_every_command_that_shows_the_deployments_repeats_their_warnings(
     assert any("[image-moving-tag]" in w for w in warnings)  # the vLLM nightly, accepted
 
 
-# --- the README's exit-code table against exitcodes.py ----------------------------------------
+# --- docs/reference/exit-codes.md against exitcodes.py ----------------------------------------
 
+EXIT_PAGE = ROOT / "docs" / "reference" / "exit-codes.md"
 # What each code's row must say, per member of the enum (BAD_LEVEL shares 2 with USAGE).
 # Keyed by name: BAD_LEVEL is USAGE's alias (both 2), so the members themselves would collide.
 ROW_WORDS = {
     "OK": "every check passed",
-    "FAILED": "refused input",
-    "USAGE": "usage error",
-    "BAD_LEVEL": "for `bench`, a GARBAGE, FAILED or WRONG-ANSWERS level",
-    "NO_TOKEN_COUNTS": "`bench`: a level without token counts",
-    "NO_KUBECONFIG": "`status`: no kubeconfig",
-    "API_UNAVAILABLE": "`status`: the API refused the connection, did not answer",
+    "FAILED": "Bad input",
+    "USAGE": "cannot run as given",
+    "BAD_LEVEL": "bench: a concurrency level was GARBAGE (fingerprint), FAILED",
+    "NO_TOKEN_COUNTS": "bench: a level had no token counts",
+    "NO_KUBECONFIG": "status: no kubeconfig",
+    "API_UNAVAILABLE": "status: the cluster's API refused the connection, did not answer",
 }
 
 
 def exit_table(readme: str) -> dict[int, str]:
-    """The rows of the README's ``| exit | means |`` table: code -> meaning."""
+    """The rows of the ``| exit | means |`` table: code -> meaning."""
     table = readme.split("| exit | means |", 1)[1].split("\n\n", 1)[0]
     rows = [line.split("|")[1:3] for line in table.strip().splitlines()[1:]]
     return {int(code): means.strip() for code, means in rows}
@@ -196,14 +197,14 @@ def table_problems(table: dict[int, str]) -> list[str]:
     return problems
 
 
-def test_the_readme_exit_table_is_the_enum() -> None:
+def test_the_exit_code_page_is_the_enum() -> None:
     assert set(ROW_WORDS) == set(ExitCode.__members__)
-    assert table_problems(exit_table((ROOT / "README.md").read_text())) == []
+    assert table_problems(exit_table(EXIT_PAGE.read_text())) == []
 
 
 def test_a_wrong_exit_table_is_caught() -> None:
     """Negative control: a table that moves bench's code 3 to 4, or drops a row, fails."""
-    table = exit_table((ROOT / "README.md").read_text())
+    table = exit_table(EXIT_PAGE.read_text())
     moved = {**{k: v for k, v in table.items() if k != 3}, 4: table[3]}
     assert table_problems(moved)
     assert table_problems({k: v for k, v in table.items() if k != 1})

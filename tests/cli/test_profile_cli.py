@@ -77,7 +77,8 @@ def test_render_env_key_value(capsys: pytest.CaptureFixture[str]) -> None:
     )
     env = dict(line.split("=", 1) for line in capsys.readouterr().out.splitlines())
     assert env["SGLANG_ENABLE_SPEC_V2"] == "1"
-    assert env["NCCL_IB_GID_INDEX"] == "3"
+    # an override for the rank's resolver, never a baked NCCL_IB_GID_INDEX
+    assert env["SPARKRACK_GID_INDEX_OVERRIDE"] == "3" and "NCCL_IB_GID_INDEX" not in env
     assert "HF_TOKEN" not in env
 
 

@@ -1,7 +1,7 @@
 """``sparkrack status`` on a bad day: an absent, a refusing and a silent API.
 
 Each ends in one line on stderr (no traceback), within a bound, with its documented exit code
-(README's exit table: 4 no kubeconfig, 5 the API unusable). The APIs are stand-ins on loopback:
+(docs/reference/exit-codes.md: 4 no kubeconfig, 5 the API unusable). The APIs are stand-ins on loopback:
 a port nothing listens on (the kernel refuses the connection), and a socket that accepts the
 connection and never sends a byte (a hung API server). The kubeconfig is found where site.yml
 writes it (``~/.kube/sparkrack.yaml``) when neither ``--kubeconfig`` nor ``$KUBECONFIG`` names one.

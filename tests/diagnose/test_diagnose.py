@@ -9,6 +9,7 @@ import pytest
 
 from sparkrack.cli import main
 from sparkrack.diagnose.signatures import Finding, diagnose, load_signatures
+from sparkrack.sources import expand
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 SIGNATURE_IDS = [s.id for s in load_signatures()]
@@ -34,7 +35,7 @@ def test_every_required_signature_is_in_the_database() -> None:
     assert set(REQUIRED) <= set(SIGNATURE_IDS)
     for sig in load_signatures():
         assert sig.cause and sig.fix
-        assert sig.seed.startswith(("seed 00", "captured: ", "upstream: "))
+        assert sig.seed.startswith(("src:", "captured: ", "upstream: "))
 
 
 @pytest.mark.parametrize("sig_id", SIGNATURE_IDS)
@@ -45,7 +46,7 @@ def test_each_signature_is_detected_in_its_excerpt(sig_id: str) -> None:
     if sig_id in REQUIRED:
         assert finding.profile_key == REQUIRED[sig_id]
     assert finding.line > 0 and finding.evidence
-    assert finding.seed in str(finding)
+    assert expand(finding.seed) in str(finding) and "src:" not in str(finding)
 
 
 def test_a_clean_log_gives_no_finding() -> None:
@@ -76,7 +77,7 @@ def test_finding_has_the_contract_fields() -> None:
     finding = diagnose((LOGS / "cudnn-not-available.log").read_text())[0]
     assert isinstance(finding, Finding)
     assert (finding.id, finding.profile_key) == ("cudnn-not-available", "sglang.fp4_gemm_backend")
-    assert "flashinfer_cutlass" in finding.fix and "seed 000" in finding.seed
+    assert "flashinfer_cutlass" in finding.fix and "src:super-mtp-post" in finding.seed
 
 
 def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
@@ -89,3 +90,28 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data[0]["findings"][0]["id"] == "roce-network-unreachable"
     assert main(["diagnose", "/nonexistent/log"]) == 2
+
+
+def test_one_rank_unhandled_system_error_over_ib_names_a_stale_gid() -> None:
+    (finding,) = diagnose((LOGS / "roce-gid-index-stale.log").read_text())
+    assert finding.id == "roce-gid-index-stale"
+    assert "stale" in finding.cause and "gid_attrs/types" in finding.fix
+
+
+def test_negative_control_unhandled_system_error_off_ib_is_not_a_gid() -> None:
+    # The same NCCL error from the socket transport (no verbs call, no NET/IB): not a GID.
+    text = "\n".join(
+        [
+            "node:1:9 [0] NCCL INFO NET/Socket : Using [0]net1:10.77.0.18<0>",
+            "node:1:9 [0] NCCL INFO Using network Socket",
+            "node:1:12 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+            "10.77.0.19<43011> failed : Software caused connection abort",
+            "[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:"
+            "3699, unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        ]
+    )
+    assert "roce-gid-index-stale" not in [f.id for f in diagnose(text)]
+    # and a GID table with no IPv4 entry at all stays its own finding
+    unreachable = (LOGS / "roce-network-unreachable.log").read_text()
+    ids = [f.id for f in diagnose(unreachable + "\nunhandled system error\n")]
+    assert ids == ["roce-network-unreachable"]

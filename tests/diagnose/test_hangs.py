@@ -330,3 +330,107 @@ def test_a_rank_whose_log_names_no_rank_is_known_by_its_pod() -> None:
         }
     )
     assert [(f.id, f.waiting, f.dead) for f in found] == [("nccl-hang-dead-rank", (0,), (1,))]
+
+
+# --- the owner's collection: dumps copied from the Sparks into the watchdog's bundle -----------
+
+
+def _watchdog_bundle(root: Path, scenario: str) -> Path:
+    """A bundle as the watchdog writes it: rank logs (with planted keys), no dumps (those stay on
+    the Sparks' hostPath)."""
+    logs = logs_of(scenario)
+    ranks = {
+        "alpha-rank0-0": PLANTED + "\n" + logs["rank0.log"],
+        "alpha-rank1-0": logs["rank1.log"] + "\n" + PLANTED,
+    }
+    return bundle.write(
+        root,
+        bundle.Identity("alpha", "sparkrack", "model-alpha", "http://x:30000", tuple(ranks)),
+        {"verdict": "stalled", "detail": f"Authorization: Bearer {SECRETS['gateway']}"},
+        ranks,
+        [{"message": f"--api-key {SECRETS['argv']}"}],
+        [f"note {SECRETS['hf']}"],
+    )
+
+
+def _copied_from_the_sparks(tmp_path: Path, scenario: str) -> Path:
+    """The dumps as the owner copies them off each Spark: rank 1's pickle as PyTorch wrote it,
+    rank 0's JSON form with keys planted where a dump carries text (its process-group config)."""
+    folder = tmp_path / "from-sparks"
+    folder.mkdir()
+    (folder / "fr_dump_rank_1").write_bytes((HANGS / scenario / "fr_dump_rank_1").read_bytes())
+    dump = json.loads((HANGS / scenario / "fr_dump_rank_0.json").read_text())
+    dump["pg_config"] = {"planted": PLANTED, "api_key": SECRETS["engine"]}
+    (folder / "fr_dump_rank_0.json").write_text(json.dumps(dump))
+    assert all(s in _everything_in(folder) for s in SECRETS.values())
+    return folder
+
+
+def test_dumps_added_to_a_watchdog_bundle_round_trip_and_name_the_silent_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _watchdog_bundle(tmp_path / "evidence", "rank1_stops")
+    assert not (path / bundle.DUMPS_DIR).exists()
+    folder = _copied_from_the_sparks(tmp_path, "rank1_stops")
+    assert main(["diagnose", "--add-dumps", str(folder), str(path)]) == 0
+    text = capsys.readouterr().out
+    assert sorted(p.name for p in (path / bundle.DUMPS_DIR).iterdir()) == [
+        "fr_dump_rank_0.json",
+        "fr_dump_rank_1.json",
+    ]
+    assert not [s for s in SECRETS.values() if s in _everything_in(path)]
+    assert "added from from-sparks" in json.loads((path / bundle.MANIFEST).read_text())["notes"][-1]
+    assert main(["diagnose", "--json", str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    group = next(r for r in report if "hangs" in r)
+    assert [(h["id"], h["waiting"], h["silent"], h["dead"]) for h in group["hangs"]] == [
+        ("nccl-hang-silent-rank", [0], [1], [])
+    ]
+    assert [(d["rank"], d["last_enqueued"]) for d in group["flight_recorder"]] == [(0, 6), (1, 5)]
+    assert "rank 1 is silent" in text and "ALLREDUCE SeqNum=6" in text
+    for out in (text, json.dumps(report)):
+        assert not [s for s in SECRETS.values() if s in out]
+
+
+def test_without_the_dumps_the_bundle_still_names_the_hang_but_shows_no_recorder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Negative control of the collection: the watchdog's bundle alone has no dump to show."""
+    path = _watchdog_bundle(tmp_path / "evidence", "rank1_stops")
+    assert main(["diagnose", "--json", str(path)]) == 0
+    group = next(r for r in json.loads(capsys.readouterr().out) if "hangs" in r)
+    assert group["flight_recorder"] == [] and group["hangs"][0]["silent"] == [1]
+
+
+def test_the_dead_ranks_bundle_gets_the_one_dump_there_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _watchdog_bundle(tmp_path / "evidence", "rank1_killed")
+    folder = tmp_path / "from-sparks"
+    folder.mkdir()
+    (folder / "fr_dump_rank_0").write_bytes(
+        (HANGS / "rank1_killed" / "fr_dump_rank_0").read_bytes()
+    )
+    assert main(["diagnose", "--add-dumps", str(folder), "--json", str(path)]) == 0
+    group = next(r for r in json.loads(capsys.readouterr().out) if "hangs" in r)
+    assert [(h["id"], h["dead"]) for h in group["hangs"]] == [("nccl-hang-dead-rank", [1])]
+    assert [d["rank"] for d in group["flight_recorder"]] == [0]
+
+
+def test_a_refused_dump_leaves_the_bundle_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _watchdog_bundle(tmp_path / "evidence", "rank1_stops")
+    before = _everything_in(path)
+    folder = tmp_path / "from-sparks"
+    folder.mkdir()
+    (folder / "fr_dump_rank_0").write_bytes((HANGS / "rank1_stops" / "fr_dump_rank_0").read_bytes())
+    (folder / "fr_dump_rank_1").write_bytes(pickle.dumps({"entries": [_Boom(tmp_path / "ran")]}))
+    assert main(["diagnose", "--add-dumps", str(folder), str(path)]) != 0
+    assert "names the global" in capsys.readouterr().err
+    assert not (tmp_path / "ran").exists()
+    assert _everything_in(path) == before and not (path / bundle.DUMPS_DIR).exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["diagnose", "--add-dumps", str(empty), str(path)]) != 0
+    assert main(["diagnose", "--add-dumps", str(folder), str(HANGS / "healthy")]) != 0

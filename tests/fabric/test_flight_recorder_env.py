@@ -123,3 +123,128 @@ def test_the_dump_directory_is_mounted_from_the_spark(tmp_path: Path) -> None:
         assert volumes[name]["hostPath"]["path"] == where
         env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
         assert env["TORCH_FR_DUMP_TEMP_FILE"].startswith(where + "/")
+
+
+# --- the rendered rank pods of the shipped profiles, against what each image's PyTorch reads ---
+
+NAMES = json.loads((HANGS.parents[1] / "torch_flight_recorder_names.json").read_text())
+"""Per PyTorch release, the variables each flight-recorder reader takes (read from the release:
+its wheel's headers and libraries, or the capture)."""
+FLIGHT_NAMES = {
+    name
+    for release, facts in NAMES.items()
+    if release != "comment"
+    for reader in facts["readers"].values()
+    for name in reader["names"]
+}
+
+
+def recorder_problems(env: dict[str, str], torch: str, dump_dir: str) -> list[str]:
+    """What is wrong with a rank's flight recorder for PyTorch ``torch``: a reader that finds none
+    of its names and has no known default, a buffer the process group sizes differently from the
+    recorder, a dump outside ``dump_dir``, no dump on timeout, a name only deprecated readers take,
+    a name no reader of that release takes."""
+    facts = NAMES.get(torch)
+    if facts is None:
+        return [f"no record of the names torch {torch} reads"]
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for reader, spec in facts["readers"].items():
+        value = next((env[n] for n in spec["names"] if n in env), spec["default"])
+        if value is None:
+            problems.append(f"{reader}: none of {spec['names']} is set")
+        else:
+            seen[reader] = value
+    buffer = seen.get("recorder buffer", "0")
+    if not buffer.isdigit() or int(buffer) <= 0:
+        problems.append(f"recorder buffer {buffer!r}: the recorder is off")
+    if seen.get("process group buffer", buffer) != buffer:
+        problems.append(f"process group buffer {seen['process group buffer']} != {buffer}")
+    if not seen.get("dump file", "").startswith(dump_dir.rstrip("/") + "/"):
+        problems.append(f"dump file {seen.get('dump file')!r} is not in {dump_dir}")
+    if seen.get("dump on timeout") != "1":
+        problems.append("no dump on timeout")
+    problems += [f"{n} is deprecated in torch {torch}" for n in facts["deprecated"] if n in env]
+    read = {n for spec in facts["readers"].values() for n in spec["names"]}
+    problems += [f"{n}: torch {torch} reads no such name" for n in FLIGHT_NAMES & set(env) - read]
+    return problems
+
+
+def shipped_fabric_profiles() -> list[Path]:
+    found = []
+    for path in sorted(Path("model_profiles").glob("*.yml")):
+        engine = ENGINES.get(str(yaml.safe_load(path.read_text()).get("engine")))
+        if engine is not None and engine.uses_fabric:
+            found.append(path)
+    return found
+
+
+def rank_pod_envs(profile: Any) -> tuple[str, list[dict[str, str]]]:
+    """The dump directory of ``profile``'s deployment, and the literal env of every rank pod as
+    rendered into its StatefulSet."""
+    ctx = context_from_vars(load_inventory("inventories/example").plan(), {}, {})
+    sets = [d for d in render_manifests(profile, ctx) if d.get("kind") == "StatefulSet"]
+    envs = [
+        {
+            e["name"]: e["value"]
+            for e in s["spec"]["template"]["spec"]["containers"][0]["env"]
+            if "value" in e
+        }
+        for s in sets
+    ]
+    return contract.flight_recorder_dir(deployment_name(ctx, profile)), envs
+
+
+def test_the_shipped_profiles_cover_every_pinned_fabric_image() -> None:
+    pinned = {image for _, image in fabric_images()}
+    shipped = {yaml.safe_load(p.read_text())["image"] for p in shipped_fabric_profiles()}
+    assert pinned == shipped and len(pinned) == 4
+
+
+@pytest.mark.parametrize("path", shipped_fabric_profiles(), ids=lambda p: p.stem)
+def test_each_rank_pod_turns_the_recorder_on_for_its_images_torch(path: Path) -> None:
+    profile = load_profile(str(path))
+    facts = ENGINES[str(profile.data["engine"])].image_facts(profile.data)
+    assert facts is not None and facts.torch in NAMES, f"{path}: torch of {facts} not recorded"
+    dump_dir, envs = rank_pod_envs(profile)
+    assert len(envs) >= 2
+    for env in envs:
+        assert recorder_problems(env, facts.torch, dump_dir) == []
+
+
+def planted(tmp_path: Path, path: Path, torch: str) -> Any:
+    """``path``'s profile whose ``image_info`` states another PyTorch for the same image."""
+    data = yaml.safe_load(path.read_text())
+    facts = ENGINES[data["engine"]].image_facts(data)
+    assert facts is not None
+    data["image_info"] = {data["engine"]: facts.version, "torch": torch}
+    copy = tmp_path / path.name
+    copy.write_text(yaml.safe_dump(data))
+    return load_profile(str(copy))
+
+
+@pytest.mark.parametrize(("real", "wrong"), [("2.11.0", "2.9.1"), ("2.9.1", "2.11.0")])
+def test_a_planted_wrong_torch_renders_names_the_real_one_refuses(
+    tmp_path: Path, real: str, wrong: str
+) -> None:
+    """Negative control: the image's facts, not a constant, decide the names; rendered for the
+    wrong release, the env fails the real release's check."""
+    path = next(
+        p
+        for p in shipped_fabric_profiles()
+        if (f := ENGINES["sglang"].image_facts(yaml.safe_load(p.read_text()))) and f.torch == real
+    )
+    dump_dir, envs = rank_pod_envs(planted(tmp_path, path, wrong))
+    for env in envs:
+        assert recorder_problems(env, wrong, dump_dir) == []
+        assert recorder_problems(env, real, dump_dir) != []
+    assert recorder_problems(envs[0], "2.99.0", dump_dir) == [
+        "no record of the names torch 2.99.0 reads"
+    ]
+
+
+def test_the_image_table_takes_torch_from_each_releases_pin() -> None:
+    from sparkrack.serving.engines.sglang_table import IMAGES, TORCH
+
+    for image, facts in IMAGES.items():
+        assert facts.torch == TORCH[facts.version], image

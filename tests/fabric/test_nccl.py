@@ -113,7 +113,8 @@ def test_parser_reads_the_fabric_check_script_output() -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     sizes = mod.sizes(1 << 24)
-    assert sizes == [1 << 20, 1 << 21, 1 << 22, 1 << 23, 1 << 24]
+    assert sizes == [1 << s for s in range(13, 25)]  # 8 KiB .. 16 MiB: decode's sizes first
+    assert mod.sizes(1 << 24, 1 << 20) == [1 << 20, 1 << 21, 1 << 22, 1 << 23, 1 << 24]
     # 4 ranks, 16 MiB in 1 ms: algbw 16.78 GB/s, busbw = algbw * 2 * 3 / 4 = 25.17 GB/s
     lines = [
         *mod.header(),
@@ -142,6 +143,10 @@ def two_rail_log(devices: str, channels: tuple[int, ...], busbw: float) -> str:
         elif line[:1] == " " and line.split()[0].isdigit():
             continue  # result rows: replaced by the one below
         lines.append(line)
+    small = busbw / 2  # a healthy small-message region: half the large-message peak
+    lines.append(
+        f"        8192          2048     float     sum      -1     40.2    0.20 {small:>7.2f}      0"
+    )
     lines.append(
         f"  1073741824     268435456     float     sum      -1  69950.3   15.35 {busbw:>7.2f}      0"
     )

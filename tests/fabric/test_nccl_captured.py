@@ -57,14 +57,19 @@ def test_socket_baseline_passes_as_socket_and_fails_as_roce() -> None:
     report = parse_nccl_log(log("socket"))
     assert report.transport == "Socket" and report.socket_channels == 8
     assert report.busbw_gbps == pytest.approx(4.11)
-    assert gate(log("socket"), "socket").passed
-    assert rules("socket") == ["nccl-socket-fallback", "nccl-busbw-floor"]
+    # captured from 1 MiB: the gate now also asks for the sizes from 8 KiB
+    assert [p.rule for p in gate(log("socket"), "socket").problems] == ["nccl-no-small-messages"]
+    assert rules("socket")[:2] == ["nccl-socket-fallback", "nccl-busbw-floor"]
     assert [f.id for f in diagnose(log("socket"))] == ["nccl-socket-transport"]
 
 
 def test_silent_fallback_is_caught_without_any_nccl_error() -> None:
     verdict = gate(log("silent-fallback"), "roce")
-    assert [p.rule for p in verdict.problems] == ["nccl-socket-fallback", "nccl-busbw-floor"]
+    assert [p.rule for p in verdict.problems] == [
+        "nccl-socket-fallback",
+        "nccl-busbw-floor",
+        "nccl-no-small-messages",
+    ]
     assert verdict.rail_use() == [("rocep1s0f0v0", False, 0)]
     assert "Failed to initialize any NET plugin" not in log("silent-fallback")
 

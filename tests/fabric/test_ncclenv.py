@@ -27,7 +27,7 @@ from sparkrack.serving import (
 )
 
 RAILS = ["enp1s0f0np0", "enP2p1s0f0np0"]
-NCCL_KEYS = re.compile(r"^(NCCL_|GLOO_)")
+NCCL_KEYS = re.compile(r"^(NCCL_|GLOO_|SPARKRACK_GID_)")
 SGLANG = [p.stem for p in list_profiles() if load_profile(p.stem).data["engine"] == "sglang"]
 
 
@@ -73,24 +73,23 @@ def test_serving_rank_and_fabric_check_pod_get_the_same_nccl_env(
     which: str, transport: str, tmp_path: Path
 ) -> None:
     plan = PLANS[which]()
-    gids = {plan.nodes[0].name: 3, plan.nodes[1].name: 5}
-    ctx = context_from_vars(plan, {}, gids)
+    ctx = context_from_vars(plan, {})
     profile = profile_with_transport(tmp_path, transport)
     serving = [nccl_part(e) for e in pod_envs(render_manifests(profile, ctx))]
     check = [
         nccl_part(e)
-        for e in pod_envs(render_fabric_check(plan, ClusterOptions(), transport, gids))  # type: ignore[arg-type]
+        for e in pod_envs(render_fabric_check(plan, ClusterOptions(), transport))  # type: ignore[arg-type]
     ]
     assert len(serving) == len(check) == len(plan.nodes)
     assert serving == check
     for rank, node in enumerate(plan.nodes):
         assert nccl_part(render_env(profile, ctx, rank)) == check[rank]
-        assert check[rank] == rank_env(
-            plan, node, transport=transport, gid_index=gids.get(node.name)
-        )
-    # the rendered env is not trivially equal: it carries the node's own GID and VF device(s)
+        assert check[rank] == rank_env(plan, node, transport=transport)
+    # the rendered env is not trivially equal: it carries the node's own VF device(s) and
+    # addresses; the GID index converge discovered is not baked in (the rank reads it at start)
     if transport == "roce":
-        assert check[0]["NCCL_IB_GID_INDEX"] == "3" and check[1]["NCCL_IB_GID_INDEX"] == "5"
+        assert check[0]["SPARKRACK_GID_TARGETS"] != check[1]["SPARKRACK_GID_TARGETS"]
+        assert all("NCCL_IB_GID_INDEX" not in env for env in check + serving)
         assert check[0]["NCCL_IB_HCA"].startswith("=")
 
 
@@ -98,10 +97,10 @@ def test_fabric_check_for_another_vf_differs_from_serving() -> None:
     """Negative control: the equality above fails when the check runs on a different VF."""
     plan = PLANS["vf1"]()
     node = plan.nodes[0]
-    serving = rank_env(plan, node, transport="roce", gid_index=None)
+    serving = rank_env(plan, node, transport="roce")
     other = pod_envs(render_fabric_check(plan, ClusterOptions(), "roce", vf_index=2))[0]
     assert nccl_part(other) != serving
-    assert nccl_part(other) == rank_env(plan, node, transport="roce", gid_index=None, vf_index=2)
+    assert nccl_part(other) == rank_env(plan, node, transport="roce", vf_index=2)
     assert other["NCCL_IB_HCA"] == "=rocep1s0f0v2"
     (net,) = json.loads(
         render_fabric_check(plan, ClusterOptions(), "roce", vf_index=2)[1]["metadata"][
@@ -114,30 +113,31 @@ def test_fabric_check_for_another_vf_differs_from_serving() -> None:
 def test_two_rails_list_both_vfs_exactly_and_merge_them() -> None:
     plan = PLANS["two-rails"]()
     spark2 = plan.node("spark2")
-    env = rank_env(plan, spark2, transport="roce", gid_index=3)
+    env = rank_env(plan, spark2, transport="roce")
     assert env["NCCL_IB_HCA"] == "=rocep1s0f0v1,roceP2p1s0f0v1"
     assert env["NCCL_IB_MERGE_NICS"] == "1"
-    assert env["NCCL_NET"] == "IB" and env["NCCL_IB_GID_INDEX"] == "3"
-    env3 = rank_env(plan, spark2, transport="roce", gid_index=3, vf_index=3)
+    assert env["NCCL_NET"] == "IB"
+    v1 = spark2.rail_vfs(1)
+    assert env["SPARKRACK_GID_TARGETS"] == ",".join(f"{v.rdma_device}={v.address}" for v in v1)
+    env3 = rank_env(plan, spark2, transport="roce", vf_index=3)
     assert env3["NCCL_IB_HCA"] == "=rocep1s0f0v3,roceP2p1s0f0v3"
     vf1 = PLANS["vf1"]()
-    one_rail = rank_env(vf1, vf1.node("spark2"), transport="roce", gid_index=3)
+    one_rail = rank_env(vf1, vf1.node("spark2"), transport="roce")
     assert one_rail["NCCL_IB_HCA"] == "=rocep1s0f0v1"
     assert "NCCL_IB_MERGE_NICS" not in one_rail
 
 
-def test_plan_gid_index_overrides_the_discovered_one() -> None:
+def test_plan_gid_index_is_handed_to_the_resolver_as_an_override() -> None:
     plan = replace(PLANS["vf1"](), gid_index=7)
-    env = rank_env(plan, plan.nodes[0], transport="roce", gid_index=3)
-    assert env["NCCL_IB_GID_INDEX"] == "7"
-    assert "NCCL_IB_GID_INDEX" not in rank_env(
-        PLANS["vf1"](), plan.nodes[0], transport="roce", gid_index=None
-    )
+    env = rank_env(plan, plan.nodes[0], transport="roce")
+    assert env["SPARKRACK_GID_INDEX_OVERRIDE"] == "7" and "NCCL_IB_GID_INDEX" not in env
+    unset = rank_env(PLANS["vf1"](), plan.nodes[0], transport="roce")
+    assert "SPARKRACK_GID_INDEX_OVERRIDE" not in unset
 
 
 def test_socket_transport_names_no_hca() -> None:
     plan = PLANS["two-rails"]()
-    env = rank_env(plan, plan.nodes[0], transport="socket", gid_index=3)
+    env = rank_env(plan, plan.nodes[0], transport="socket")
     assert env == {
         "NCCL_DEBUG": "INFO",
         "NCCL_SOCKET_IFNAME": "net1",
@@ -150,9 +150,9 @@ def test_socket_transport_names_no_hca() -> None:
 def test_unknown_transport_and_vf_are_refused() -> None:
     plan = PLANS["vf1"]()
     with pytest.raises(SparkrackError, match="transport"):
-        rank_env(plan, plan.nodes[0], transport="tcp", gid_index=None)
+        rank_env(plan, plan.nodes[0], transport="tcp")
     with pytest.raises(SparkrackError, match="VF index 9 does not exist"):
-        rank_env(plan, plan.nodes[0], transport="roce", gid_index=None, vf_index=9)
+        rank_env(plan, plan.nodes[0], transport="roce", vf_index=9)
 
 
 # --- no bare HCA prefix anywhere rendered ----------------------------------------------------

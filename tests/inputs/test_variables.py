@@ -124,8 +124,10 @@ def test_a_cluster_wide_variable_the_control_machine_does_not_see_is_refused() -
 
 
 def test_docs_inventory_md_is_written_from_the_table() -> None:
-    text = (ROOT / "docs" / "inventory.md").read_text()
-    assert text == doc_text(), "run: python -m sparkrack.inputs.variables > docs/inventory.md"
+    text = (ROOT / "docs" / "reference" / "inventory.md").read_text()
+    assert text == doc_text(), (
+        "run: python -m sparkrack.inputs.variables > docs/reference/inventory.md"
+    )
     assert all(f"`{v.name}`" in text for v in VARIABLES)
 
 

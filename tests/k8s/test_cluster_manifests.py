@@ -88,7 +88,7 @@ def test_fabric_check_pods_ask_for_their_nodes_planned_vf_address() -> None:
         assert net["ips"] == [node.vf(1).cidr]  # == host-side netplan address of that VF
         assert net["interface"] == "net1"
         container = spec["containers"][0]
-        assert container["securityContext"] == {"privileged": True}  # seed 003
+        assert container["securityContext"] == {"privileged": True}  # src:roce-post
         assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
         env = {e["name"]: e["value"] for e in container["env"]}
         assert env["RANK"] == str(node.rank)
@@ -102,22 +102,28 @@ def test_fabric_check_pods_ask_for_their_nodes_planned_vf_address() -> None:
     assert "init_process_group" in script
 
 
-def test_fabric_check_gid_index_pinned_or_discovered() -> None:
-    pods = by_kind(
-        render_fabric_check(four_nodes([0]), ClusterOptions(), "roce", {"spark1": 3, "spark2": 5}),
-        "Pod",
-    )
+def test_fabric_check_pods_resolve_the_gid_index_at_start() -> None:
+    docs = render_fabric_check(four_nodes([0]), ClusterOptions(), "roce")
+    config = by_kind(docs, "ConfigMap")[0]["data"]
+    pods = by_kind(docs, "Pod")
     envs = [{e["name"]: e["value"] for e in p["spec"]["containers"][0]["env"]} for p in pods]
-    assert [e.get("NCCL_IB_GID_INDEX") for e in envs] == ["3", "5", None, None]
+    assert all("NCCL_IB_GID_INDEX" not in e for e in envs)
+    assert [e["SPARKRACK_GID_TARGETS"] for e in envs] == [
+        f"rocep1s0f0v0={n.vf(0).address}" for n in four_nodes([0]).nodes
+    ]
+    command = pods[0]["spec"]["containers"][0]["command"]
+    # the resolver runs first and execs the check; the ConfigMap ships the file it names
+    assert command[:3] == ["python3", "-I", "/opt/sparkrack-fabric-check/gidtable.py"]
+    assert command[-1] == "/opt/sparkrack-fabric-check/nccl_allreduce.py"
+    assert "def rank_environment" in config["gidtable.py"]
     pinned = by_kind(render_fabric_check(four_nodes([0], gid_index=1), ClusterOptions()), "Pod")
-    assert {
-        next(
-            e["value"]
-            for e in p["spec"]["containers"][0]["env"]
-            if e["name"] == "NCCL_IB_GID_INDEX"
-        )
+    overrides = {
+        e["value"]
         for p in pinned
-    } == {"1"}
+        for e in p["spec"]["containers"][0]["env"]
+        if e["name"] == "SPARKRACK_GID_INDEX_OVERRIDE"
+    }
+    assert overrides == {"1"}
 
 
 def test_socket_baseline_disables_ib() -> None:

@@ -67,7 +67,7 @@ provenance:
     n4: 67.2
     n8: 101.3
   sources:
-    - seed 003
+    - src:roce-post
 """
 
 MATRIX = """\
@@ -317,7 +317,7 @@ def test_write_provenance_changes_only_the_figures(matrix_file: Path) -> None:
     assert "  attention_backend: flashinfer   # default" in after  # comments survive
     data = yaml.safe_load(after)
     assert data["provenance"]["measured"]["note"] == note
-    assert data["provenance"]["sources"] == ["seed 003"]
+    assert data["provenance"]["sources"] == ["src:roce-post"]
     base = yaml.safe_load(before)
     base["provenance"].pop("measured")
     base["provenance"].pop("date")

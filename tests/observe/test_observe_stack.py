@@ -127,3 +127,34 @@ def test_negative_control_a_chart_default_password_is_found() -> None:
         "grafana.adminPassword",
         "grafana.adminPassword=prom-operator",
     ]
+
+
+def cpufreq_collector_off(values: dict[str, Any]) -> bool:
+    """node-exporter's own flag parsing: the last of --[no-]collector.cpufreq wins, on by default."""
+    state = True
+    for arg in values["prometheus-node-exporter"].get("extraArgs", []):
+        if arg == "--no-collector.cpufreq":
+            state = False
+        elif arg == "--collector.cpufreq":
+            state = True
+    return not state
+
+
+def test_node_exporter_ships_without_the_cpufreq_collector() -> None:
+    # prometheus/node_exporter#3791: the collector hangs on arm64 with cppc_cpufreq (the GB10).
+    shipped = yaml.safe_load(
+        (ROOT / "sparkrack" / "data" / "observe" / "monitoring-stack.yml").read_text()
+    )
+    assert cpufreq_collector_off(shipped["values"])
+    assert cpufreq_collector_off(stack.helm_values())
+
+
+def test_negative_control_the_cpufreq_check_sees_the_flag_dropped_or_undone() -> None:
+    values = stack.helm_values()
+    values["prometheus-node-exporter"]["extraArgs"] = []
+    assert not cpufreq_collector_off(values)
+    values["prometheus-node-exporter"]["extraArgs"] = [
+        "--no-collector.cpufreq",
+        "--collector.cpufreq",
+    ]
+    assert not cpufreq_collector_off(values)

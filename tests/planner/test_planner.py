@@ -145,12 +145,12 @@ def sglang(**kw: Any) -> Serving:
 # norms, biases and per-tensor scales (< 0.5 % of the parameters); the precision split of the
 # two Nemotrons is inferred (NVFP4 for every expert/Mamba linear layer, BF16 for attention,
 # routers and embeddings: the Super checkpoint's 67.2B stored elements match it within 2 %).
-# Seed 002 itself calls the naive 0.78-byte/param estimate for Ultra ~107 GB/GPU, 28 % high.
+# src:ultra-post itself calls the naive 0.78-byte/param estimate for Ultra ~107 GB/GPU, 28 % high.
 SEED_WEIGHTS = [
     # (model_info, serving, seed figure GB, what is compared, tolerance)
-    (QWEN, sglang(tp=4, ep=1), 59.0, "per GPU (seed 003, TP4 EP1)", 0.05),
-    (GLM, sglang(tp=4, ep=1), 54.0, "per GPU (seed 003, TP4 EP1)", 0.05),
-    (SUPER, sglang(tp=1), 67.0, "total NVFP4 weights (seed 000)", 0.05),
+    (QWEN, sglang(tp=4, ep=1), 59.0, "per GPU (src:roce-post, TP4 EP1)", 0.05),
+    (GLM, sglang(tp=4, ep=1), 54.0, "per GPU (src:roce-post, TP4 EP1)", 0.05),
+    (SUPER, sglang(tp=1), 67.0, "total NVFP4 weights (src:super-mtp-post)", 0.05),
 ]
 
 
@@ -165,7 +165,7 @@ def test_weights_match_seed_figures(
 
 
 def test_ultra_measured_load_exceeds_checkpoint_bytes_by_at_most_6_gb() -> None:
-    """Seed 002 measured 83.7 GB/GPU at TP4 EP4; the checkpoint bytes are 78.7 (-6.0 %).
+    """src:ultra-post measured 83.7 GB/GPU at TP4 EP4; the checkpoint bytes are 78.7 (-6.0 %).
 
     The NemotronH loads hold a few GB per GPU beyond the checkpoint (dgxarley's Super profile
     records 23.31 GB/GPU at TP4 for 17.5 GB of checkpoint bytes), so the planner's figure is
@@ -310,10 +310,10 @@ def test_roofline_counts_kv_of_the_context() -> None:
 
 # Single-stream, no speculation, measured by the seeds: every one must be below the bound.
 MEASURED_N1 = [
-    (QWEN, sglang(tp=4), 22.2),  # seed 003 EP=1 winner, n=1
-    (GLM, sglang(tp=4), 14.5),  # seed 003 best without MTP, n=1
-    (SUPER, sglang(tp=4), 31.67),  # seed 000 no-spec baseline, n=1
-    (ULTRA, sglang(tp=4, ep=4), 10.2),  # seed 002 mfs 0.88, n=1
+    (QWEN, sglang(tp=4), 22.2),  # src:roce-post EP=1 winner, n=1
+    (GLM, sglang(tp=4), 14.5),  # src:roce-post best without MTP, n=1
+    (SUPER, sglang(tp=4), 31.67),  # src:super-mtp-post no-spec baseline, n=1
+    (ULTRA, sglang(tp=4, ep=4), 10.2),  # src:ultra-post mfs 0.88, n=1
 ]
 
 
@@ -447,7 +447,7 @@ SHIPPED_VS_SEEDS = [
         "per_gpu",
         True,
         0.05,
-        "seed 003 'approximately 59 GB per GPU' (TP4); the shipped MTP run adds nothing measurable",
+        "src:roce-post 'approximately 59 GB per GPU' (TP4); the shipped MTP run adds nothing measurable",
     ),
     (
         "glm-4.7-nvfp4",
@@ -455,7 +455,7 @@ SHIPPED_VS_SEEDS = [
         "per_gpu",
         False,
         0.05,
-        "seed 003 '~54 GB/GPU' (TP4) is stated for the runs before MTP; the MTP layer (3.99B BF16, "
+        "src:roce-post '~54 GB/GPU' (TP4) is stated for the runs before MTP; the MTP layer (3.99B BF16, "
         "+2.0 GB/GPU) loads only with speculative decoding",
     ),
     (
@@ -464,7 +464,7 @@ SHIPPED_VS_SEEDS = [
         "total",
         False,
         0.05,
-        "seed 000 '~67 GB NVFP4 weights' (checkpoint); without the MTP layer",
+        "src:super-mtp-post '~67 GB NVFP4 weights' (checkpoint); without the MTP layer",
     ),
     (
         "nemotron-3-super-120b-a12b-nvfp4",
@@ -482,7 +482,7 @@ SHIPPED_VS_SEEDS = [
         "per_gpu",
         False,
         0.07,
-        "cannot be within 5 %: seed 002 measured 83.7 GB/GPU loaded (TP4 EP4); the planner counts "
+        "cannot be within 5 %: src:ultra-post measured 83.7 GB/GPU loaded (TP4 EP4); the planner counts "
         "checkpoint bytes (78.7, -6.0 %) and the NemotronH loader holds a few GB per GPU beyond them",
     ),
 ]

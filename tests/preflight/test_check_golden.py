@@ -1,10 +1,10 @@
-"""``sparkrack check`` on the README's examples prints what the README shows.
+"""``sparkrack check`` on docs/guide/check.md's examples prints what that page shows.
 
-The cases are the README's: the example inventory as shipped (one model, refused until its
+The cases are the page's: the example inventory as shipped (one model, refused until its
 owner names images the nodes can pull and a gateway key), and, with those set, the 2+1+1, an
 over-commit, and a vault layout with and without its password. Each output is held in
-``tests/data/golden/check/<case>.txt`` (``--update-golden`` rewrites them) and the README's
-"Check an inventory" section must show each one verbatim. The engine-check cache is an empty
+``tests/data/golden/check/<case>.txt`` (``--update-golden`` rewrites them) and the page's
+page shows each one, less the lines an earlier case already showed. The engine-check cache is an empty
 folder, so the output says the real-parser check did not run, as on a new machine.
 """
 
@@ -25,7 +25,7 @@ from sparkrack.inputs.inventory import VAULT_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "golden" / "check"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "guide" / "check.md"
 MINE = "mine"
 
 
@@ -107,24 +107,41 @@ def test_check_prints_the_documented_output(
     assert text == golden.read_text()
 
 
-def readme_blocks() -> list[str]:
-    section = README.read_text().split("## Check an inventory", 1)[1].split("\n## ", 1)[0]
-    return [block for block in re.findall(r"```text\n(.*?)```", section, re.S)]
+def page_blocks() -> list[str]:
+    return [block for block in re.findall(r"```text\n(.*?)```", PAGE.read_text(), re.S)]
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_the_readme_shows_each_output(case: str) -> None:
-    assert (GOLDEN / f"{case}.txt").read_text() in readme_blocks()
+def shown(case: str, outputs: dict[str, str]) -> str:
+    """What the page shows of ``case``: its output less the lines an earlier case already
+    showed (the cases in CASES' order), so a line is told once."""
+    earlier = list(CASES)[: list(CASES).index(case)]
+    told = {line for c in earlier for line in outputs[c].splitlines()}
+    return "".join(f"{line}\n" for line in outputs[case].splitlines() if line not in told)
+
+
+def goldens() -> dict[str, str]:
+    return {case: (GOLDEN / f"{case}.txt").read_text() for case in CASES}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_page_shows_each_output(case: str) -> None:
+    assert page_blocks()[list(CASES).index(case)] == shown(case, goldens())
+
+
+def test_the_page_shows_the_outputs_in_order_and_nothing_else() -> None:
+    outputs = goldens()
+    assert page_blocks() == [shown(case, outputs) for case in CASES]
 
 
 def test_a_changed_output_is_not_the_documented_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Negative control: one changed value changes the output the README would have to show."""
+    """Negative control: one changed value changes the output the page would have to show."""
 
     def change(inv: Path) -> None:
         _vars(inv, lambda data: data.update(serving_namespace="other"))
 
     monkeypatch.setitem(CASES, "one-model", (MINE, change, None))
     _, text = check_output("one-model", tmp_path, monkeypatch, capsys)
-    assert text not in readme_blocks()
+    outputs = {**goldens(), "one-model": text}
+    assert page_blocks()[0] != shown("one-model", outputs)

@@ -161,3 +161,40 @@ def test_images_a_node_can_pull_are_not_refused(owner: Owner, image: str) -> Non
     owner.set(serving_fetch_image=image, serving_watchdog_image=WATCHDOG)
     found = [line for line in owner.problems() if "image-unreachable" in line]
     assert found == []
+
+
+def test_the_image_archive_passes_check_and_a_named_placeholder_still_does_not(
+    owner: Owner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serving_image_archive`` (``make image``'s output): the nodes import it, so its
+    ``sparkrack.invalid/…@sha256:…`` reference is not refused as a registry no node reaches.
+    A placeholder image the inventory still names takes precedence over the archive, and is
+    refused as before."""
+    sys.path.insert(0, str(ROOT / "tests" / "serving"))
+    from test_image_archive import _docker_save
+
+    from sparkrack.serving.image_archive import to_oci
+
+    archive = tmp_path / "sparkrack-image.tar"
+    made = to_oci(_docker_save(tmp_path / "d.tar"), archive, "sparkrack.invalid/sparkrack:0.1.0")
+    monkeypatch.setenv(VAULT_ENV, str(tmp_path / "vault-pass"))
+    folder = owner.inv / "group_vars" / "all"
+    folder.mkdir()
+    (folder / "vault.yml").write_text(vault_text("vault_gateway_key: a-long-random-key\n"))
+    owner.all_yml.rename(folder / "main.yml")
+    main_yml = folder / "main.yml"
+    data = yaml.safe_load(main_yml.read_text())
+    data["serving_image_archive"] = str(archive)
+    main_yml.write_text(yaml.safe_dump(data))
+    # The placeholders still named: they take precedence and are refused.
+    found = owner.problems()
+    assert [line.split(": ")[1] for line in found] == [
+        "serving_fetch_image",
+        "serving_watchdog_image",
+    ], found
+    del data["serving_fetch_image"], data["serving_watchdog_image"]
+    main_yml.write_text(yaml.safe_dump(data))
+    code, lines = owner.check()
+    assert code == 0, "\n".join(lines)
+    assert f"image weight copy: {made.reference} (digest)" in lines
+    assert f"image stall watchdog: {made.reference} (digest)" in lines

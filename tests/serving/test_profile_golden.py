@@ -17,7 +17,7 @@ from sparkrack.serving import context_from_vars, load_profile, render_argv, rend
 
 Flags = dict[str, str | None]
 
-# --- seed 000 §2 (the winner recipe) -------------------------------------------------------
+# --- src:super-mtp-post §2 (the winner recipe) -------------------------------------------------------
 SEED_000: Flags = {
     "--model-path": "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",
     "--trust-remote-code": None,
@@ -40,7 +40,7 @@ SEED_000: Flags = {
     "--speculative-eagle-topk": "1",
 }
 
-# --- seed 001 "Production config" (YAML keys -> their flags; false booleans emit nothing) ----
+# --- src:gemma-mtp-post "Production config" (YAML keys -> their flags; false booleans emit nothing) ----
 SEED_001: Flags = {
     "--model-path": "google/gemma-4-31B-it",
     "--tp-size": "4",  # "TP=4 EP=1"
@@ -58,7 +58,7 @@ SEED_001: Flags = {
     "--speculative-eagle-topk": "1",
 }
 
-# --- seed 002 launch block (--disable-deep-gemm is checked separately: it is an env knob) -----
+# --- src:ultra-post launch block (--disable-deep-gemm is checked separately: it is an env knob) -----
 SEED_002: Flags = {
     "--model-path": "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4",
     "--trust-remote-code": None,
@@ -79,7 +79,7 @@ SEED_002: Flags = {
     "--tool-call-parser": "qwen3_coder",
 }
 
-# --- seed 003: MTP addendum + the EP=1 winner's backends (test 28 / test 38) ----------------
+# --- src:roce-post: MTP addendum + the EP=1 winner's backends (test 28 / test 38) ----------------
 SEED_003_COMMON: Flags = {
     "--quantization": "modelopt_fp4",
     "--tp-size": "4",
@@ -113,7 +113,7 @@ DGXARLEY_GLM = "vroomfondel/dgxarley nvidia-glm-4.7-nvfp4.yml@41f87e7"
 # SGLang's own start-up check (ServerArgs._handle_speculative_decoding, every release 0.5.10-0.5.15)
 # fills eagle_topk in only when num_steps and num_draft_tokens are unset too; the seed prints the
 # two without it, so the command as printed fails at start-up (tests/serving/enginecheck/test_engine_check.py runs it).
-TOPK = "SGLang ServerArgs start-up check; seed 000 §2 passes --speculative-eagle-topk 1"
+TOPK = "SGLang ServerArgs start-up check; src:super-mtp-post §2 passes --speculative-eagle-topk 1"
 # Upstream SGLang 0.5.13 refuses MTP on NemotronH with the default no_buffer strategy unless the
 # image carries sglang PR #27998; extra_buffer starts on the seed's image and on upstream alike.
 EXTRA_BUFFER = "SGLang 0.5.13 ServerArgs start-up check (radix cache + no_buffer on NemotronH)"
@@ -123,7 +123,7 @@ ADDITIONS: dict[str, dict[str, tuple[str | None, str]]] = {
     "nemotron-3-super-120b-a12b-nvfp4": {
         "--json-model-override-args": (
             '{"max_position_embeddings":524288}',
-            "seed 000 §2 comment: '+ json-model-override max_position_embeddings=524288'",
+            "src:super-mtp-post §2 comment: '+ json-model-override max_position_embeddings=524288'",
         ),
         "--mamba-scheduler-strategy": ("extra_buffer", EXTRA_BUFFER),
     },
@@ -137,7 +137,7 @@ ADDITIONS: dict[str, dict[str, tuple[str | None, str]]] = {
         "--reasoning-parser": ("qwen3", DGXARLEY_QWEN),
         "--mamba-scheduler-strategy": (
             "extra_buffer",
-            "seed 003 'two additional settings'; " + DGXARLEY_QWEN,
+            "src:roce-post 'two additional settings'; " + DGXARLEY_QWEN,
         ),
         "--speculative-eagle-topk": ("1", TOPK),
     },
@@ -154,7 +154,7 @@ ADDITIONS: dict[str, dict[str, tuple[str | None, str]]] = {
 # Environment the seeds (or their repo) require.
 SEED_ENV: dict[str, dict[str, str]] = {
     "nemotron-3-super-120b-a12b-nvfp4": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"},
-    "gemma-4-31b-it": {"SGLANG_ENABLE_SPEC_V2": "1"},  # seed 001 enable_spec_v2: true
+    "gemma-4-31b-it": {"SGLANG_ENABLE_SPEC_V2": "1"},  # src:gemma-mtp-post enable_spec_v2: true
     "nemotron-3-ultra-550b-a55b-nvfp4": {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"},  # --disable-deep-gemm
     "qwen3.5-397b-a17b-nvfp4": {"SGLANG_ENABLE_SPEC_V2": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"},
     "glm-4.7-nvfp4": {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"},
@@ -239,7 +239,7 @@ def test_env_matches_seed(name: str, ctx: Any) -> None:
 
 
 def test_ultra_never_emits_disable_deep_gemm_flag(ctx: Any) -> None:
-    # Seed 002 prints --disable-deep-gemm, but SGLang 0.5.10-0.5.13 ServerArgs has no such flag and
+    # src:ultra-post prints --disable-deep-gemm, but SGLang 0.5.10-0.5.13 ServerArgs has no such flag and
     # parse_args would reject it; the knob is SGLANG_ENABLE_JIT_DEEPGEMM=0.
     argv = render_argv(load_profile("nemotron-3-ultra-550b-a55b-nvfp4"), ctx, 0)
     assert "--disable-deep-gemm" not in argv

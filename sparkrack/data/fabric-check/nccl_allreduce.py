@@ -1,8 +1,8 @@
 """Pod-to-pod NCCL all-reduce across all Sparks (runs inside the fabric-check pods).
 
 Stdlib + torch only (the serving image carries both). Every rank joins a torch.distributed NCCL
-group over the fabric interface, all-reduces float32 buffers from 1 MiB to SPARKRACK_MAX_BYTES
-and rank 0 prints the result in the nccl-tests table format, which sparkrack.fabric.nccl parses:
+group over the fabric interface, all-reduces float32 buffers from SPARKRACK_MIN_BYTES (8 KiB, the
+sizes tensor-parallel decode sends) to SPARKRACK_MAX_BYTES (1 GiB) and rank 0 prints the result in the nccl-tests table format, which sparkrack.fabric.nccl parses:
 busbw = algbw * 2 * (n - 1) / n, the all-reduce bus bandwidth as nccl-tests defines it.
 NCCL_DEBUG=INFO in the pod env makes NCCL log its transport choice to the same stream.
 """
@@ -18,7 +18,11 @@ WARMUP = 5
 ITERS = 20
 
 
-def sizes(max_bytes: int, min_bytes: int = 1 << 20) -> list[int]:
+MIN_BYTES = 8 << 10
+MAX_BYTES = 1 << 30
+
+
+def sizes(max_bytes: int, min_bytes: int = MIN_BYTES) -> list[int]:
     out = []
     size = min_bytes
     while size <= max_bytes:
@@ -62,13 +66,14 @@ def main() -> int:
     world = int(os.environ["WORLD_SIZE"])
     addr = os.environ["MASTER_ADDR"]
     port = os.environ.get("MASTER_PORT", "29500")
-    max_bytes = int(os.environ.get("SPARKRACK_MAX_BYTES", str(1 << 30)))
+    max_bytes = int(os.environ.get("SPARKRACK_MAX_BYTES", str(MAX_BYTES)))
+    min_bytes = int(os.environ.get("SPARKRACK_MIN_BYTES", str(MIN_BYTES)))
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world)
     busbws: list[float] = []
     if rank == 0:
         print("\n".join(header()), flush=True)
-    for size in sizes(max_bytes):
+    for size in sizes(max_bytes, min_bytes):
         buf: Any = torch.ones(size // 4, dtype=torch.float32, device="cuda")
         for _ in range(WARMUP):
             dist.all_reduce(buf)

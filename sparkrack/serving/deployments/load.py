@@ -466,7 +466,7 @@ def _fetch_image(
                 "serving_fetch_image",
                 f"is not set; {', '.join(spread)} copy their weights to every Spark with rsync",
                 f"set serving_fetch_image to an image with {FETCH_IMAGE_NEEDS}, pinned by digest "
-                "(README: What happens on a switch)",
+                "(docs/guide/switch.md)",
                 "fetch-image",
             )
         )
@@ -488,7 +488,7 @@ def _watchdog_image(
                 "is not set: no watchdog runs, a stalled deployment stays in the gateway's routing "
                 "and is never restarted",
                 "set serving_watchdog_image to an image carrying sparkrack, pinned by digest "
-                "(README: Observing)",
+                "(docs/guide/watchdog.md)",
                 "watchdog-image",
             )
         ]

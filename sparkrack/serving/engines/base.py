@@ -235,7 +235,7 @@ def hf_token_env(ctx: ServingContext) -> dict[str, Any]:
 def http_probes(ctx: ServingContext, liveness_path: str) -> dict[str, Any]:
     """Startup, readiness and liveness probes of the process that serves the OpenAI API."""
     return {
-        # Weight load + CUDA graph capture: seed 002 measured ~490 s for Ultra's weights alone.
+        # Weight load + CUDA graph capture: src:ultra-post measured ~490 s for Ultra's weights alone.
         "startupProbe": {
             "httpGet": {"path": "/health", "port": "http"},
             "periodSeconds": PROBE_PERIOD,
@@ -277,7 +277,7 @@ def fabric_env(
             ctx.plan,
             node,
             transport=profile.transport,
-            gid_index=ctx.gid_index.get(node.name),
+            gid_override=ctx.gid_index.get(node.name),
             vf_index=vf_index,
         ),
     }
@@ -342,6 +342,12 @@ class Engine:
     reserved_flags: Mapping[str, str] = MappingProxyType({})
     """Options past the table that set what sparkrack owns (a key) -> who owns it; refused in
     ``extra_args`` like the table's own flags."""
+    loading_barrier_s: float | None = None
+    """Seconds the ranks wait for each other after loading their weights before the group dies
+    (None: the engine has no such barrier)."""
+    loading_barrier_env: str | None = None
+    """The variable that sets :attr:`loading_barrier_s` in the engine's pinned releases (None: the
+    releases hard-code it, and ``check`` warns for a load estimated near it)."""
     multi_rank_listeners: tuple[Listener, ...] = ()
     """Every socket a rank listens on when the deployment has several ranks
     (:mod:`.listeners`)."""
@@ -660,7 +666,7 @@ class SingleSparkEngine(Engine):
         return [FileSet("config", contract.ENGINE_CONFIG_MOUNT, {self.config_file: text})]
 
     def single_topology(self, c: Ctx) -> Iterator[Problem]:
-        """tp = pp = ep = 1: one GB10 per Spark (seed 004)."""
+        """tp = pp = ep = 1: one GB10 per Spark (src:super-guide)."""
         for key, value in (("tp", c.tp), ("pp", c.pp), ("ep", c.ep)):
             if value != 1:
                 yield c.p(
@@ -677,7 +683,7 @@ class SingleSparkEngine(Engine):
     def rule_list(self) -> list[Rule]:
         single = Rule(
             "single-node-topology",
-            "seed 004 (one GB10 per Spark: tensor-parallel-size 1, expert parallelism not "
+            "src:super-guide (one GB10 per Spark: tensor-parallel-size 1, expert parallelism not "
             "applicable)",
             "vLLM/TensorRT-LLM profiles run on one Spark: tp = pp = ep = 1",
             self.single_topology,

@@ -4,7 +4,7 @@ Each :class:`~sparkrack.serving.engines.base.Engine` lists its :class:`Listener`
 multi-rank and single-rank use. From them come the variables that choose a rank's bind address
 (:func:`address_env`: ``SGLANG_HOST_IP`` = the rank's own fabric address from the address plan),
 the deployment's NetworkPolicy (:mod:`sparkrack.serving.objects.network`), the check of a rendered
-deployment (:mod:`sparkrack.serving.objects.connections`) and the README's port table
+deployment (:mod:`sparkrack.serving.objects.connections`) and docs/reference/ports.md
 (:func:`port_table`).
 
 A pod has two networks: the cluster network (``eth0``, where NetworkPolicies act, enforced by
@@ -63,7 +63,7 @@ class Listener:
     """One socket a rank listens on, the address it binds and who connects to it."""
 
     name: str
-    """Short name (the README's port table, the check's refusals)."""
+    """Short name (the port table, the check's refusals)."""
     opens: str
     """``head`` (rank 0 only) or ``every`` rank."""
     bind: Bind
@@ -128,7 +128,7 @@ TABLE_END = "<!-- ports: end -->"
 
 
 def port_table(engines: dict[str, tuple[tuple[Listener, ...], tuple[Listener, ...]]]) -> str:
-    """The README's port table: engine -> (multi-rank, single-rank) declarations."""
+    """The port table of docs/reference/ports.md: engine -> (multi-rank, single-rank) declarations."""
     rows = [
         "| engine | use | listener | ranks | binds | port | who connects | opened by |",
         "|---|---|---|---|---|---|---|---|",

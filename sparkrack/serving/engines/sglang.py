@@ -1,4 +1,4 @@
-"""SGLang: one process per Spark of the deployment, one NCCL group over the fabric (seeds 000-003).
+"""SGLang: one process per Spark of the deployment, one NCCL group over the fabric (src:super-mtp-post, src:gemma-mtp-post, src:ultra-post, src:roce-post).
 
 This module and its knob table (:mod:`.sglang_table`: the profile keys and the deployment flags,
 checked against the PyPI wheels 0.5.10-0.5.13, the releases the seeds' images carry) are
@@ -9,13 +9,13 @@ semantics, the images the seeds ran, the metrics and log lines it reports, and t
 Rule scopes follow the seeds precisely, so every shipped recipe passes while the failing variant
 each seed reports is refused:
 
-* flashinfer_cutlass MoE at EP>1 crashed on Qwen3.5 (seed 003) but serves NemotronH at EP=4
-  (seed 000 §6, seed 002): the rule exempts ``NemotronHForCausalLM``.
-* flashinfer_cutlass MoE + flashinfer attention crashed GLM-4.7 at decode (seed 003) while the
-  NemotronH recipes run exactly that pair (seeds 000, 002): same exemption.
-* Piecewise CUDA graphs broke every NVFP4 GLM-4.7 row (seed 003) but were stable for Qwen3.5
-  at EP=4 (seed 003 EP=4 matrix, test 3): the rule exempts ``Qwen3_5MoeForConditionalGeneration``.
-* ``cuda_graph_max_bs`` vs ``max_running_requests`` is checked when both are set (seed 003's
+* flashinfer_cutlass MoE at EP>1 crashed on Qwen3.5 (src:roce-post) but serves NemotronH at EP=4
+  (src:super-mtp-post §6, src:ultra-post): the rule exempts ``NemotronHForCausalLM``.
+* flashinfer_cutlass MoE + flashinfer attention crashed GLM-4.7 at decode (src:roce-post) while the
+  NemotronH recipes run exactly that pair (src:super-mtp-post, src:ultra-post): same exemption.
+* Piecewise CUDA graphs broke every NVFP4 GLM-4.7 row (src:roce-post) but were stable for Qwen3.5
+  at EP=4 (src:roce-post EP=4 matrix, test 3): the rule exempts ``Qwen3_5MoeForConditionalGeneration``.
+* ``cuda_graph_max_bs`` vs ``max_running_requests`` is checked when both are set (src:roce-post's
   own recipes leave max_running_requests at its default).
 """
 
@@ -24,11 +24,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from sparkrack import contract
 from sparkrack.errors import Problem
+from sparkrack.fabric import gidtable
 from sparkrack.patches import configmap_files, container_entrypoint
 from sparkrack.planner.memory import RecurrentPool, Serving
 from sparkrack.serving import scripts
@@ -60,6 +62,9 @@ from sparkrack.serving.profile.knobs import RuntimeKnob
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, RuleSet
 
+GID_FILE = Path(gidtable.__file__).name
+"""The GID resolver in the launcher ConfigMap (run before the launcher)."""
+
 ENTRY = ("python3", "-m", "sglang.launch_server")
 
 NVFP4 = ("modelopt_fp4", "modelopt_mixed")
@@ -77,7 +82,7 @@ EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 
 # Measured mem_fraction_static floors: (model id, ep) -> (floor, seed).
 MEM_FRACTION_FLOORS: dict[tuple[str, int], tuple[float, str]] = {
-    ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4", 4): (0.88, "seed 002"),
+    ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4", 4): (0.88, "src:ultra-post"),
 }
 
 
@@ -102,7 +107,7 @@ RULES = RuleSet()
 
 @RULES.add(
     "topology-nodes",
-    "seeds 000-003 (one SGLang process per Spark)",
+    "src:super-mtp-post, src:gemma-mtp-post, src:ultra-post, src:roce-post (one SGLang process per Spark)",
     "tp·pp must equal the Sparks in the inventory",
 )
 def _nodes(c: Ctx) -> Iterator[Problem]:
@@ -124,7 +129,7 @@ LONG_CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 @RULES.add(
     "sglang-context-beyond-model",
     "SGLang ModelConfig (a context_length beyond the config's max_position_embeddings is refused "
-    f"unless {LONG_CONTEXT_ENV} is set); seed 000 §5 lifts the cap with the override",
+    f"unless {LONG_CONTEXT_ENV} is set); src:super-mtp-post §5 lifts the cap with the override",
     "context_length within the model's max_position_embeddings (or the cap lifted explicitly)",
 )
 def _context(c: Ctx) -> Iterator[Problem]:
@@ -139,14 +144,14 @@ def _context(c: Ctx) -> Iterator[Problem]:
             f"{length} is beyond the model's max_position_embeddings {cap} ({source}): SGLang "
             "refuses it at start-up, after the weights are loaded",
             f"use at most {cap}, or lift the cap on purpose: sglang.json_model_override_args: "
-            f"{{max_position_embeddings: {length}}} and env {LONG_CONTEXT_ENV}: '1' (seed 000 §5)",
+            f"{{max_position_embeddings: {length}}} and env {LONG_CONTEXT_ENV}: '1' (src:super-mtp-post §5)",
             "sglang-context-beyond-model",
         )
 
 
 @RULES.add(
     "nemotronh-triton-attention",
-    "seed 000 §5, seed 002",
+    "src:super-mtp-post §5, src:ultra-post",
     "triton attention is hard-asserted off on NemotronH",
 )
 def _nemotron_triton(c: Ctx) -> Iterator[Problem]:
@@ -161,7 +166,7 @@ def _nemotron_triton(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "nvfp4-latentmoe-triton-moe",
-    "seed 000 §5, seed 002 trap 2",
+    "src:super-mtp-post §5, src:ultra-post trap 2",
     "triton MoE crashes cutlass_moe_fp4 on the NVFP4 LatentMoE path",
 )
 def _latent_triton(c: Ctx) -> Iterator[Problem]:
@@ -178,7 +183,7 @@ def _latent_triton(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "fp4-gemm-cudnn-missing",
-    "seed 000 §5, seed 002",
+    "src:super-mtp-post §5, src:ultra-post",
     "flashinfer_cudnn FP4 GEMM needs cuDNN in the image",
 )
 def _cudnn(c: Ctx) -> Iterator[Problem]:
@@ -196,7 +201,9 @@ def _cudnn(c: Ctx) -> Iterator[Problem]:
 
 
 @RULES.add(
-    "mem-fraction-ep-floor", "seed 002 trap 1", "mem_fraction_static below the measured EP floor"
+    "mem-fraction-ep-floor",
+    "src:ultra-post trap 1",
+    "mem_fraction_static below the measured EP floor",
 )
 def _floor(c: Ctx) -> Iterator[Problem]:
     floor = MEM_FRACTION_FLOORS.get((str(c.data.get("model")), c.ep))
@@ -215,7 +222,7 @@ def _floor(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "nvfp4-piecewise-cuda-graph",
-    "seed 003 (GLM-4.7: 0/12 piecewise rows stable)",
+    "src:roce-post (GLM-4.7: 0/12 piecewise rows stable)",
     "piecewise CUDA graphs break NVFP4 (fp4_quantize has no fake-tensor impl)",
 )
 def _piecewise(c: Ctx) -> Iterator[Problem]:
@@ -236,7 +243,7 @@ def _piecewise(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "cutlass-fp4-eager",
-    "seed 003 EP=4 finding 1, seed 002",
+    "src:roce-post EP=4 finding 1, src:ultra-post",
     "eager mode collapses output on the cutlass_moe_fp4 path",
 )
 def _eager(c: Ctx) -> Iterator[Problem]:
@@ -252,7 +259,7 @@ def _eager(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "cuda-graph-bs-below-running",
-    "seed 003 EP=4 recommended config",
+    "src:roce-post EP=4 recommended config",
     "batches above cuda_graph_max_bs run eager",
 )
 def _graph_bs(c: Ctx) -> Iterator[Problem]:
@@ -269,7 +276,7 @@ def _graph_bs(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "spec-draft-tokens",
-    "seed 001 §3",
+    "src:gemma-mtp-post §3",
     "speculative_num_draft_tokens must be at least num_steps + 1",
 )
 def _draft(c: Ctx) -> Iterator[Problem]:
@@ -285,7 +292,7 @@ def _draft(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "gemma4-flashinfer-attention",
-    "seed 001 §4",
+    "src:gemma-mtp-post §4",
     "FlashInfer prefill crashes on Gemma-4 head_dim 256",
 )
 def _gemma(c: Ctx) -> Iterator[Problem]:
@@ -303,7 +310,7 @@ def _gemma(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "gemma4-assistant-drafter-image",
-    "seed 001 §1",
+    "src:gemma-mtp-post §1",
     "the -assistant drafter needs SGLang PR #24436 in the image",
 )
 def _assistant(c: Ctx) -> Iterator[Problem]:
@@ -321,7 +328,7 @@ def _assistant(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "qwen35-mtp-radix-mamba",
-    "seed 003 MTP addendum; SGLang 0.5.10 server_args.py",
+    "src:roce-post MTP addendum; SGLang 0.5.10 server_args.py",
     "Qwen3.5 MTP + radix cache needs extra_buffer and spec v2",
 )
 def _qwen_mtp(c: Ctx) -> Iterator[Problem]:
@@ -354,7 +361,7 @@ def _qwen_mtp(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "nemotronh-mtp-image",
-    "seed 000 §1/§7",
+    "src:super-mtp-post §1/§7",
     "NemotronH MTP needs the June-2026 MTP fixes in the image",
 )
 def _nemotron_mtp(c: Ctx) -> Iterator[Problem]:
@@ -374,7 +381,7 @@ def _nemotron_mtp(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "ficutlass-moe-ep-sm121",
-    "seed 003 EP=4 finding 2 (NemotronH exempt: seed 000 §6, seed 002)",
+    "src:roce-post EP=4 finding 2 (NemotronH exempt: src:super-mtp-post §6, src:ultra-post)",
     "flashinfer_cutlass MoE at EP>1 hits an illegal instruction on SM121",
 )
 def _fi_ep(c: Ctx) -> Iterator[Problem]:
@@ -394,7 +401,7 @@ def _fi_ep(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "ficutlass-moe-fi-attention",
-    "seed 003 GLM-4.7 finding 3 (NemotronH exempt: seeds 000, 002)",
+    "src:roce-post GLM-4.7 finding 3 (NemotronH exempt: src:super-mtp-post, src:ultra-post)",
     "flashinfer_cutlass MoE + flashinfer attention crashes at decode on SM121",
 )
 def _fi_fi(c: Ctx) -> Iterator[Problem]:
@@ -454,7 +461,7 @@ def _flags(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "spec-eagle-topk",
-    "SGLang ServerArgs._handle_speculative_decoding 0.5.10-0.5.15; seed 000 §2 passes top-k 1",
+    "SGLang ServerArgs._handle_speculative_decoding 0.5.10-0.5.15; src:super-mtp-post §2 passes top-k 1",
     "a speculative SGLang profile that sizes its draft names eagle_topk",
 )
 def _topk(c: Ctx) -> Iterator[Problem]:
@@ -465,7 +472,7 @@ def _topk(c: Ctx) -> Iterator[Problem]:
             "unset while num_steps/num_draft_tokens are set: SGLang fills top-k in only when "
             "all three are unset, and its start-up check then fails with \"TypeError: '>' not "
             "supported between instances of 'NoneType' and 'int'\"",
-            "set speculative.eagle_topk: 1 (the top-k the seeds' runs pass)",
+            "set speculative.eagle_topk: 1 (the top-k the source posts' runs pass)",
             "spec-eagle-topk",
         )
 
@@ -474,7 +481,7 @@ def _topk(c: Ctx) -> Iterator[Problem]:
 # max_running_requests is clamped to max_mamba_cache_size // ratio. The ratio is 3 with the radix
 # cache on (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO), 1 with it disabled, and grows by 2 slots
 # per request when speculative decoding (or the extra_buffer strategy) needs the extra ping-pong /
-# intermediate states: seed 000 measured 96 slots -> ~32 parallel without MTP, ~19 with MTP.
+# intermediate states: src:super-mtp-post measured 96 slots -> ~32 parallel without MTP, ~19 with MTP.
 MAMBA_SLOTS_PER_REQUEST = 3
 MAMBA_EXTRA_SLOTS_SPECULATIVE = 2
 # ServerArgs.mamba_full_memory_ratio (0.9): without max_mamba_cache_size the Mamba pool gets
@@ -504,7 +511,7 @@ class SGLangMemory:
         "sglang: weights + KV + Mamba pool = mem_fraction_static x usable memory - runtime overhead",
         f"sglang Mamba slots per running request: {MAMBA_SLOTS_PER_REQUEST} (radix cache on), "
         f"+{MAMBA_EXTRA_SLOTS_SPECULATIVE} with speculative decoding or extra_buffer "
-        "(seed 000: 96 -> ~19 with MTP), 1 with the radix cache disabled",
+        "(src:super-mtp-post: 96 -> ~19 with MTP), 1 with the radix cache disabled",
     )
 
     def budget(
@@ -738,6 +745,12 @@ class SGLang(Engine):
     single_rank_listeners = SINGLE_RANK
     allowed_options = ALLOWED_OPTIONS
     refused_options = REFUSED_OPTIONS
+    # sglang/srt/model_executor/model_runner.py, 0.5.10-0.5.13: the module constant
+    # UNBALANCED_MODEL_LOADING_TIMEOUT_S = 480 bounds dist.monitored_barrier after the weights
+    # load ("TP rank X could finish the model loading, but there are other ranks that didn't
+    # finish loading"); no release of these reads a variable for it (environ.py has none).
+    loading_barrier_s = 480.0
+    loading_barrier_env = None
 
     def log_accept_length(self, line: str) -> float | None:
         """The ``accept len`` of one decode-batch log line (None for idle or other lines)."""
@@ -780,13 +793,15 @@ class SGLang(Engine):
     def container_command(
         self, profile: Profile, argv: list[str], rank: Rank
     ) -> tuple[list[str], list[str]]:
-        """The launcher applies the profile's SM121 patches, then execs the server argv and hands
-        it the rank's keys in its interpreter (``--key-env``)."""
-        command = list(container_entrypoint(profile.patches, profile.architecture))
+        """The GID resolver sets ``NCCL_IB_GID_INDEX`` from the rank's sysfs, then execs the
+        launcher, which applies the profile's SM121 patches, execs the server argv and hands it
+        the rank's keys in its interpreter (``--key-env``)."""
+        resolver = ["python3", "-I", f"{contract.LAUNCHER_MOUNT}/{GID_FILE}", "--"]
+        launcher = list(container_entrypoint(profile.patches, profile.architecture))
         keys = [f"{var}={self.key_flags[var]}" for var in self.rank_key_env(rank.rank)]
-        split = command.index("--")
-        keyed = [*command[:split], *(w for k in keys for w in ("--key-env", k)), *command[split:]]
-        return keyed, argv
+        # container_entrypoint ends in the "--" before the server argv: the keys go before it.
+        keyed = [*launcher[:-1], *(w for k in keys for w in ("--key-env", k)), launcher[-1]]
+        return [*resolver, *keyed], argv
 
     def files(self, profile: Profile) -> list[FileSet]:
         return [FileSet("launcher", contract.LAUNCHER_MOUNT, launcher_files(), 0o555)]
@@ -844,12 +859,15 @@ class SGLang(Engine):
 
 
 def launcher_files() -> dict[str, str]:
-    """The launcher ConfigMap: the patch engine + launcher, the group guard, the smoke client."""
+    """The launcher ConfigMap: the patch engine + launcher, the group guard, the smoke client and
+    the GID resolver."""
     files = dict(configmap_files())
-    for name in (contract.GUARD_FILE, contract.SMOKE_FILE):
+    shipped = {name: scripts.text(name) for name in (contract.GUARD_FILE, contract.SMOKE_FILE)}
+    shipped[GID_FILE] = Path(gidtable.__file__).read_text(encoding="utf-8")
+    for name, text in shipped.items():
         if name in files:  # pragma: no cover - the patch engine must not ship these names
             raise ValueError(f"{name} is already in sparkrack.patches.configmap_files()")
-        files[name] = scripts.text(name)
+        files[name] = text
     return files
 
 

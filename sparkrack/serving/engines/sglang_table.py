@@ -4,9 +4,9 @@ The knob table holds every profile key of the ``sglang`` and ``speculative`` blo
 deployment flags, in the seeds' flag order, checked against ``python/sglang/srt/server_args.py``
 of the PyPI wheels 0.5.10-0.5.13 (``tests/serving/engines/test_profile_flags.py`` re-reads every
 flag from the wheels). Two keys the seeds write like flags are environment variables in SGLang,
-not ServerArgs: ``disable_deep_gemm`` (seed 002 prints ``--disable-deep-gemm``, which
+not ServerArgs: ``disable_deep_gemm`` (src:ultra-post prints ``--disable-deep-gemm``, which
 ``server_args.py`` does not define and ``parse_args`` would reject) is
-``SGLANG_ENABLE_JIT_DEEPGEMM=0``, and ``enable_spec_v2`` (seed 001, seed 003 Qwen3.5) is
+``SGLANG_ENABLE_JIT_DEEPGEMM=0``, and ``enable_spec_v2`` (src:gemma-mtp-post, src:roce-post Qwen3.5) is
 ``SGLANG_ENABLE_SPEC_V2=1`` (``sglang/srt/environ.py``).
 
 The rest of what sparkrack knows about SGLang is :mod:`.sglang`.
@@ -292,31 +292,47 @@ KNOBS: tuple[Knob, ...] = (
 )
 
 
+TORCH: dict[str, str] = {
+    "0.5.10": "2.9.1",
+    "0.5.11": "2.11.0",
+    "0.5.12": "2.11.0",
+    "0.5.13": "2.11.0",
+}
+"""The PyTorch each SGLang release pins: ``torch==X`` in the ``dependencies`` of that release's
+``python/pyproject.toml`` (the ``Requires-Dist: torch==X`` of its PyPI wheel, the wheel the engine
+check installs). An image built from a release carries its pin; one that swapped PyTorch states
+its own in the profile's ``image_info.torch``. It decides the flight recorder's variable names
+(:func:`sparkrack.fabric.ncclenv.flight_recorder_env`)."""
+
 IMAGES: dict[str, ImageFacts] = {
     "xomoxcc/dgx-spark-sglang:0.5.13-dev-nemotronh-mtp-sm121": ImageFacts(
         version="0.5.13",
+        torch=TORCH["0.5.13"],
         cudnn=False,
-        source="seed 000 §1/§5/§7 (fi_cudnn: 'cuDNN is not available')",
+        source="src:super-mtp-post §1/§5/§7 (fi_cudnn: 'cuDNN is not available')",
         extras=("#24955", "#28102", "#27184", "#27998", "#21138"),
     ),
     "scitrera/dgx-spark-sglang:0.5.12": ImageFacts(
         version="0.5.12",
+        torch=TORCH["0.5.12"],
         cudnn=False,
         source=(
-            "seed 002 (image; cuDNN startup crash of the Super sibling on the same tag); "
+            "src:ultra-post (image; cuDNN startup crash of the Super sibling on the same tag); "
             "vroomfondel/dgxarley roles/k8s_dgx/model_profiles/"
             "nvidia-nvidia-nemotron-3-ultra-550b-a55b-nvfp4.yml ('cuDNN wheel missing')"
         ),
     ),
     "scitrera/dgx-spark-sglang:0.5.10": ImageFacts(
         version="0.5.10",
+        torch=TORCH["0.5.10"],
         cudnn=True,
-        source="seed 003 (EP=4 matrix: fi_cudnn rows 33/34/36 stable)",
+        source="src:roce-post (EP=4 matrix: fi_cudnn rows 33/34/36 stable)",
     ),
     "xomoxcc/dgx-spark-sglang:0.5.11-gemma4-sm121": ImageFacts(
         version="0.5.11",
+        torch=TORCH["0.5.11"],
         cudnn=None,
-        source="seed 001 (v0.5.11 + PR #24436 cherry-pick)",
+        source="src:gemma-mtp-post (v0.5.11 + PR #24436 cherry-pick)",
         extras=("#24436",),
     ),
 }

@@ -1,4 +1,4 @@
-"""TensorRT-LLM on one Spark (seed 004): ``trtllm-serve`` flags, ``extra-llm-api-config.yml`` keys,
+"""TensorRT-LLM on one Spark (src:super-guide): ``trtllm-serve`` flags, ``extra-llm-api-config.yml`` keys,
 and the rules the seed names.
 
 Profile blocks: ``trtllm`` (CLI flags + environment) and ``trtllm_config`` (the keys of
@@ -105,7 +105,7 @@ KNOBS: tuple[Knob, ...] = (
         "allow max_seq_len beyond the model config",
         "TLLM_ALLOW_LONG_MAX_MODEL_LEN",
     ),
-    # -- extra-llm-api-config.yml (seed 004 order)
+    # -- extra-llm-api-config.yml (src:super-guide order)
     cfg("trtllm_config.kv_cache_config", "object", "KV/SSM cache", KV_CACHE_CONFIG),
     cfg("trtllm_config.moe_config", "object", "MoE backend", MOE_CONFIG),
     cfg("trtllm_config.cuda_graph_config", "object", "CUDA graphs", CUDA_GRAPH_CONFIG),
@@ -141,7 +141,7 @@ def _revision(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "trtllm-long-context-env",
-    "seed 004 (TLLM_ALLOW_LONG_MAX_MODEL_LEN=1 for --max_seq_len 1048576)",
+    "src:super-guide (TLLM_ALLOW_LONG_MAX_MODEL_LEN=1 for --max_seq_len 1048576)",
     "max_seq_len beyond the model config needs trtllm.allow_long_max_model_len",
 )
 def _long_len(c: Ctx) -> Iterator[Problem]:
@@ -152,7 +152,7 @@ def _long_len(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "trtllm-ssm-fp16-stochastic-rounding",
-    "seed 004 (FP16 SSM cache only with stochastic rounding, 5 Philox rounds)",
+    "src:super-guide (FP16 SSM cache only with stochastic rounding, 5 Philox rounds)",
     "a float16 Mamba SSM cache needs mamba_ssm_stochastic_rounding",
 )
 def _ssm(c: Ctx) -> Iterator[Problem]:
@@ -172,7 +172,7 @@ def _ssm(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "trtllm-mtp-layers",
-    "seed 004 (speculative_config: decoding_type MTP, num_nextn_predict_layers 3)",
+    "src:super-guide (speculative_config: decoding_type MTP, num_nextn_predict_layers 3)",
     "MTP needs num_nextn_predict_layers >= 1",
 )
 def _mtp(c: Ctx) -> Iterator[Problem]:
@@ -181,7 +181,7 @@ def _mtp(c: Ctx) -> Iterator[Problem]:
         yield c.p(
             "trtllm_config.speculative_config.num_nextn_predict_layers",
             "MTP without draft layers does nothing",
-            "set num_nextn_predict_layers (seed 004: 3)",
+            "set num_nextn_predict_layers (src:super-guide: 3)",
             "trtllm-mtp-layers",
         )
 
@@ -220,7 +220,7 @@ IMAGES: dict[str, ImageFacts] = {
     "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc9": ImageFacts(
         version="1.3.0rc9",
         cudnn=None,
-        source="seed 004 (TensorRT-LLM image)",
+        source="src:super-guide (TensorRT-LLM image)",
     ),
 }
 """The TensorRT-LLM images the seeds ran (reference without digest) and what sparkrack knows."""

@@ -1,7 +1,7 @@
-"""vLLM on one Spark (seed 004): the knob table, the rules the seed names, its memory semantics and
+"""vLLM on one Spark (src:super-guide): the knob table, the rules the seed names, its memory semantics and
 the init container that fetches the reasoning-parser plugin.
 
-The table is in the order of seed 004's ``docker run`` command, so the rendered argv reads like
+The table is in the order of src:super-guide's ``docker run`` command, so the rendered argv reads like
 the seed. Flags are spelled as the seed spells them (vLLM's argument parser accepts both
 ``--mamba_ssm_cache_dtype`` and ``--mamba-ssm-cache-dtype``). The container's command is
 ``vllm serve`` (the vllm/vllm-openai image's entrypoint), the argv below follows it.
@@ -48,7 +48,7 @@ from sparkrack.serving.profile.ruleset import Ctx, RuleSet
 NAME = "vllm"
 ENTRY = ("vllm", "serve")
 PLUGIN_VOLUME = "engine-plugins"
-# Seed 004: "MTP + NVFP4 on DGX Spark requires a vLLM nightly build (cu130). The pinned
+# src:super-guide: "MTP + NVFP4 on DGX Spark requires a vLLM nightly build (cu130). The pinned
 # release 0.17.1 does not support this combination on a single-GPU Spark configuration."
 NIGHTLY_TAG = re.compile(r":cu130-nightly(?:-[0-9a-f]{7,40})?$")
 KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16")
@@ -173,7 +173,7 @@ KNOBS: tuple[Knob, ...] = (
         "--tool-call-parser",
         pattern=IDENT,
     ),
-    # -- environment (seed 004 "Env Vars", in its order)
+    # -- environment (src:super-guide "Env Vars", in its order)
     env(
         "vllm.nvfp4_gemm_backend",
         "string",
@@ -212,7 +212,7 @@ def _nvfp4(c: Ctx) -> bool:
 
 @RULES.add(
     "vllm-mtp-nvfp4-nightly",
-    "seed 004 (vLLM: MTP + NVFP4 needs the cu130 nightly; release 0.17.1 does not support it)",
+    "src:super-guide (vLLM: MTP + NVFP4 needs the cu130 nightly; release 0.17.1 does not support it)",
     "vLLM MTP on an NVFP4 checkpoint needs vllm/vllm-openai:cu130-nightly",
 )
 def _mtp_nightly(c: Ctx) -> Iterator[Problem]:
@@ -230,7 +230,7 @@ def _mtp_nightly(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "vllm-long-context-env",
-    "seed 004 (--max-model-len 1M requires VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
+    "src:super-guide (--max-model-len 1M requires VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
     "max_model_len beyond the model config needs vllm.allow_long_max_model_len",
 )
 def _long_len(c: Ctx) -> Iterator[Problem]:
@@ -241,7 +241,7 @@ def _long_len(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "vllm-flashinfer-moe-fp4",
-    "seed 004 (FlashInfer FP4 MoE kernels are Blackwell multi-GPU only; Marlin handles FP4 on Spark)",
+    "src:super-guide (FlashInfer FP4 MoE kernels are Blackwell multi-GPU only; Marlin handles FP4 on Spark)",
     "vLLM FlashInfer FP4 MoE must stay off on a Spark",
 )
 def _fi_moe(c: Ctx) -> Iterator[Problem]:
@@ -256,7 +256,7 @@ def _fi_moe(c: Ctx) -> Iterator[Problem]:
 
 @RULES.add(
     "vllm-mamba-ssm-float32",
-    "seed 004 (Mamba-2 SSM cache: float32 for all checkpoint precisions; only TRT-LLM has "
+    "src:super-guide (Mamba-2 SSM cache: float32 for all checkpoint precisions; only TRT-LLM has "
     "stochastic rounding)",
     "vLLM keeps the Mamba SSM cache in float32 on NemotronH",
 )
@@ -305,7 +305,7 @@ IMAGES: dict[str, ImageFacts] = {
         version="0.19.0",
         cudnn=None,
         source=(
-            "seed 004 (MTP + NVFP4 needs the nightly after release 0.17.1; its speculative "
+            "src:super-guide (MTP + NVFP4 needs the nightly after release 0.17.1; its speculative "
             "config passes moe_backend); 0.19.0 is the first PyPI release whose "
             "speculative config has moe_backend"
         ),

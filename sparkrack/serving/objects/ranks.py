@@ -142,7 +142,7 @@ def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
 
 def rdma_access(ctx: ServingContext) -> dict[str, Any]:
     """What an NCCL rank's container adds to reach the RDMA devices of its VF, as the inventory
-    chose (``serving_rdma_access``). Seed 003: without either, ``/dev/infiniband`` stays invisible
+    chose (``serving_rdma_access``). src:roce-post: without either, ``/dev/infiniband`` stays invisible
     and NCCL silently falls back to sockets."""
     if ctx.rdma_access == "device-plugin":
         return {

@@ -343,7 +343,7 @@ MOVING_TAG_RULE = "image-moving-tag"
 
 @RULES.add(
     MOVING_TAG_RULE,
-    "seed 004 runs vllm/vllm-openai:cu130-nightly; a moving tag changes what runs without the "
+    "src:super-guide runs vllm/vllm-openai:cu130-nightly; a moving tag changes what runs without the "
     "profile changing",
     "a moving image tag (latest, *nightly*) needs allow_moving_tag with the reason",
 )

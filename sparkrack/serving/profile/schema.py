@@ -25,6 +25,7 @@ from sparkrack.serving.profile.knobs import (
     REVISION,
     WORD,
 )
+from sparkrack.sources import SOURCES
 
 _INT = {"type": "integer", "minimum": 0}
 _POS = {"type": "integer", "minimum": 1}
@@ -140,7 +141,10 @@ def build_schema() -> dict[str, Any]:
     figures = _obj({"n1": _NUM, "n4": _NUM, "n8": _NUM}, desc="tok/s at 1/4/8 concurrent")
     provenance = _obj(
         {
-            "seed": _d({"type": "string"}, "seed document id, e.g. 000"),
+            "source": _d(
+                {"enum": sorted(SOURCES)},
+                "the published document the recipe comes from (sparkrack/sources.py)",
+            ),
             "date": _d({"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}, "measured on"),
             "image": {"type": "string"},
             "measured": _obj(
@@ -149,10 +153,10 @@ def build_schema() -> dict[str, Any]:
             ),
             "sources": _d(
                 {"type": "array", "items": {"type": "string"}},
-                "where each non-seed fact comes from (repo/path@commit, file)",
+                "where each other fact comes from (src:<slug>, repo/path@commit, file)",
             ),
         },
-        ["seed", "image"],
+        ["source", "image"],
     )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from typing import Final
 
 from sparkrack import contract
+from sparkrack.errors import Problem
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
 from sparkrack.planner.switch import CHAIN, Rates, Shape, SwitchPrediction, copy_shape, predict
 from sparkrack.serving import scripts
@@ -382,3 +383,37 @@ def fetch_plan(res: Resolution) -> FetchPlan:
         marker=str(marker_path(cache, profile.model, profile.revision)),
         marker_on_host=str(marker_path(f"{ctx.hf_cache}/hub", profile.model, profile.revision)),
     )
+
+
+LOADING_BARRIER_MARGIN = 1.25
+"""How much longer than its estimate a load may take before the estimate is called near a
+barrier: the estimate's one fit point, Nemotron-3-Ultra, predicts 460 s for the ~490 s measured
+(seed 002), and a rank reading a cold or busy disk loads slower still."""
+
+
+def loading_barrier_warnings(res: Resolution, source: str) -> list[Problem]:
+    """A warning when the deployment's estimated engine load, with :data:`LOADING_BARRIER_MARGIN`,
+    reaches the engine's hard-coded loading barrier (a multi-rank engine whose pinned releases
+    read no variable for it)."""
+    barrier = res.engine.loading_barrier_s
+    if barrier is None or res.engine.loading_barrier_env is not None or len(res.nodes) < 2:
+        return []
+    load = next(p.seconds for p in estimate(res).phases if p.name == "engine load")
+    if load is None or load * LOADING_BARRIER_MARGIN <= barrier:
+        return []
+    return [
+        Problem(
+            source,
+            "model",
+            f"{res.profile.name}: each rank's weights load in about {load:.0f} s (estimate), "
+            f"{load * LOADING_BARRIER_MARGIN:.0f} s with a {LOADING_BARRIER_MARGIN:g}x margin, "
+            f"near or past {res.engine.name}'s loading barrier of {barrier:.0f} s, which its "
+            "pinned releases hard-code: a rank that loads late kills the group with 'TP rank X "
+            "could finish the model loading, but there are other ranks that didn't finish "
+            "loading'",
+            "keep the weights on each Spark's local NVMe with the page cache warm (the fetch "
+            "step), spread the model over more Sparks, or use an image whose engine reads a "
+            "variable for the barrier",
+            "loading-barrier",
+        )
+    ]

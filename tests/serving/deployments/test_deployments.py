@@ -22,7 +22,7 @@ from sparkrack.serving.deployments.bundle import DeploymentSet, from_vars, rende
 from sparkrack.serving.trust import TRUST_VARS
 
 ROOT = Path(__file__).resolve().parents[3]
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "guide" / "several-models.md"
 
 MIXED = [  # (a): Gemma-4 TP2 on spark1+spark2, vLLM Super on spark3, TRT-LLM Super on spark4
     {
@@ -290,11 +290,11 @@ def test_the_one_line_form_is_one_deployment_on_every_spark(ctx: ServingContext)
     assert one.deployments[0].sparks == ("spark2",)
 
 
-# --- the README's examples and the CLI ------------------------------------------------------
+# --- docs/guide/several-models.md's examples and the CLI ------------------------------------------------------
 
 
 def readme_examples() -> list[list[dict[str, Any]]]:
-    section = README.read_text().split("## Several models at once", 1)[1].split("\n## ", 1)[0]
+    section = PAGE.read_text()
     blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
     return [yaml.safe_load(b)["serving_deployments"] for b in blocks if "serving_deployments" in b]
 

@@ -57,7 +57,7 @@ def test_every_shipped_profile_and_rank_passes_its_engine(rows: list[Row]) -> No
 def test_the_seed_printout_without_topk_is_refused_by_sglang(ctx: ServingContext) -> None:
     base = load_profile("glm-4.7-nvfp4")
     data = copy.deepcopy(base.data)
-    del data["speculative"]["eagle_topk"]  # exactly the three flags seed 003 printed
+    del data["speculative"]["eagle_topk"]  # exactly the three flags src:roce-post printed
     broken = Profile("glm-4.7-nvfp4-as-printed", base.path, data)
     rows = check_profiles([broken], ctx)
     assert rows and not any(r.ok for r in rows)

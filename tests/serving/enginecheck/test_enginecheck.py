@@ -110,7 +110,7 @@ VLLM_ARGV = [
     "--mamba_ssm_cache_dtype",
     "float32",
 ]
-# Seed 004's environment: the two NVFP4 knobs exist in vLLM 0.19 and are gone from 0.33.
+# src:super-guide's environment: the two NVFP4 knobs exist in vLLM 0.19 and are gone from 0.33.
 VLLM_ENV = {
     "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1",
     "VLLM_NVFP4_GEMM_BACKEND": "marlin",

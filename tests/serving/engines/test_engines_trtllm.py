@@ -1,7 +1,7 @@
-"""engine: trtllm — the seed-004 profile renders seed 004's ``trtllm-serve`` command, its
+"""engine: trtllm — the seed-004 profile renders src:super-guide's ``trtllm-serve`` command, its
 ``extra-llm-api-config.yml`` (into a ConfigMap mounted where the flag points) and its env.
 
-Expected values are typed from seed 004 ("TensorRT-LLM" section).
+Expected values are typed from src:super-guide ("TensorRT-LLM" section).
 """
 
 from __future__ import annotations

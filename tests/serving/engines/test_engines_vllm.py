@@ -1,7 +1,7 @@
-"""engine: vllm — the seed-004 profile renders seed 004's command, env and image; its rules refuse
+"""engine: vllm — the seed-004 profile renders src:super-guide's command, env and image; its rules refuse
 the failing variants the seed names; its manifests are the SGLang path's objects on one Spark.
 
-The expected command below is typed from seed 004 ("Serve Command", after the image name).
+The expected command below is typed from src:super-guide ("Serve Command", after the image name).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def test_manifests_are_valid_and_single_spark(ctx: ServingContext) -> None:
     container = pod["spec"]["containers"][0]
     assert container["image"] == SEED_IMAGE
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
-    # One Spark: no fabric VF, no NCCL, no privileged mode (seed 004: --gpus all only).
+    # One Spark: no fabric VF, no NCCL, no privileged mode (src:super-guide: --gpus all only).
     assert "k8s.v1.cni.cncf.io/networks" not in pod["metadata"].get("annotations", {})
     assert "securityContext" not in container
     assert not any(e["name"].startswith("NCCL_") for e in container["env"])

@@ -41,7 +41,7 @@ PROFILE: dict[str, Any] = {
         "params": {"total_b": 8},
         "quantization": "bf16",
     },
-    "provenance": {"seed": "none", "image": fake_engine.IMAGE},
+    "provenance": {"source": "roce-post", "image": fake_engine.IMAGE},
 }
 
 

@@ -1,4 +1,4 @@
-"""The README's port table is the engines' listener declarations, written out."""
+"""docs/reference/ports.md's port table is the engines' listener declarations, written out."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from sparkrack.serving.engines import ENGINES
 from sparkrack.serving.engines.listeners import TABLE_BEGIN, TABLE_END, port_table
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference" / "ports.md"
 
 
 def declared() -> str:
@@ -21,19 +21,18 @@ def shipped(text: str) -> str:
     return text[start : text.index(TABLE_END, start) + len(TABLE_END)]
 
 
-def test_the_readme_port_table_is_the_declaration() -> None:
-    assert shipped(README.read_text()) == declared(), (
-        "README.md's port table drifted from the engines' listeners: replace the block between "
-        "its markers with sparkrack.serving.engines.listeners.port_table(...)"
+def test_the_port_page_is_the_declaration() -> None:
+    assert shipped(PAGE.read_text()) == declared(), (
+        "docs/reference/ports.md drifted from the engines' listeners: run python -m sparkrack.cli.reference"
     )
 
 
 def test_a_drifted_table_is_caught() -> None:
     """Negative control: one changed cell is a difference."""
-    text = README.read_text().replace("| random |", "| 29500 |", 1)
+    text = PAGE.read_text().replace("| random |", "| 29500 |", 1)
     assert shipped(text) != declared()
 
 
 def test_the_table_has_a_row_per_listener() -> None:
     rows = sum(len(e.multi_rank_listeners) + len(e.single_rank_listeners) for e in ENGINES.values())
-    assert shipped(README.read_text()).count("\n| ") - 1 == rows
+    assert shipped(PAGE.read_text()).count("\n| ") - 1 == rows

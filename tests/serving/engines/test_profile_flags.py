@@ -101,10 +101,27 @@ def test_env_knobs_exist(version: str) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_seed_pseudo_flag_is_not_a_flag(version: str) -> None:
-    # Why disable_deep_gemm is an env knob: the flag seed 002 prints does not exist.
+    # Why disable_deep_gemm is an env knob: the flag src:ultra-post prints does not exist.
     assert "--disable-deep-gemm" not in server_flags(version)
 
 
 def test_catalog_images_carry_checked_versions() -> None:
     for image, facts in engine("sglang").images.items():
         assert facts.version in VERSIONS, f"{image}: SGLang {facts.version} was not checked"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_torch_of_each_release_is_its_wheels_pin(version: str) -> None:
+    """The PyTorch the image table gives each SGLang release (it spells the rank pods' flight
+    recorder) is the ``torch==X`` that release's wheel requires."""
+    from sparkrack.serving.engines.sglang_table import IMAGES, TORCH
+
+    with zipfile.ZipFile(wheel_path("sglang", version)) as zf:
+        metadata = zf.read(f"sglang-{version}.dist-info/METADATA").decode()
+    pins = [
+        line.split("==", 1)[1].split(";")[0].strip()
+        for line in metadata.splitlines()
+        if line.replace(" ", "").startswith("Requires-Dist:torch==")
+    ]
+    assert pins == [TORCH[version]]
+    assert {f.torch for f in IMAGES.values() if f.version == version} <= {TORCH[version]}

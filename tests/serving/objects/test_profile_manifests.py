@@ -88,7 +88,7 @@ def test_probes_allow_multi_minute_loads(ctx: ServingContext) -> None:
     for sts in by_kind(docs, "StatefulSet"):
         c = sts["spec"]["template"]["spec"]["containers"][0]
         startup = c["startupProbe"]
-        # seed 002: Ultra's weights alone load in ~490 s; CUDA graph capture comes on top.
+        # src:ultra-post: Ultra's weights alone load in ~490 s; CUDA graph capture comes on top.
         assert startup["periodSeconds"] * startup["failureThreshold"] >= 3 * 490
         assert "livenessProbe" in c
     head = by_kind(docs, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]
@@ -142,18 +142,24 @@ def test_two_profiles_never_share_object_names(ctx: ServingContext) -> None:
     assert a & b == {("Namespace", "sparkrack")}
 
 
-def test_gid_index_from_plan_or_discovered_fact() -> None:
+def test_gid_index_overrides_per_node_or_from_the_plan() -> None:
     inv = load_inventory("inventories/example")
     plan = inv.plan()
     profile = load_profile("glm-4.7-nvfp4")
-    discovered = context_from_vars(plan, {}, {"spark1": 3, "spark2": 5})
-    assert render_env(profile, discovered, 0)["NCCL_IB_GID_INDEX"] == "3"
-    assert render_env(profile, discovered, 1)["NCCL_IB_GID_INDEX"] == "5"
-    assert "NCCL_IB_GID_INDEX" not in render_env(profile, discovered, 2)
+    key = "SPARKRACK_GID_INDEX_OVERRIDE"
+    per_node = context_from_vars(plan, {}, {"spark1": 3, "spark2": 5})
+    assert render_env(profile, per_node, 0)[key] == "3"
+    assert render_env(profile, per_node, 1)[key] == "5"
+    assert key not in render_env(profile, per_node, 2)
     from dataclasses import replace
 
     pinned = context_from_vars(replace(plan, gid_index=7), {}, {"spark1": 3})
-    assert render_env(profile, pinned, 0)["NCCL_IB_GID_INDEX"] == "7"
+    assert render_env(profile, pinned, 0)[key] == "3"
+    assert render_env(profile, pinned, 1)[key] == "7"
+    for rank in range(4):
+        env = render_env(profile, pinned, rank)
+        assert "NCCL_IB_GID_INDEX" not in env
+        assert env["SPARKRACK_GID_TARGETS"] == f"rocep1s0f0v0={plan.nodes[rank].vf(0).address}"
 
 
 def test_socket_transport_env(tmp_path: Any) -> None:

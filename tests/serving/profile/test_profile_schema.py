@@ -16,6 +16,7 @@ from sparkrack.serving import (
 )
 from sparkrack.serving.engines import engine
 from sparkrack.serving.profile.schema import build_schema, schema_text
+from sparkrack.sources import SOURCES
 
 SHIPPED = [p.stem for p in list_profiles()]
 SGLANG_SEEDS = [n for n in SHIPPED if load_profile(n).data["engine"] == "sglang"]
@@ -69,7 +70,7 @@ def test_five_sglang_seed_profiles_ship() -> None:
 def test_shipped_profile_is_accepted(name: str) -> None:
     profile = load_profile(name)
     assert validate_profile(profile.data, profile.source, nodes=4) == []
-    assert profile.data["provenance"]["seed"] in {"000", "001", "002", "003", "004"}
+    assert profile.data["provenance"]["source"] in SOURCES
     assert (
         (PROFILE_DIR / f"{name}.yml")
         .read_text()
@@ -94,3 +95,13 @@ def test_schema_is_valid_json_schema() -> None:
 
     schema = json.loads(SCHEMA_PATH.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
+
+
+@pytest.mark.parametrize("value", ["000", "seed-003", "no-such-post"])
+def test_a_source_that_names_no_document_is_refused(value: str) -> None:
+    """provenance.source is a slug of sparkrack/sources.py; a number or an unknown slug is not."""
+    profile = load_profile("glm-4.7-nvfp4")
+    data = {**profile.data, "provenance": {**profile.data["provenance"], "source": value}}
+    problems = validate_profile(data, profile.source, nodes=4)
+    assert any(p.key.startswith("provenance") for p in problems), problems
+    assert validate_profile(profile.data, profile.source, nodes=4) == []  # the shipped one passes

@@ -88,7 +88,7 @@ def test_fetch_job_downloads_on_the_head_and_pushes_to_the_other_pf_addresses(
     assert option(argv, "--repo") == profile.model
     assert option(argv, "--revision") == REVISION
     assert option(argv, "--cache") == contract.HF_HUB_CACHE_MOUNT
-    # Free disk asked: the checkpoint (67 GB, seed 000) and a margin, never less.
+    # Free disk asked: the checkpoint (67 GB, src:super-mtp-post) and a margin, never less.
     assert 67e9 < int(option(argv, "--need-bytes")) < 67e9 * 1.2
     # The HF token: a Secret reference on the downloading container only, never a value.
     [token] = [e for e in download["env"] if e["name"] == "HF_TOKEN"]
