@@ -182,6 +182,12 @@ DESC = b"description: "
 SCHEMA = "schema"
 OWNED = "extra-args-owned"
 WORD_RULE = "extra-args-word"
+CODE = "extra-args-code"
+EGRESS = "extra-args-egress"
+PATH = "extra-args-path"
+PRIVACY = "extra-args-privacy"
+NOT_ALLOWED = "extra-args-not-allowed"
+REMOTE_CODE = "untrusted-remote-code"
 ENV_OWNED = "env-owned"
 ENV_DENIED = "env-denied"
 
@@ -540,6 +546,28 @@ RULES: list[Entry] = [
     ),
     S("remote-code-flip", GEMMA, "untrusted-remote-code", ("sglang.trust_remote_code", True)),
     S("foreign-model", GLM, "untrusted-remote-code", ("model", "attacker/GLM-4.7-NVFP4")),
+    # Code from profiles past trust_remote_code: a plugin file of a foreign model repo is
+    # imported whatever trust_remote_code says; a draft model loads with the model's
+    # trust_remote_code.
+    S(
+        "vllm-stranger-plugin",
+        VLLM,
+        REMOTE_CODE,
+        ("model", "attacker/innocent-model"),
+        ("vllm.trust_remote_code", False),
+    ),
+    S(
+        "sglang-foreign-draft-remote-code",
+        QWEN,
+        REMOTE_CODE,
+        ("speculative.draft_model_path", "attacker/drafter"),
+    ),
+    S(
+        "vllm-foreign-draft-remote-code",
+        VLLM,
+        REMOTE_CODE,
+        ("vllm.speculative_config.model", "attacker/drafter"),
+    ),
     S(
         "patch-unknown",
         GLM,
@@ -651,7 +679,37 @@ EXTRA_ARGS: list[Entry] = [
     _extra("extra-args-jinja", GLM, ["--log-level", "{{ lookup('env', 'HF_TOKEN') }}"], WORD_RULE),
     _extra("extra-args-command-substitution", ULTRA, ["--log-level=$(cat /etc/passwd)"], WORD_RULE),
     _extra("extra-args-variable", GEMMA, ["--log-level", "${HF_TOKEN}"], WORD_RULE),
-    _extra("vllm-extra-args-and-and", VLLM, ["--enable-log-requests", "x&&id"], WORD_RULE),
+    _extra("vllm-extra-args-and-and", VLLM, ["--seed", "x&&id"], WORD_RULE),
+    # An allow-list per engine: what is not on it is refused, by class when the engine's source
+    # says what the option does (code, egress, path, privacy).
+    _extra("extra-args-custom-logit-processor", GLM, ["--enable-custom-logit-processor"], CODE),
+    _extra("extra-args-custom-logit-abbrev", ULTRA, ["--enable-custom-logit"], CODE),
+    _extra("extra-args-tokenizer-path", GLM, ["--tokenizer-path", "attacker/tokenizer"], CODE),
+    _extra("extra-args-chat-template", QWEN, ["--chat-template=/tmp/t.jinja"], CODE),
+    _extra("extra-args-custom-weight-loader", SUPER, ["--custom-weight-loader", "a.b"], CODE),
+    _extra("extra-args-unknown-plugin-name", GEMMA, ["--speculative-draft-plugin", "x"], CODE),
+    _extra("extra-args-log-requests", SUPER, ["--log-requests"], PRIVACY),
+    _extra("extra-args-log-requests-level", GLM, ["--log-requests-level", "3"], PRIVACY),
+    _extra("extra-args-crash-dump", ULTRA, ["--crash-dump-folder", "/tmp"], PRIVACY),
+    _extra("extra-args-otlp", QWEN, ["--otlp-traces-endpoint", "collector:4317"], EGRESS),
+    _extra("extra-args-enable-trace", GLM, ["--enable-trace"], EGRESS),
+    _extra("extra-args-allowed-option-url", GLM, ["--log-level", "http://x.example"], EGRESS),
+    _extra("extra-args-allowed-option-host-port", SUPER, ["--log-level=10.0.0.9:80"], EGRESS),
+    _extra("extra-args-allowed-option-path", GEMMA, ["--log-level=/etc/shadow"], PATH),
+    _extra("extra-args-file-storage", GLM, ["--file-storage-path", "/tmp/x"], PATH),
+    _extra("extra-args-unknown", GEMMA, ["--load-format", "dummy"], NOT_ALLOWED),
+    _extra("extra-args-short-option", QWEN, ["-v"], NOT_ALLOWED),
+    _extra("vllm-extra-args-tool-parser-plugin", VLLM, ["--tool-parser-plugin", "/a.py"], CODE),
+    _extra("vllm-extra-args-logits-processors", VLLM, ["--logits-processors=a.B"], CODE),
+    _extra("vllm-extra-args-middleware", VLLM, ["--middleware", "a.b"], CODE),
+    _extra("vllm-extra-args-tokenizer", VLLM, ["--tokenizer", "attacker/tok"], CODE),
+    _extra("vllm-extra-args-log-requests", VLLM, ["--enable-log-requests"], PRIVACY),
+    _extra("vllm-extra-args-otlp", VLLM, ["--otlp-traces-endpoint", "h:4317"], EGRESS),
+    _extra("vllm-extra-args-media-path", VLLM, ["--allowed-local-media-path", "/"], PATH),
+    _extra("vllm-extra-args-unknown", VLLM, ["--api-server-count", "2"], NOT_ALLOWED),
+    _extra("trtllm-extra-args-module-dirs", TRTLLM, ["--custom_module_dirs", "/x"], CODE),
+    _extra("trtllm-extra-args-otlp", TRTLLM, ["--otlp_traces_endpoint=h:4317"], EGRESS),
+    _extra("trtllm-extra-args-unknown", TRTLLM, ["--backend", "pytorch"], NOT_ALLOWED),
 ]
 
 ENV: list[Entry] = [

@@ -27,6 +27,7 @@ from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.cli.options import DEFAULT_INVENTORY, add_inventory
 from sparkrack.cli.watch import KUBECONFIG_HELP, NoKubeconfig, api_client
 from sparkrack.diagnose import bundle
+from sparkrack.diagnose.redact import redact_data
 from sparkrack.errors import Problem, UsageError, printable
 from sparkrack.observe.query import tokens_per_s
 from sparkrack.watch.cluster import Cluster, DeploymentView
@@ -113,7 +114,10 @@ def snapshot(
         for r in rows:
             r["tokens_per_s"] = rates.by_deployment.get(r["deployment"])
             r["tokens_per_s_error"] = rates.error
-    return rows
+    # Verdicts and job reasons carry text the engines and fetch pods wrote (a response, a
+    # termination message's log tail): keys out before anything is shown.
+    redacted: list[dict[str, Any]] = redact_data(rows)
+    return redacted
 
 
 def show(rows: list[dict[str, Any]], as_json: bool, lines: bool = False) -> None:

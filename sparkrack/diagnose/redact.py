@@ -3,10 +3,11 @@
 Engine, admin, gateway and Hugging Face keys reach logs in a few known shapes: SGLang prints its
 whole ``server_args=ServerArgs(...)`` at start-up (``api_key='...'``, ``admin_api_key='...'``),
 HTTP clients log ``Authorization: Bearer ...`` headers, a command line carries ``--api-key X``,
-and a Hugging Face token is ``hf_`` followed by its characters. :func:`redact` replaces the value
+an environment dump carries ``SPARKRACK_ENGINE_KEY=X``, and a Hugging Face token is ``hf_``
+followed by its characters. :func:`redact` replaces the value
 of each with :data:`MASK` and keeps the rest of the line, so a diagnosis still reads it.
-``sparkrack diagnose`` (its text and its JSON) and the watchdog's evidence bundles
-(:mod:`sparkrack.diagnose.bundle`) call it.
+``sparkrack diagnose`` (its text and its JSON), ``sparkrack status`` (verdicts and job reasons)
+and the watchdog's evidence bundles (:mod:`sparkrack.diagnose.bundle`) call it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         rf"\1\2{MASK}",
     ),
+    # environment dumps of key variables: SPARKRACK_ENGINE_KEY=x, SPARKRACK_ADMIN_KEY=x
+    (re.compile(r"\b([A-Z][A-Z0-9_]{0,60}_KEY)=(?!['\"])([^\s,;)'\"]+)"), rf"\1={MASK}"),
     # HTTP headers: Authorization: Bearer x, Authorization: Basic x, x-api-key: x
     (
         re.compile(r"(\bAuthorization['\"]?\s*[:=]\s*['\"]?)(\w+\s+)?([^\s'\",}]+)", re.I),

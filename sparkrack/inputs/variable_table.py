@@ -220,7 +220,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "serving_remote_code_repos",
         forms.HF_REPOS,
-        "the model repos whose own code an engine may run (trust_remote_code)",
+        "the model repos whose code an engine may run: the model (trust_remote_code), a plugin "
+        "file of it, a draft model",
     ),
     Variable(
         "serving_gateway_clients",

@@ -11,6 +11,7 @@ API for the renderer: ``PATCH_IDS``, ``configmap_files()``, ``container_entrypoi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from sparkrack.errors import Problem, SparkrackError
@@ -91,3 +92,12 @@ def container_entrypoint(
     if model_arch:
         command += ["--model-arch", model_arch]
     return [*command, "--"]
+
+
+def handed_keys(command: Sequence[str]) -> dict[str, str]:
+    """Variable -> option of each key a container ``command`` has the launcher hand the server in
+    its interpreter (its ``--key-env VAR=FLAG`` words; the server argv is the container's
+    ``args``): what the server's argv holds past the rendered args."""
+    words = list(command)
+    pairs = [words[i + 1] for i in range(len(words) - 1) if words[i] == "--key-env"]
+    return dict(pair.split("=", 1) for pair in pairs)

@@ -1,6 +1,10 @@
 """Serving-container entrypoint: apply the SM121 patches, then exec the server (STDLIB ONLY).
 
-    python3 -I /opt/sparkrack/launcher.py [--require ID]... [--model-arch CLASS] -- SERVER ARGV...
+    python3 -I /opt/sparkrack/launcher.py [--require ID]... [--model-arch CLASS]
+        [--key-env VAR=FLAG]... -- SERVER ARGV...
+
+``--key-env`` hands the value of VAR to the server as FLAG inside its interpreter
+(:data:`KEY_BOOTSTRAP`), so that no key is in any argv the kernel shows.
 
 Prints one line per catalog patch. A required patch in DRIFT, or one none of whose packages is
 installed (wrong image, site-packages not found), stops the pod: a clear message on stderr, exit
@@ -36,6 +40,36 @@ else:  # run as a script: the flat copy in the serving container (/opt/sparkrack
 EXIT_REQUIRED_DRIFT = 3
 EXIT_USAGE = 2
 
+# Run by the server's interpreter in place of ``python3 -m MODULE``: each ``VAR=FLAG`` pair after
+# the module becomes ``FLAG <value of VAR>`` in the module's sys.argv, and VAR leaves the
+# interpreter's environment (the children it starts do not inherit it). The kernel's copy of
+# the argv, world-readable in /proc/<pid>/cmdline, holds the variable's name only.
+KEY_BOOTSTRAP = """\
+import os, runpy, sys
+module, rest = sys.argv[1], sys.argv[2:]
+split = rest.index("--")
+pairs, server = rest[:split], rest[split + 1 :]
+for pair in pairs:
+    var, flag = pair.split("=", 1)
+    value = os.environ.pop(var, "")
+    if not value:
+        sys.stderr.write(f"[sparkrack-key] FATAL: {var} is empty: the server would run without {flag}\\n")
+        sys.exit(4)
+    server += [flag, value]
+sys.argv = [module, *server]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def keyed_argv(server: list[str], keys: Sequence[str]) -> list[str]:
+    """The argv to exec: ``server`` itself without keys, else ``python -c KEY_BOOTSTRAP MODULE
+    VAR=FLAG... -- ARGS`` for a ``PYTHON -m MODULE ARGS`` server (``keys``: ``VAR=FLAG``)."""
+    if not keys:
+        return server
+    if len(server) < 3 or server[1] != "-m":
+        raise ValueError(f"--key-env needs a 'PYTHON -m MODULE' server argv, not {server[:3]}")
+    return [server[0], "-c", KEY_BOOTSTRAP, server[2], *keys, "--", *server[3:]]
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -47,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sparkrack-launcher")
     parser.add_argument("--require", action="append", default=[], metavar="ID")
     parser.add_argument("--model-arch", default="")
+    parser.add_argument("--key-env", action="append", default=[], metavar="VAR=FLAG")
     opts = parser.parse_args(own)
     required = [r for item in opts.require for r in item.split(",") if r]
     known = {p.id for p in PATCHES}
@@ -104,10 +139,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         return EXIT_REQUIRED_DRIFT
+    try:
+        argv = keyed_argv(server, opts.key_env)
+    except ValueError as exc:
+        print(f"[sparkrack-patch] FATAL: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execvp(server[0], server)
+        os.execvp(argv[0], argv)
     except OSError as exc:
         print(f"[sparkrack-patch] FATAL: cannot exec {server[0]}: {exc}", file=sys.stderr)
         return 127

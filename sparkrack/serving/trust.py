@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from sparkrack.errors import Problem
 from sparkrack.inputs.forms import switch_on
 from sparkrack.inputs.imageref import without_digest
-from sparkrack.serving.profile.knobs import lookup
+from sparkrack.serving.profile.knobs import Knob, lookup
 from sparkrack.serving.profile.model import Profile
 
 
@@ -28,6 +28,7 @@ class Engine(Protocol):
 
     name: str
     uses_fabric: bool
+    knobs: tuple[Knob, ...]
 
     def knob(self, key: str) -> object | None: ...
 
@@ -90,9 +91,53 @@ def remote_code(profile: Profile, engine: Engine) -> bool:
     return engine.knob(key) is not None and lookup(profile.data, key) is True
 
 
+@dataclass(frozen=True)
+class CodeSource:
+    """One place a profile makes its engine load code from: the key that asks, the repo whose
+    code runs, and what runs."""
+
+    key: str
+    repo: str
+    what: str
+
+
+def code_sources(profile: Profile, engine: Engine) -> list[CodeSource]:
+    """Every repo whose code the profile makes the engine run: the model's own code
+    (``trust_remote_code``), a file of the model repo the engine imports (a reasoning-parser
+    plugin), another repo loaded with the model's ``trust_remote_code`` (a draft model). The
+    engine's knob table says which keys load code (:attr:`Knob.code`)."""
+    model = profile.model
+    trusting = remote_code(profile, engine)
+    out: list[CodeSource] = []
+    if trusting:
+        out.append(
+            CodeSource(
+                f"{engine.name}.trust_remote_code", model, f"runs the Python code of {model}"
+            )
+        )
+    for knob in engine.knobs:
+        value = lookup(profile.data, knob.key) if knob.code else None
+        if knob.code_field and isinstance(value, Mapping):
+            value = value.get(knob.code_field)
+        if value is None or value == "":
+            continue
+        key = f"{knob.key}.{knob.code_field}" if knob.code_field else knob.key
+        if knob.code == "model-file":
+            out.append(CodeSource(key, model, f"imports {value} from {model} as Python code"))
+        elif knob.code == "repo" and trusting and str(value) != model:
+            out.append(
+                CodeSource(
+                    key,
+                    str(value),
+                    f"loads {value} with trust_remote_code, which runs its Python code",
+                )
+            )
+    return out
+
+
 def trust_problems(profile: Profile, engine: Engine, trust: Trust) -> list[Problem]:
     """Where the profile names code the inventory does not trust (empty: none)."""
-    source, image, model = str(profile.source), profile.image, profile.model
+    source, image = str(profile.source), profile.image
     out: list[Problem] = []
     if not trust.trusts_image(image):
         listed = ", ".join(trust.images) or "none"
@@ -122,15 +167,16 @@ def trust_problems(profile: Profile, engine: Engine, trust: Trust) -> list[Probl
                 RULE_DIGEST,
             )
         )
-    if remote_code(profile, engine) and model not in trust.remote_code_repos:
+    for code in code_sources(profile, engine):
+        if code.repo in trust.remote_code_repos:
+            continue
         out.append(
             Problem(
                 source,
-                f"{engine.name}.trust_remote_code",
-                f"runs the Python code of {model}, a repo the inventory does not list "
-                "(serving_remote_code_repos)",
-                f"remove {engine.name}.trust_remote_code, or add {model} to "
-                "serving_remote_code_repos in the inventory once you have read its code",
+                code.key,
+                f"{code.what}, a repo the inventory does not list (serving_remote_code_repos)",
+                f"remove {code.key}, or add {code.repo} to serving_remote_code_repos in the "
+                "inventory once you have read its code",
                 RULE_REMOTE_CODE,
             )
         )
@@ -140,10 +186,9 @@ def trust_problems(profile: Profile, engine: Engine, trust: Trust) -> list[Probl
 def trust_facts(profile: Profile, engine: Engine) -> dict[str, str]:
     """What the serving plan shows first: the code that will run."""
     revision = profile.revision or "main (not pinned: resolved by the fetch step)"
+    sources = code_sources(profile, engine)
     return {
         "image": profile.image,
         "model": f"{profile.model}@{revision}",
-        "remote_code": "yes (the model repo's Python runs in the engine)"
-        if remote_code(profile, engine)
-        else "no",
+        "remote_code": "yes (" + "; ".join(s.what for s in sources) + ")" if sources else "no",
     }

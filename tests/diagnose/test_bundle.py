@@ -151,3 +151,42 @@ def test_watch_writes_a_bundle_on_a_stall_and_none_when_healthy(tmp_path: Path) 
         [sys.executable, "-m", "sparkrack", "diagnose", str(path)], capture_output=True, text=True
     )
     assert shown.returncode == 0 and "stalled after 2 tokens" in shown.stdout
+
+
+PLANTED = "sk-planted-" + "5" * 24
+PLANTED_ADMIN = "adm-planted-" + "6" * 24
+# Every shape a key reaches a log in: SGLang's start-up line (entrypoints/engine.py logs
+# f"{server_args=}"), an HTTP client's header, an argv word, an environment dump.
+LEAKY_LOG = "\n".join(
+    [
+        "[2026-11-26 08:00:00] server_args=ServerArgs(model_path='nvidia/GLM-4.7-NVFP4', "
+        f"api_key='{PLANTED}', admin_api_key='{PLANTED_ADMIN}', tp_size=4)",
+        f"INFO: POST /v1/chat/completions Authorization: Bearer {PLANTED}",
+        f"cmdline: python3 -m sglang.launch_server --api-key {PLANTED} --admin-api-key "
+        f"{PLANTED_ADMIN}",
+        f"SPARKRACK_ENGINE_KEY={PLANTED}",
+    ]
+)
+
+
+def test_a_planted_key_is_in_no_file_of_a_bundle_nor_its_diagnosis(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    identity = bundle.Identity("alpha", "sparkrack", "m", "http://x:30000", ("alpha-rank0-0",))
+    verdict = {"verdict": "stalled", "detail": f"500: api_key='{PLANTED}'"}
+    events = [{"reason": "BackOff", "message": f"--admin-api-key {PLANTED_ADMIN}"}]
+    path = bundle.write(
+        tmp_path, identity, verdict, {"alpha-rank0-0": LEAKY_LOG}, events, [LEAKY_LOG]
+    )
+    files = [f for f in path.rglob("*") if f.is_file()]
+    assert files
+    for f in files:
+        data = f.read_bytes()
+        assert PLANTED.encode() not in data and PLANTED_ADMIN.encode() not in data, f
+    assert b"server_args=ServerArgs(model_path=" in b"".join(f.read_bytes() for f in files)
+    for argv in (["diagnose", str(path)], ["diagnose", "--json", str(path)]):
+        main(argv)
+        out = capsys.readouterr().out
+        assert PLANTED not in out and PLANTED_ADMIN not in out
+    # Negative control: the planted text itself carries both keys in every line shape.
+    assert LEAKY_LOG.count(PLANTED) == 4 and LEAKY_LOG.count(PLANTED_ADMIN) == 2

@@ -8,11 +8,13 @@ execs a real server stand-in (``python3 -c`` printing its argv and pid).
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -262,3 +264,72 @@ def test_cli_list_and_bad_directory(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert all(pid in out for pid in PATCH_IDS)
     assert main(["patch", "--site-packages", str(tmp_path / "absent"), "--check"]) == 2
     assert "--site-packages: not a directory" in capsys.readouterr().err
+
+
+# A server module standing in for sglang.launch_server: what its process shows the world
+# (/proc/<pid>/cmdline), what its interpreter got (sys.argv) and what a child would inherit.
+KEYED_SERVER = """\
+import json, os, sys
+cmdline = open(f"/proc/{os.getpid()}/cmdline", "rb").read().decode().split("\\0")
+print("KEYED", json.dumps({"cmdline": cmdline, "argv": sys.argv[1:],
+                           "env": {k: v for k, v in os.environ.items() if k.startswith("SPK_")}}))
+"""
+
+
+def _keyed(tmp_path: Path, mount: Path, keys: dict[str, str], env: dict[str, str]) -> Any:
+    (tmp_path / "fake_server.py").write_text(KEYED_SERVER)
+    command = container_entrypoint([], ARCH, mount=str(mount))
+    pairs = [w for var, flag in keys.items() for w in ("--key-env", f"{var}={flag}")]
+    server = [sys.executable, "-m", "fake_server", "--tp-size", "4"]
+    proc = subprocess.run(
+        [sys.executable, *command[1:-1], *pairs, "--", *server],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), **env},
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("KEYED ")]
+    return proc, (json.loads(lines[0][6:]) if lines else None)
+
+
+def test_the_launcher_hands_keys_over_outside_every_argv(mount: Path, tmp_path: Path) -> None:
+    """The key reaches the server's sys.argv as ``--api-key KEY`` but neither its
+    /proc/<pid>/cmdline (world-readable) nor the environment its children inherit."""
+    key, admin = "sk-planted-" + "a" * 24, "sk-admin-" + "b" * 24
+    keys = {"SPK_KEY": "--api-key", "SPK_ADMIN": "--admin-api-key"}
+    proc, seen = _keyed(tmp_path, mount, keys, {"SPK_KEY": key, "SPK_ADMIN": admin})
+    assert proc.returncode == 0, proc.stderr
+    assert seen["argv"] == ["--tp-size", "4", "--api-key", key, "--admin-api-key", admin]
+    shown = " ".join(seen["cmdline"])
+    assert key not in shown and admin not in shown
+    assert "fake_server" in shown and "SPK_KEY=--api-key" in shown
+    assert seen["env"] == {}
+    assert key not in proc.stdout.replace(json.dumps(seen["argv"]), "") + proc.stderr
+
+
+def test_an_empty_key_stops_the_server(mount: Path, tmp_path: Path) -> None:
+    """Negative control: a key variable that is empty (Secret key missing) does not start a
+    server without its key."""
+    proc, seen = _keyed(tmp_path, mount, {"SPK_KEY": "--api-key"}, {"SPK_KEY": ""})
+    assert seen is None and proc.returncode == 4
+    assert "SPK_KEY is empty" in proc.stderr
+
+
+def test_without_the_handover_the_key_is_in_the_cmdline(mount: Path, tmp_path: Path) -> None:
+    """Negative control: the key passed as an argv word (what Kubernetes makes of
+    ``--api-key $(VAR)``) is in the world-readable cmdline, so the test above can tell."""
+    key = "sk-planted-" + "c" * 24
+    (tmp_path / "fake_server.py").write_text(KEYED_SERVER)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fake_server", "--api-key", key],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)},
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    seen = json.loads(proc.stdout.split("KEYED ", 1)[1])
+    assert key in seen["cmdline"]

@@ -114,13 +114,68 @@ def test_a_privileged_image_needs_a_digest_unless_the_inventory_allows_tags(
 
 def test_remote_code_only_for_listed_repos(ctx: ServingContext) -> None:
     flipped = changed("gemma-4-31b-it", sglang__trust_remote_code=True)
-    [problem] = trust_problems(flipped, engine_of(flipped.data), ctx.trust)
-    assert (problem.key, problem.rule) == ("sglang.trust_remote_code", RULE_REMOTE_CODE)
-    assert "google/gemma-4-31B-it" in problem.message
+    # The model's own code, and its drafter's, which SGLang loads with the same switch.
+    model, draft = trust_problems(flipped, engine_of(flipped.data), ctx.trust)
+    assert (model.key, model.rule) == ("sglang.trust_remote_code", RULE_REMOTE_CODE)
+    assert "google/gemma-4-31B-it" in model.message
+    assert (draft.key, draft.rule) == ("speculative.draft_model_path", RULE_REMOTE_CODE)
+    assert "google/gemma-4-31B-it-assistant" in draft.fix
     foreign = changed("glm-4.7-nvfp4", model="attacker/GLM-4.7-NVFP4")
     assert rules(foreign, ctx.trust) == [RULE_REMOTE_CODE]
-    listed = replace(ctx.trust, remote_code_repos=("google/gemma-4-31B-it",))
+    listed = replace(
+        ctx.trust,
+        remote_code_repos=("google/gemma-4-31B-it", "google/gemma-4-31B-it-assistant"),
+    )
     assert rules(flipped, listed) == []
+    # Without trust_remote_code the drafter's code does not run: nothing to list.
+    assert rules(load_profile("gemma-4-31b-it"), ctx.trust) == []
+
+
+VLLM = "nemotron-3-super-120b-a12b-nvfp4-vllm"
+
+
+def test_a_strangers_plugin_is_refused_whatever_trust_remote_code_says(
+    ctx: ServingContext,
+) -> None:
+    """A copied vLLM profile whose model is a stranger's repo, with trust_remote_code off, still
+    names a reasoning-parser plugin: the render would copy that repo's file for vLLM to import."""
+    stranger = changed(VLLM, model="attacker/innocent-model", vllm__trust_remote_code=False)
+    [problem] = trust_problems(stranger, engine_of(stranger.data), ctx.trust)
+    assert (problem.file, problem.key, problem.rule) == (
+        str(stranger.source),
+        "vllm.reasoning_parser_plugin",
+        RULE_REMOTE_CODE,
+    )
+    assert (
+        "attacker/innocent-model" in problem.message and "serving_remote_code_repos" in problem.fix
+    )
+    with pytest.raises(SparkrackError) as err:
+        render_serving(single(resolve(stranger, ctx)))
+    assert [p.rule for p in err.value.problems] == [RULE_REMOTE_CODE]
+    # Negative controls: the shipped profile (its model repo is listed) is accepted, and so is
+    # the stranger's profile without the plugin.
+    assert rules(load_profile(VLLM), ctx.trust) == []
+    data = copy.deepcopy(stranger.data)
+    del data["vllm"]["reasoning_parser_plugin"]
+    assert rules(Profile(stranger.name, stranger.path, data), ctx.trust) == []
+
+
+def test_a_vllm_draft_model_is_code_when_remote_code_is_on(ctx: ServingContext) -> None:
+    spec = dict(load_profile(VLLM).data["vllm"]["speculative_config"], model="attacker/drafter")
+    drafted = changed(VLLM, vllm__speculative_config=spec)
+    [problem] = trust_problems(drafted, engine_of(drafted.data), ctx.trust)
+    assert (problem.key, problem.rule) == ("vllm.speculative_config.model", RULE_REMOTE_CODE)
+    off = changed(VLLM, vllm__speculative_config=spec, vllm__trust_remote_code=False)
+    assert rules(off, replace(ctx.trust, remote_code_repos=(off.model,))) == []
+
+
+def test_the_plan_names_every_code_source() -> None:
+    from sparkrack.serving.trust import trust_facts
+
+    profile = load_profile(VLLM)
+    shown = trust_facts(profile, engine_of(profile.data))["remote_code"]
+    assert shown.startswith("yes (runs the Python code of ")
+    assert "imports /app/super_v3_reasoning_parser.py from" in shown
 
 
 def test_render_refuses_an_untrusted_profile_before_rendering(ctx: ServingContext) -> None:

@@ -13,6 +13,7 @@ same way for every engine; nothing outside ``engines/`` asks which engine a prof
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -119,6 +120,48 @@ CUTE_DSL_CACHE = JitCache(
 DEEPGEMM_CACHE = JitCache(
     "deep-gemm", "DG_JIT_CACHE_DIR", "$HOME/.deep_gemm", "deep_gemm/jit (DG_JIT_CACHE_DIR)"
 )
+
+
+class ArgClass(StrEnum):
+    """Why an option of ``extra_args`` is refused: each class is one rule id."""
+
+    CODE = "code"
+    """The engine imports or loads code (a plugin, a module, a per-request processor, a tokenizer
+    or template from another path or repo)."""
+    EGRESS = "egress"
+    """The engine connects out (a URL, a host:port)."""
+    PATH = "path"
+    """The engine reads or writes a path of the pod sparkrack does not render."""
+    PRIVACY = "privacy"
+    """The engine logs or dumps requests (prompts and completions)."""
+
+
+EXTRA_ARGS_CLASS_RULES: Mapping[ArgClass, str] = MappingProxyType(
+    {c: f"extra-args-{c.value}" for c in ArgClass}
+)
+"""Class -> rule id of its refusal."""
+RULE_EXTRA_NOT_ALLOWED = "extra-args-not-allowed"
+
+# What an option's name says it does when the engine's own table has no row for it.
+_NAME_HINTS: tuple[tuple[ArgClass, tuple[str, ...]], ...] = (
+    (
+        ArgClass.CODE,
+        ("plugin", "module", "custom", "processor", "middleware", "extension", "loader", "remote"),
+    ),
+    (ArgClass.PRIVACY, ("log-request", "log-output", "dump", "request-log")),
+    (ArgClass.EGRESS, ("endpoint", "url", "uri", "host", "otlp", "domain", "trace")),
+    (ArgClass.PATH, ("path", "dir", "file", "folder", "template", "tokenizer", "config", "ssl")),
+)
+_HOST_PORT = re.compile(r"^\[?[A-Za-z0-9_.:-]*[A-Za-z0-9_.-]\]?:[0-9]{1,5}$")
+
+
+def value_class(value: str) -> tuple[ArgClass, str] | None:
+    """The class of a value word of ``extra_args`` that names a place (None: a plain value)."""
+    if "://" in value or _HOST_PORT.match(value):
+        return ArgClass.EGRESS, f"{value!r} names a host to connect to"
+    if value.startswith(("/", "~", "./", "../")) or "/" in value:
+        return ArgClass.PATH, f"{value!r} names a path or a repo"
+    return None
 
 
 MetricKind = Literal["counter", "gauge", "histogram"]
@@ -357,6 +400,48 @@ class Engine:
                 out[flag] = owner
         return out
 
+    allowed_options: Mapping[str, bool] = MappingProxyType({})
+    """Options a profile's ``extra_args`` may pass -> whether the option takes a value; each
+    read in the engine's source. Every other option is refused (:meth:`extra_refusal`)."""
+    refused_options: Mapping[str, tuple[ArgClass, str]] = MappingProxyType({})
+    """Options of the engine's release that load code, connect out, use paths or log requests ->
+    (class, what the release does with it): the refusal names the class's rule."""
+
+    def extra_refusal(self, word: str) -> tuple[str, str] | None:
+        """(rule id, why) when the option ``word`` of ``extra_args`` is not one the engine
+        allows; None when it is allowed, or not an option."""
+        option, _, value = word.partition("=")
+        if not option.startswith("-"):
+            return None
+        spelled = dashed(option)
+        allowed = {dashed(o) for o in self.allowed_options}
+        if spelled in allowed:
+            found = value_class(value) if value else None
+            return (EXTRA_ARGS_CLASS_RULES[found[0]], found[1]) if found else None
+        refused = {dashed(o): row for o, row in self.refused_options.items()}
+        row = refused.get(spelled)
+        if row is None and len(spelled) > 3:
+            prefixed = {r for o, r in refused.items() if o.startswith(spelled)}
+            row = prefixed.pop() if len(prefixed) == 1 else None
+        if row is not None:
+            return EXTRA_ARGS_CLASS_RULES[row[0]], row[1]
+        for klass, hints in _NAME_HINTS:
+            if any(h in spelled for h in hints):
+                return EXTRA_ARGS_CLASS_RULES[klass], f"its name says it is a {klass} option"
+        return RULE_EXTRA_NOT_ALLOWED, "it is not an option sparkrack has read and allows"
+
+    def value_refusal(self, words: Sequence[str], index: int) -> tuple[str, str] | None:
+        """(rule id, why) when the word at ``index`` is the value of an allowed option and names
+        a host or a path; None otherwise."""
+        if index == 0 or words[index].startswith("-"):
+            return None
+        before = dashed(words[index - 1].partition("=")[0])
+        takes = {dashed(o): v for o, v in self.allowed_options.items()}
+        if "=" in words[index - 1] or not takes.get(before):
+            return None
+        found = value_class(words[index])
+        return (EXTRA_ARGS_CLASS_RULES[found[0]], found[1]) if found else None
+
     config_options: tuple[str, ...] = ("--config",)
     """Options that load settings from a file, past the table (refused in ``extra_args``)."""
 
@@ -464,7 +549,18 @@ class Engine:
         env.update({str(k): str(v) for k, v in (profile.data.get("env") or {}).items()})
         return env
 
-    def container_command(self, profile: Profile, argv: list[str]) -> tuple[list[str], list[str]]:
+    key_flags: Mapping[str, str] = MappingProxyType({})
+    """Variable of :attr:`key_env` -> the option the engine reads that key from, for an engine
+    that takes its keys from argv only; the launcher hands them over in the engine's
+    interpreter, never in an argv (empty: the engine reads its variables itself)."""
+
+    def rank_key_env(self, rank: int) -> dict[str, str]:
+        """The part of :attr:`key_env` rank ``rank`` holds."""
+        return dict(self.key_env)
+
+    def container_command(
+        self, profile: Profile, argv: list[str], rank: Rank
+    ) -> tuple[list[str], list[str]]:
         """(container ``command``, ``args``) for an argv: the entry point is the command."""
         return argv[: len(self.entry)], argv[len(self.entry) :]
 

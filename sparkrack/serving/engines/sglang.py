@@ -43,6 +43,7 @@ from sparkrack.serving.engines.base import (
     LIVENESS_PERIOD,
     PROBE_PERIOD,
     TRITON_CACHE,
+    ArgClass,
     Engine,
     FileSet,
     Rank,
@@ -629,6 +630,78 @@ SINGLE_RANK = (
 )
 
 
+# --- extra_args (server_args.py 0.5.10-0.5.13, add_cli_args) ----------------------------------
+
+ALLOWED_OPTIONS = MappingProxyType(
+    {
+        # logging of the server's own state (never of requests)
+        "--log-level": True,
+        "--log-level-http": True,
+        "--decode-log-interval": True,
+        "--show-time-cost": False,
+        "--enable-cache-report": False,
+        # scheduling and batching
+        "--random-seed": True,
+        "--max-prefill-tokens": True,
+        "--max-total-tokens": True,
+        "--max-queued-requests": True,
+        "--schedule-policy": True,
+        "--schedule-conservativeness": True,
+        "--stream-interval": True,
+        "--num-continuous-decode-steps": True,
+        "--enable-mixed-chunk": False,
+        "--disable-overlap-schedule": False,
+        "--disable-custom-all-reduce": False,
+        "--watchdog-timeout": True,
+        "--skip-server-warmup": False,
+        "--sleep-on-idle": False,
+        "--enable-deterministic-inference": False,
+    }
+)
+REFUSED_OPTIONS = MappingProxyType(
+    {
+        "--enable-custom-logit-processor": (
+            ArgClass.CODE,
+            "each request may then carry a dill-serialized logit processor that the server "
+            "deserializes and runs",
+        ),
+        "--custom-weight-loader": (ArgClass.CODE, "imports the named Python functions"),
+        "--tokenizer-path": (
+            ArgClass.CODE,
+            "loads the tokenizer, with the model's trust_remote_code, from a path or repo other "
+            "than the model's",
+        ),
+        "--chat-template": (
+            ArgClass.CODE,
+            "renders prompts with a template from a path or repo other than the model's",
+        ),
+        "--completion-template": (
+            ArgClass.CODE,
+            "renders completions with a template from a path other than the model's",
+        ),
+        "--enable-lora": (ArgClass.CODE, "loads adapters named by requests or paths"),
+        "--lora-paths": (ArgClass.CODE, "loads adapters from other paths or repos"),
+        "--hicache-storage-backend-extra-config": (
+            ArgClass.CODE,
+            "configures a storage backend, which may name a module to import",
+        ),
+        "--otlp-traces-endpoint": (ArgClass.EGRESS, "sends traces to that host"),
+        "--enable-trace": (ArgClass.EGRESS, "sends request traces to an OTLP endpoint"),
+        "--tool-server": (ArgClass.EGRESS, "connects to tool servers"),
+        "--log-requests": (ArgClass.PRIVACY, "logs every request's prompt and output"),
+        "--log-requests-level": (ArgClass.PRIVACY, "sets how much of each request is logged"),
+        "--enable-request-time-stats-logging": (ArgClass.PRIVACY, "logs per-request records"),
+        "--crash-dump-folder": (
+            ArgClass.PRIVACY,
+            "writes the last requests (prompts included) to a folder on a crash",
+        ),
+        "--file-storage-path": (ArgClass.PATH, "writes files to a path sparkrack does not mount"),
+        "--download-dir": (ArgClass.PATH, "downloads weights to another path"),
+        "--export-metrics-to-file": (ArgClass.PRIVACY, "writes per-request metrics to files"),
+    }
+)
+
+
 # --- the engine ------------------------------------------------------------------------------
 
 
@@ -656,8 +729,22 @@ class SGLang(Engine):
         }
     )
     client_key_env = contract.ENGINE_KEY_ENV
+    # SGLang reads its keys from argv only (ServerArgs.api_key/admin_api_key; no variable). The
+    # launcher hands them over inside the server's interpreter (KEY_BOOTSTRAP): Kubernetes would
+    # expand $(VAR) in args into /proc/<pid>/cmdline, which every user of the Spark can read.
+    key_flags = MappingProxyType(
+        {contract.ENGINE_KEY_ENV: "--api-key", contract.ADMIN_KEY_ENV: "--admin-api-key"}
+    )
+    reserved_flags = MappingProxyType(
+        {
+            "--api-key": "sparkrack (the deployment's key Secret, handed over by the launcher)",
+            "--admin-api-key": "sparkrack (the deployment's key Secret, head rank only)",
+        }
+    )
     multi_rank_listeners = MULTI_RANK
     single_rank_listeners = SINGLE_RANK
+    allowed_options = ALLOWED_OPTIONS
+    refused_options = REFUSED_OPTIONS
     # sglang/srt/model_executor/model_runner.py, 0.5.10-0.5.13: the module constant
     # UNBALANCED_MODEL_LOADING_TIMEOUT_S = 480 bounds dist.monitored_barrier after the weights
     # load ("TP rank X could finish the model loading, but there are other ranks that didn't
@@ -695,11 +782,26 @@ class SGLang(Engine):
             **self.bind_env(ctx, rank),
         }
 
-    def container_command(self, profile: Profile, argv: list[str]) -> tuple[list[str], list[str]]:
+    def rank_key_env(self, rank: int) -> dict[str, str]:
+        """The head holds both keys; a worker serves no HTTP and holds the engine key only (its
+        group guard probes the head with it), never the admin key."""
+        keys = dict(self.key_env)
+        if rank > 0:
+            keys.pop(contract.ADMIN_KEY_ENV, None)
+        return keys
+
+    def container_command(
+        self, profile: Profile, argv: list[str], rank: Rank
+    ) -> tuple[list[str], list[str]]:
         """The GID resolver sets ``NCCL_IB_GID_INDEX`` from the rank's sysfs, then execs the
-        launcher, which applies the profile's SM121 patches and execs the server argv."""
+        launcher, which applies the profile's SM121 patches, execs the server argv and hands it
+        the rank's keys in its interpreter (``--key-env``)."""
         resolver = ["python3", "-I", f"{contract.LAUNCHER_MOUNT}/{GID_FILE}", "--"]
-        return [*resolver, *container_entrypoint(profile.patches, profile.architecture)], argv
+        launcher = list(container_entrypoint(profile.patches, profile.architecture))
+        keys = [f"{var}={self.key_flags[var]}" for var in self.rank_key_env(rank.rank)]
+        # container_entrypoint ends in the "--" before the server argv: the keys go before it.
+        keyed = [*launcher[:-1], *(w for k in keys for w in ("--key-env", k)), launcher[-1]]
+        return [*resolver, *keyed], argv
 
     def files(self, profile: Profile) -> list[FileSet]:
         return [FileSet("launcher", contract.LAUNCHER_MOUNT, launcher_files(), 0o555)]

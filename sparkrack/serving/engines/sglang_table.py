@@ -232,6 +232,8 @@ KNOBS: tuple[Knob, ...] = (
         "separate draft model (HF id)",
         "--speculative-draft-model-path",
         pattern=HF_ID,
+        # ModelConfig.from_server_args loads the draft with the server's trust_remote_code.
+        code="repo",
     ),
     k(
         "speculative.num_steps",
@@ -278,9 +280,6 @@ KNOBS: tuple[Knob, ...] = (
     runtime("--dist-init-addr", "dist_init_addr", aliases=("--nccl-init-addr",)),
     runtime("--host", "host"),
     runtime("--port", "port"),
-    # -- keys: the deployment's key Secret, expanded by Kubernetes from the container's env
-    runtime("--api-key", "api_key"),
-    runtime("--admin-api-key", "admin_api_key"),
     # -- observability: the Prometheus endpoint /metrics on the API port (always on)
     RuntimeKnob(
         key="runtime.metrics",

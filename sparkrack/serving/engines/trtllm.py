@@ -24,6 +24,7 @@ from sparkrack.serving.engines.base import (
     FLASHINFER_CACHE,
     INDUCTOR_CACHE,
     TRITON_CACHE,
+    ArgClass,
     SingleSparkEngine,
     api_listeners,
     integer,
@@ -297,6 +298,32 @@ def unknown_keys(
     return problems
 
 
+# extra_args: trtllm-serve's options of the image's release (sparkrack/data/enginecheck/).
+ALLOWED_OPTIONS = MappingProxyType(
+    {
+        "--log_level": True,
+        "--num_postprocess_workers": True,
+        "--max_beam_width": True,
+        "--fail_fast_on_attention_window_too_large": False,
+    }
+)
+REFUSED_OPTIONS = MappingProxyType(
+    {
+        "--tokenizer": (
+            ArgClass.CODE,
+            "loads the tokenizer from a path or repo other than the model's",
+        ),
+        "--custom_tokenizer": (ArgClass.CODE, "imports a tokenizer class by name"),
+        "--custom_module_dirs": (ArgClass.CODE, "imports Python modules from those directories"),
+        "--chat_template": (ArgClass.CODE, "renders prompts with a template from another path"),
+        "--otlp_traces_endpoint": (ArgClass.EGRESS, "sends traces to that host"),
+        "--disagg_cluster_uri": (ArgClass.EGRESS, "connects to a disaggregation cluster"),
+        "--metadata_server_config_file": (ArgClass.EGRESS, "connects to a metadata server"),
+        "--media_io_kwargs": (ArgClass.PATH, "configures how media is read"),
+    }
+)
+
+
 class TRTLLM(SingleSparkEngine):
     name = NAME
     entry = ENTRY
@@ -310,6 +337,8 @@ class TRTLLM(SingleSparkEngine):
     # serving namespace's NetworkPolicy alone (the gateway, monitoring and its own pod).
     key_env = MappingProxyType({})
     client_key_env = None
+    allowed_options = ALLOWED_OPTIONS
+    refused_options = REFUSED_OPTIONS
     # trtllm-serve's /metrics answers iteration statistics as JSON. Its Prometheus text format
     # is on /prometheus/metrics (tensorrt_llm/serve/openai_server.py, OpenAIServer
     # register_routes -> mount_metrics: a prometheus_client ASGI app mounted there), and only

@@ -26,6 +26,7 @@ from sparkrack.serving.engines.base import (
     INDUCTOR_CACHE,
     TRITON_CACHE,
     AcceptRatio,
+    ArgClass,
     JitCache,
     Metric,
     MetricKind,
@@ -137,6 +138,10 @@ KNOBS: tuple[Knob, ...] = (
         "speculative decoding config (e.g. method mtp, num_speculative_tokens)",
         "--speculative_config",
         kind="json",
+        # SpeculativeConfig loads its draft ``model`` with the target's trust_remote_code
+        # (vllm/config/speculative.py).
+        code="repo",
+        code_field="model",
     ),
     k(
         "vllm.reasoning_parser_plugin",
@@ -144,6 +149,8 @@ KNOBS: tuple[Knob, ...] = (
         "reasoning-parser plugin file; fetched from the model repo into the pod at this path",
         "--reasoning-parser-plugin",
         pattern=ABS_PATH,
+        # The server imports the file as a module (ReasoningParserManager.import_reasoning_parser).
+        code="model-file",
     ),
     k(
         "vllm.reasoning_parser",
@@ -340,6 +347,48 @@ RECORDED: dict[Quantity, str | AcceptRatio] = {
 }
 
 
+# extra_args (vllm/engine/arg_utils.py EngineArgs, vllm/entrypoints/openai/cli_args.py, 0.18-0.19)
+ALLOWED_OPTIONS = MappingProxyType(
+    {
+        "--seed": True,
+        "--max-num-batched-tokens": True,
+        "--enable-prefix-caching": False,
+        "--no-enable-prefix-caching": False,
+        "--block-size": True,
+        "--enforce-eager": False,
+        "--disable-log-stats": False,
+        "--uvicorn-log-level": True,
+        "--disable-uvicorn-access-log": False,
+        "--max-log-len": True,
+    }
+)
+REFUSED_OPTIONS = MappingProxyType(
+    {
+        "--tool-parser-plugin": (ArgClass.CODE, "imports the file as a tool-parser module"),
+        "--logits-processors": (ArgClass.CODE, "imports the named classes"),
+        "--middleware": (ArgClass.CODE, "imports the named ASGI middleware"),
+        "--worker-extension-cls": (ArgClass.CODE, "imports the named class into every worker"),
+        "--tokenizer": (
+            ArgClass.CODE,
+            "loads the tokenizer, with the model's trust_remote_code, from a path or repo other "
+            "than the model's",
+        ),
+        "--hf-config-path": (ArgClass.CODE, "loads the model config from another path or repo"),
+        "--chat-template": (
+            ArgClass.CODE,
+            "renders prompts with a template from a path other than the model's",
+        ),
+        "--otlp-traces-endpoint": (ArgClass.EGRESS, "sends traces to that host"),
+        "--enable-log-requests": (ArgClass.PRIVACY, "logs every request's prompt"),
+        "--enable-log-outputs": (ArgClass.PRIVACY, "logs every request's output"),
+        "--allowed-local-media-path": (
+            ArgClass.PATH,
+            "lets requests read files under that path of the pod",
+        ),
+    }
+)
+
+
 class VLLM(SingleSparkEngine):
     name = NAME
     entry = ENTRY
@@ -360,6 +409,8 @@ class VLLM(SingleSparkEngine):
     images = IMAGES
     metrics = METRICS
     recorded = RECORDED
+    allowed_options = ALLOWED_OPTIONS
+    refused_options = REFUSED_OPTIONS
     metrics_path = "/metrics"  # served by default on the API port (no flag)
     single_rank_listeners = api_listeners(
         "vllm/entrypoints/openai/api_server.py (--host, --port)", metrics_path

@@ -94,19 +94,20 @@ def pod_monitor(res: Resolution) -> dict[str, Any] | None:
     }
 
 
-def key_env(res: Resolution) -> list[dict[str, Any]]:
-    """The engine's keys, each read from the deployment's key Secret (no value in a manifest).
+def key_env(res: Resolution, rank: Rank) -> list[dict[str, Any]]:
+    """The rank's keys, each read from the deployment's key Secret (no value in a manifest).
     Not optional: a pod whose keys are missing does not start, rather than serve without them."""
-    return [secret_env(name, res.names.keys, key) for name, key in res.engine.key_env.items()]
+    keys = res.engine.rank_key_env(rank.rank)
+    return [secret_env(name, res.names.keys, key) for name, key in keys.items()]
 
 
 def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
     eng, ctx, profile = res.engine, res.ctx, res.profile
-    command, args = eng.container_command(profile, res.argv(rank))
+    command, args = eng.container_command(profile, res.argv(rank), rank)
     env: list[dict[str, Any]] = [
         {"name": k, "value": no_expansion(v)} for k, v in res.env(rank).items()
     ]
-    env += key_env(res)
+    env += key_env(res, rank)
     env.append(pod_ip_env())
     ports: list[dict[str, Any]] = []
     if rank.rank == 0:

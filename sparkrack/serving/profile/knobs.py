@@ -26,6 +26,10 @@ from typing import Any, Literal
 from sparkrack.inputs import imageref
 
 Kind = Literal["value", "bool", "json", "env_bool"]
+Code = Literal["model-file", "repo"]
+"""How a knob's value makes the engine load code (:mod:`sparkrack.serving.trust` gates it):
+``model-file``, a file of the model repo the engine imports whatever ``trust_remote_code`` says;
+``repo``, another repo the engine loads with the profile's ``trust_remote_code`` (a draft model)."""
 Type = Literal["integer", "number", "string", "boolean", "object"]
 
 
@@ -56,6 +60,10 @@ class Knob:
     """First engine version that has the flag/env ("" = every version sparkrack supports)."""
     env_true: str = "1"
     env_false: str = "0"
+    code: Code | None = None
+    """The value makes the engine load code (:data:`Code`); None: it does not."""
+    code_field: str = ""
+    """For an object value: the field that names the repo (``speculative_config.model``)."""
 
     @property
     def section(self) -> str:

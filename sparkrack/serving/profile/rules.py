@@ -17,6 +17,7 @@ from sparkrack.errors import Problem, shown
 from sparkrack.inputs.imageref import is_moving_tag
 from sparkrack.planner.memory import RULE_CONTEXT, RULE_POOL, RULE_WEIGHTS
 from sparkrack.serving.engines import ENGINES, Engine, engine_of
+from sparkrack.serving.engines.base import EXTRA_ARGS_CLASS_RULES, RULE_EXTRA_NOT_ALLOWED
 from sparkrack.serving.profile.capacity import capacity_problems
 from sparkrack.serving.profile.load import schema_problems
 from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
@@ -163,6 +164,52 @@ def _extra(c: Ctx) -> Iterator[Problem]:
             )
 
 
+def _extra_refusals(c: Ctx) -> Iterator[Problem]:
+    """Every option of ``extra_args`` the engine does not allow (past the owned flags and the
+    words the word rule refuses, which their own rules name), and every value of an allowed
+    option that names a host or a path."""
+    words = [str(w) for w in c.data.get("extra_args") or []]
+    where = f"sparkrack/serving/engines/{c.engine.name}.py"
+    for index, word in enumerate(words):
+        if c.engine.owner_of(word) is not None or _word_problem(word) is not None:
+            continue
+        found = c.engine.extra_refusal(word) or c.engine.value_refusal(words, index)
+        if found is None:
+            continue
+        rule, why = found
+        allowed = ", ".join(sorted(c.engine.allowed_options)) or "none"
+        yield c.p(
+            "extra_args",
+            f"{shown(word)} is refused: {why}",
+            f"remove it; extra_args passes only the options {where} allows ({allowed}), with "
+            "plain values",
+            rule,
+        )
+
+
+def _extra_class(rule_id: str) -> Any:
+    def check(c: Ctx) -> Iterator[Problem]:
+        for problem in _extra_refusals(c):
+            if problem.rule == rule_id:
+                yield problem
+
+    return check
+
+
+for _klass, _rule_id in EXTRA_ARGS_CLASS_RULES.items():
+    RULES.add(
+        _rule_id,
+        "sparkrack (extra_args is an allow-list per engine; the engine's source says what each "
+        "refused option does)",
+        f"extra_args may not pass a {_klass} option or value",
+    )(_extra_class(_rule_id))
+RULES.add(
+    RULE_EXTRA_NOT_ALLOWED,
+    "sparkrack (extra_args is an allow-list per engine)",
+    "extra_args passes only the options the engine's class allows",
+)(_extra_class(RULE_EXTRA_NOT_ALLOWED))
+
+
 # What a word of extra_args may not hold: the words reach the server's argv one by one, through
 # no shell and no template engine, so these would be passed literally (or, for a Jinja
 # expression, expanded by Ansible on the way).
@@ -180,6 +227,26 @@ SHELL_OR_TEMPLATE = (
 RULE_WORD = "extra-args-word"
 
 
+def _word_problem(text: str) -> tuple[str, str] | None:
+    """(message, fix) when a word of extra_args holds what only a shell or a template reads, or
+    an option and more; None when it is one plain word."""
+    option = text.split("=", 1)[0]
+    if text.startswith("-") and any(ch.isspace() for ch in option):
+        return (
+            f"{shown(text)} is an option and more in one word: the engine's parser reads it "
+            "as one unknown word, and no check can see which option it names",
+            "split it into two words, or write --option=value",
+        )
+    for needle, what in SHELL_OR_TEMPLATE:
+        if needle in text:
+            return (
+                f"{shown(text)} holds {what}: the word reaches the server's argv as it is, "
+                "through no shell",
+                "remove it; pass plain option and value words",
+            )
+    return None
+
+
 @RULES.add(
     RULE_WORD,
     "sparkrack (extra_args become argv words one by one: no shell, no template engine)",
@@ -187,27 +254,9 @@ RULE_WORD = "extra-args-word"
 )
 def _words(c: Ctx) -> Iterator[Problem]:
     for word in c.data.get("extra_args") or []:
-        text = str(word)
-        option = text.split("=", 1)[0]
-        if text.startswith("-") and any(ch.isspace() for ch in option):
-            yield c.p(
-                "extra_args",
-                f"{shown(text)} is an option and more in one word: the engine's parser reads it "
-                "as one unknown word, and no check can see which option it names",
-                "split it into two words, or write --option=value",
-                RULE_WORD,
-            )
-            continue
-        for needle, what in SHELL_OR_TEMPLATE:
-            if needle in text:
-                yield c.p(
-                    "extra_args",
-                    f"{shown(text)} holds {what}: the word reaches the server's argv as it is, "
-                    "through no shell",
-                    "remove it; pass plain option and value words",
-                    RULE_WORD,
-                )
-                break
+        found = _word_problem(str(word))
+        if found is not None:
+            yield c.p("extra_args", found[0], found[1], RULE_WORD)
 
 
 @RULES.add(

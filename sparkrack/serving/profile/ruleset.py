@@ -7,7 +7,7 @@ returns. Nothing registers itself by being imported.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,8 +23,13 @@ class EngineView(Protocol):
     (:class:`sparkrack.serving.engines.base.Engine` answers)."""
 
     name: str
+    allowed_options: Mapping[str, bool]
 
     def owner_of(self, word: str) -> str | None: ...
+
+    def extra_refusal(self, word: str) -> tuple[str, str] | None: ...
+
+    def value_refusal(self, words: Sequence[str], index: int) -> tuple[str, str] | None: ...
 
     def owned_env(self) -> dict[str, str]: ...
 

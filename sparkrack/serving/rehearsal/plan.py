@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
+from sparkrack.patches import handed_keys
 from sparkrack.serving.deployments.bundle import DeploymentSet, from_inventory, render_serving
 from sparkrack.serving.rehearsal.policy import Admission, Pod, admission
 
@@ -150,7 +151,10 @@ def plan(
             env, hidden = _container_env(container.get("env") or [], pod_ip)
             args = list(container["args"])
             start = _index(args, entry) + len(entry)
-            argv = tuple(expand(w, env) for w in args[start:])
+            # The keys the launcher hands the server inside its interpreter, after the args.
+            handed = handed_keys(container.get("command") or [])
+            keys = [w for var, flag in handed.items() for w in (flag, env[var])]
+            argv = (*(expand(w, env) for w in args[start:]), *keys)
             vfs = rank.node.rail_vfs(d.vf if d.vf is not None else res.ctx.plan.serving_vf_index)
             netdevs = {contract.pod_ifname(vf.rail): vf.netdev for vf in vfs}
             env = {k: netdevs.get(v, v) if k.endswith("IFNAME") else v for k, v in env.items()}

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from sparkrack import contract
+from sparkrack.patches import handed_keys as launcher_keys
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.serving.enginecheck import upstream
 from sparkrack.serving.engines import Engine, engine_of
@@ -61,37 +62,69 @@ def engine_containers(
                     yield dep, engine_of({"engine": c["name"]}), c
 
 
+def rank_of(c: Mapping[str, Any], doc: Mapping[str, Any]) -> int:
+    return int(doc["metadata"]["labels"][contract.LABEL_RANK])
+
+
+def handed_keys(c: Mapping[str, Any]) -> dict[str, str]:
+    return launcher_keys(c.get("command", []))
+
+
 def key_problems(rendered: Mapping[str, Any]) -> list[str]:
-    """Where an engine container does not read each of its keys from its deployment's key
-    Secret, carries a key as a literal, or passes a key option anything but its variable."""
+    """Where an engine container does not read each of its rank's keys from its deployment's
+    key Secret, holds a key its rank must not hold, or carries a key (or a reference Kubernetes
+    would expand into one) in any argv: /proc/<pid>/cmdline is world-readable on a Spark."""
     out: list[str] = []
-    for dep, eng, c in engine_containers(rendered):
-        where = f"{dep['name']}/{c['name']}"
+    for dep, eng, c, rank in engine_ranks(rendered):
+        where = f"{dep['name']}/{c['name']} rank {rank}"
         env = {e["name"]: e for e in c.get("env", [])}
-        for var, key in eng.key_env.items():
+        wanted = eng.rank_key_env(rank)
+        for var, key in wanted.items():
             ref = env.get(var, {}).get("valueFrom", {}).get("secretKeyRef", {})
             if ref != {"name": dep["key_secret"], "key": key}:
                 out.append(f"{where}: {var} is not read from {dep['key_secret']}[{key}]")
-        words = [*c.get("command", []), *c.get("args", [])]
-        for i, word in enumerate(words[:-1]):
-            if word in ("--api-key", "--admin-api-key"):
-                value = words[i + 1]
-                if not re.fullmatch(r"\$\((\w+)\)", value) or value[2:-1] not in eng.key_env:
-                    out.append(f"{where}: {word} is given {value!r}, not a key variable")
+        for var in set(eng.key_env) - set(wanted):
+            if var in env:
+                out.append(f"{where}: holds {var}, which its rank does not need")
+        if eng.key_flags and set(handed_keys(c)) != set(wanted):
+            out.append(f"{where}: the launcher hands over {sorted(handed_keys(c))}")
+        for word in [*c.get("command", []), *c.get("args", [])]:
+            if word.startswith("--key-env") or "=--" in word:
+                continue
+            if "-api-key" in word or any(f"$({var})" in word for var in eng.key_env):
+                out.append(f"{where}: a key in argv: {word!r}")
     for doc in rendered["manifests"]:
         if doc["kind"] == "Secret":
             out.append(f"a Secret is rendered: {doc['metadata']['name']}")
     return out
 
 
+def engine_ranks(
+    rendered: Mapping[str, Any],
+) -> Iterator[tuple[Mapping[str, Any], Engine, dict[str, Any], int]]:
+    """(deployment facts, its engine, container, rank) of every rank of every deployment."""
+    for dep in rendered["deployments"]:
+        for doc in dep["manifests"]:
+            if doc["kind"] == "StatefulSet":
+                for c in doc["spec"]["template"]["spec"]["containers"]:
+                    yield dep, engine_of({"engine": c["name"]}), c, rank_of(c, doc)
+
+
 def test_every_engine_reads_its_keys_from_the_key_secret(
     rendered: dict[str, dict[str, Any]],
 ) -> None:
     engines = set()
+    workers = 0
     for inv, r in rendered.items():
         assert key_problems(r) == [], inv
         engines |= {eng.name for _, eng, _ in engine_containers(r) if eng.key_env}
-    assert "sglang" in engines
+        for _, _, c, rank in engine_ranks(r):
+            names = {e["name"] for e in c.get("env", [])}
+            if rank > 0:
+                workers += 1
+                assert contract.ADMIN_KEY_ENV not in names
+                assert f"{contract.ADMIN_KEY_ENV}=--admin-api-key" not in c["command"]
+    assert "sglang" in engines and workers > 0
 
 
 def test_the_key_check_fails_on_a_literal_key(rendered: dict[str, dict[str, Any]]) -> None:
@@ -101,10 +134,14 @@ def test_the_key_check_fails_on_a_literal_key(rendered: dict[str, dict[str, Any]
         if e["name"] == contract.ENGINE_KEY_ENV:
             e.pop("valueFrom")
             e["value"] = "sk-literal"
-    c["args"][c["args"].index("--admin-api-key") + 1] = "sk-literal"
+    c["args"] += ["--admin-api-key", f"$({contract.ADMIN_KEY_ENV})"]
     problems = key_problems(bad)
     assert any(contract.ENGINE_KEY_ENV in p for p in problems), problems
-    assert any("--admin-api-key is given 'sk-literal'" in p for p in problems), problems
+    assert any("a key in argv: '--admin-api-key'" in p for p in problems), problems
+    # A worker given the admin key is refused too.
+    worker = next(c for _, _, c, rank in engine_ranks(bad) if rank > 0)
+    worker["env"].append({"name": contract.ADMIN_KEY_ENV, "value": "x"})
+    assert any("does not need" in p for p in key_problems(bad)), key_problems(bad)
 
 
 def test_the_gateway_sends_each_deployment_its_engine_key(
@@ -234,17 +271,19 @@ def test_sglang_refuses_admin_and_plain_routes_without_their_keys(
     head: tuple[str, dict[str, Any], Engine],
 ) -> None:
     version, container, eng = head
-    args = list(container["args"])
-    # SGLang's own parser takes the rendered options as its two keys.
-    dests = dict(upstream.option_dests("sglang", version, args))
-    assert dests["--api-key"] == "api_key"
-    assert dests["--admin-api-key"] == "admin_api_key"
     values = {contract.ENGINE_KEY_KEY: secrets.token_hex(16)}
     values[contract.ADMIN_KEY_KEY] = secrets.token_hex(16)
     env = {var: values[key] for var, key in eng.key_env.items()}
-    expanded = [k8s_expand(w, env) for w in args]
-    api_key = option_value(expanded, "--api-key")
-    admin = option_value(expanded, "--admin-api-key")
+    # The args as the server's interpreter sees them: the rendered words, then each key the
+    # launcher hands over (launcher.KEY_BOOTSTRAP; tests/patches run it for real).
+    handed = [w for var, flag in handed_keys(container).items() for w in (flag, env[var])]
+    args = [k8s_expand(w, env) for w in container["args"]] + handed
+    # SGLang's own parser takes the handed-over options as its two keys.
+    dests = dict(upstream.option_dests("sglang", version, args))
+    assert dests["--api-key"] == "api_key"
+    assert dests["--admin-api-key"] == "admin_api_key"
+    api_key = option_value(args, "--api-key")
+    admin = option_value(args, "--admin-api-key")
     assert api_key == values[contract.ENGINE_KEY_KEY]
     assert admin == values[contract.ADMIN_KEY_KEY]
 
@@ -272,3 +311,46 @@ def test_without_keys_sglang_serves_its_admin_route_to_anyone(
     got = sglang_auth(version, None, None)
     assert got["status"][f"{ADMIN_ROUTE} none"] == 200
     assert got["status"][f"{PLAIN_ROUTE} none"] == 200
+
+
+def argv_key_words(docs: list[dict[str, Any]]) -> list[str]:
+    """Every word of any container's command, args or exec probe, in any rendered object, that
+    is a key option or a reference Kubernetes would expand into a Secret-backed variable."""
+    found: list[str] = []
+    for doc in docs:
+        spec = doc.get("spec", {})
+        pod = spec.get("template", {}).get("spec", spec.get("jobTemplate", {}))
+        for c in [*pod.get("containers", []), *pod.get("initContainers", [])]:
+            secret_vars = {
+                e["name"] for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})
+            }
+            words = [*c.get("command", []), *c.get("args", [])]
+            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                words += c.get(probe, {}).get("exec", {}).get("command", [])
+            for word in words:
+                option = word.split("=", 1)[0]
+                if option.endswith("-api-key") or any(f"$({v})" in word for v in secret_vars):
+                    found.append(f"{doc['metadata']['name']}/{c['name']}: {word}")
+    return found
+
+
+@pytest.mark.parametrize("inventory", INVENTORIES)
+def test_no_key_in_any_argv_of_any_shipped_profile(inventory: str) -> None:
+    from sparkrack.serving import list_profiles, load_profile, render_manifests
+    from sparkrack.serving.context import context_from_inventory
+
+    ctx = context_from_inventory(inventory)
+    checked = 0
+    for path in list_profiles():
+        docs = render_manifests(load_profile(path.stem), ctx)
+        assert argv_key_words(docs) == [], path.stem
+        checked += sum(d["kind"] == "StatefulSet" for d in docs)
+    assert checked >= len(list_profiles())
+    # Negative control: the words the render gave SGLang before the launcher handed keys over.
+    docs = render_manifests(load_profile("glm-4.7-nvfp4"), ctx)
+    sts = next(d for d in docs if d["kind"] == "StatefulSet")
+    sts["spec"]["template"]["spec"]["containers"][0]["args"] += [
+        "--api-key",
+        f"$({contract.ENGINE_KEY_ENV})",
+    ]
+    assert len(argv_key_words(docs)) == 2

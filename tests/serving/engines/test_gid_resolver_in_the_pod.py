@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sparkrack import contract
 from sparkrack.fabric import gidtable
-from sparkrack.patches import container_entrypoint
+from sparkrack.patches import container_entrypoint, handed_keys
 from sparkrack.serving.context import context_from_inventory
 from sparkrack.serving.engines.base import Rank
 from sparkrack.serving.engines.sglang import ENGINE, launcher_files
@@ -21,10 +21,17 @@ PROFILE = "glm-4.7-nvfp4"
 
 def test_the_resolver_runs_before_the_launcher_and_ships_with_it() -> None:
     profile = load_profile(PROFILE)
-    command, args = ENGINE.container_command(profile, ["python3", "-m", "sglang.launch_server"])
+    head = ENGINE.ranks(context_from_inventory("inventories/example"))[0]
+    command, args = ENGINE.container_command(
+        profile, ["python3", "-m", "sglang.launch_server"], head
+    )
     resolver = ["python3", "-I", f"{contract.LAUNCHER_MOUNT}/gidtable.py", "--"]
     assert command[: len(resolver)] == resolver
-    assert command[len(resolver) :] == container_entrypoint(profile.patches, profile.architecture)
+    launcher = container_entrypoint(profile.patches, profile.architecture)
+    # The launcher, with the keys it hands the server (patches.handed_keys) before its "--".
+    keys = [w for var, flag in handed_keys(command).items() for w in ("--key-env", f"{var}={flag}")]
+    assert command[len(resolver) :] == [*launcher[:-1], *keys, launcher[-1]]
+    assert set(handed_keys(command)) == set(ENGINE.rank_key_env(0))
     assert args == ["python3", "-m", "sglang.launch_server"]
     assert launcher_files()["gidtable.py"] == Path(gidtable.__file__).read_text()
 

@@ -108,9 +108,9 @@ def test_secret_never_inline_and_configmap_holds_code_only(ctx: ServingContext) 
     assert "HF_TOKEN" not in json.dumps(by_kind(docs, "ConfigMap"))
     (cm,) = by_kind(docs, "ConfigMap")
     assert GUARD_FILE in cm["data"] and "launcher.py" in cm["data"]
-    # Per rank: the engine's two keys; the ranks run offline, so no HF token reaches them (the
-    # fetch Job's download has it).
-    assert text.count('"secretKeyRef"') == 2 * len(ctx.plan.nodes)
+    # The head: the engine's two keys; each worker: the engine key only (it serves no admin
+    # route). The ranks run offline, so no HF token reaches them (the fetch Job's has it).
+    assert text.count('"secretKeyRef"') == 2 + (len(ctx.plan.nodes) - 1)
 
 
 def test_labels_follow_the_contract(ctx: ServingContext) -> None:

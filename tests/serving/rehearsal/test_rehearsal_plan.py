@@ -18,8 +18,11 @@ def test_every_rank_of_the_multi_rank_deployment_with_its_rendered_command() -> 
     for run in got.ranks:
         rank = gemma.rank(run.rank)
         rendered = gemma.argv(rank)[len(gemma.engine.entry) :]
-        # kubelet's $(VAR) expansion is the only difference from the rendered argv.
-        assert len(run.argv) == len(rendered)
+        # kubelet's $(VAR) expansion, then the keys the launcher hands over in the server's
+        # interpreter (the head: engine and admin key; a worker: the engine key only).
+        keys = gemma.engine.rank_key_env(run.rank)
+        assert len(run.argv) == len(rendered) + 2 * len(keys)
+        assert ("--admin-api-key" in run.argv) is (run.rank == 0)
         assert [w for w in rendered if "$(" not in w] == [w for w in run.argv if w in rendered]
         assert run.argv[run.argv.index("--host") + 1] == rank.node.node_ip == run.pod.ip
         assert run.argv[run.argv.index("--dist-init-addr") + 1] == (
