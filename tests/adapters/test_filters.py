@@ -158,11 +158,11 @@ def test_sparkrack_cluster_manifests_render_one_nad_per_vf_in_use() -> None:
 
 
 def test_sparkrack_fabric_check_manifests_one_pod_per_spark_and_a_bad_transport() -> None:
-    docs = FILTERS["sparkrack_fabric_check_manifests"](PLAN, {}, "roce", {})
+    docs = FILTERS["sparkrack_fabric_check_manifests"](PLAN, {}, "roce")
     pods = [d for d in docs if d["kind"] == "Pod"]
     assert len(pods) == len(LAB.sparks)
     with pytest.raises(AnsibleFilterError, match="roce or socket"):
-        FILTERS["sparkrack_fabric_check_manifests"](PLAN, {}, "tcp", {})
+        FILTERS["sparkrack_fabric_check_manifests"](PLAN, {}, "tcp")
 
 
 def test_sparkrack_contract_carries_names_and_the_kubeconfig_under_home() -> None:

@@ -47,9 +47,17 @@ def test_manifests_cluster_refuses_bad_inventory_options(
 @pytest.mark.parametrize(
     ("log", "args", "code", "verdict"),
     [
-        ("roce_4node_allreduce.log", [], 0, "PASS"),
+        # captured from 1 MiB: the gate also asks for the sizes from 8 KiB
+        ("roce_4node_allreduce.log", [], 1, "nccl-no-small-messages"),
         ("socket_fallback_unprivileged.log", [], 1, "nccl-socket-fallback"),
-        ("socket_fallback_unprivileged.log", ["--requested", "socket"], 0, "PASS"),
+        (
+            "socket_fallback_unprivileged.log",
+            ["--requested", "socket"],
+            1,
+            "nccl-no-small-messages",
+        ),
+        ("captured/sweep/fabric-check-socket.log", ["--requested", "socket"], 0, "PASS"),
+        ("captured/sweep/all_reduce_perf-socket.log", ["--requested", "socket"], 0, "PASS"),
         ("roce_4node_allreduce.log", ["--min-busbw", "30"], 1, "nccl-busbw-floor"),
     ],
 )

@@ -21,7 +21,8 @@ REASON = f"rsync failed: Authorization: Bearer {KEY}"
 
 
 def view() -> DeploymentView:
-    head = SimpleNamespace(
+    head = SimpleNamespace(metadata=SimpleNamespace(annotations={}))
+    state = SimpleNamespace(
         metadata=SimpleNamespace(annotations={contract.WATCHDOG_VERDICT_ANNOTATION: VERDICT})
     )
     pod = SimpleNamespace(
@@ -29,7 +30,7 @@ def view() -> DeploymentView:
         status=SimpleNamespace(conditions=[], container_statuses=[]),
     )
     service = SimpleNamespace(spec=SimpleNamespace(selector={}))
-    return DeploymentView("glm", [head], [pod], service)
+    return DeploymentView("glm", [head], [pod], service, state)
 
 
 class FakeCluster:

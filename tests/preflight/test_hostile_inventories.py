@@ -140,7 +140,7 @@ def test_the_corpus_is_big_unique_and_covers_every_category() -> None:
     assert len(DIAGNOSE) >= 5 and len(BENCH) >= 5
 
 
-def test_the_readme_gives_the_corpora_sizes() -> None:
+def test_the_trust_page_gives_the_corpora_sizes() -> None:
     import hostile_corpus
 
     text = " ".join((ROOT / "docs" / "design" / "trust.md").read_text().split())

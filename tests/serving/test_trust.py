@@ -22,6 +22,7 @@ from sparkrack.serving.trust import (
     RULE_IMAGE,
     RULE_REMOTE_CODE,
     Trust,
+    code_sources,
     repository,
     trust_of,
     trust_problems,
@@ -221,5 +222,6 @@ def test_engines_mount_the_hf_cache_read_only_unless_the_models_code_runs(
     mounts = cache_mounts(render_serving(single(resolve(gemma, ctx))))
     assert mounts and all(mounts)
     profile = changed("gemma-4-31b-it", sglang__trust_remote_code=True)
-    listed = replace(ctx, trust=replace(ctx.trust, remote_code_repos=(profile.model,)))
+    repos = tuple({s.repo for s in code_sources(profile, engine_of(profile.data))})
+    listed = replace(ctx, trust=replace(ctx.trust, remote_code_repos=repos))
     assert not any(cache_mounts(render_serving(single(resolve(profile, listed)))))

@@ -31,6 +31,9 @@ CONFIG_FILE = "config.yaml"
 CONFIG_MOUNT = "/etc/litellm"
 PORT = 4000
 MASTER_KEY_ENV = "LITELLM_MASTER_KEY"
+OFFLINE_ENV: dict[str, str] = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+"""LiteLLM reads its bundled price table instead of downloading one at start
+(``litellm_core_utils/get_model_cost_map.py``): the gateway's egress reaches the engines only."""
 SECRET_KEY = contract.GATEWAY_KEY_KEY
 ROUTER_SETTINGS: dict[str, Any] = {
     "routing_strategy": "simple-shuffle",
@@ -135,6 +138,7 @@ def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[di
             "env": [
                 secret_env(MASTER_KEY_ENV, ctx.gateway_key_secret, SECRET_KEY),
                 *key_envs(deployments),
+                *({"name": k, "value": v} for k, v in OFFLINE_ENV.items()),
             ],
             "ports": [{"name": "http", "containerPort": PORT}],
             "readinessProbe": {

@@ -13,7 +13,6 @@ same way for every engine; nothing outside ``engines/`` asks which engine a prof
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -27,6 +26,13 @@ from sparkrack.fabric.ncclenv import flight_recorder_env, rank_env
 from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import MemoryModel, Serving
 from sparkrack.serving.context import ServingContext
+from sparkrack.serving.engines.extra_args import (
+    EXTRA_ARGS_CLASS_RULES,
+    NAME_HINTS,
+    RULE_EXTRA_NOT_ALLOWED,
+    ArgClass,
+    value_class,
+)
 from sparkrack.serving.engines.listeners import (
     Bind,
     Listener,
@@ -120,48 +126,6 @@ CUTE_DSL_CACHE = JitCache(
 DEEPGEMM_CACHE = JitCache(
     "deep-gemm", "DG_JIT_CACHE_DIR", "$HOME/.deep_gemm", "deep_gemm/jit (DG_JIT_CACHE_DIR)"
 )
-
-
-class ArgClass(StrEnum):
-    """Why an option of ``extra_args`` is refused: each class is one rule id."""
-
-    CODE = "code"
-    """The engine imports or loads code (a plugin, a module, a per-request processor, a tokenizer
-    or template from another path or repo)."""
-    EGRESS = "egress"
-    """The engine connects out (a URL, a host:port)."""
-    PATH = "path"
-    """The engine reads or writes a path of the pod sparkrack does not render."""
-    PRIVACY = "privacy"
-    """The engine logs or dumps requests (prompts and completions)."""
-
-
-EXTRA_ARGS_CLASS_RULES: Mapping[ArgClass, str] = MappingProxyType(
-    {c: f"extra-args-{c.value}" for c in ArgClass}
-)
-"""Class -> rule id of its refusal."""
-RULE_EXTRA_NOT_ALLOWED = "extra-args-not-allowed"
-
-# What an option's name says it does when the engine's own table has no row for it.
-_NAME_HINTS: tuple[tuple[ArgClass, tuple[str, ...]], ...] = (
-    (
-        ArgClass.CODE,
-        ("plugin", "module", "custom", "processor", "middleware", "extension", "loader", "remote"),
-    ),
-    (ArgClass.PRIVACY, ("log-request", "log-output", "dump", "request-log")),
-    (ArgClass.EGRESS, ("endpoint", "url", "uri", "host", "otlp", "domain", "trace")),
-    (ArgClass.PATH, ("path", "dir", "file", "folder", "template", "tokenizer", "config", "ssl")),
-)
-_HOST_PORT = re.compile(r"^\[?[A-Za-z0-9_.:-]*[A-Za-z0-9_.-]\]?:[0-9]{1,5}$")
-
-
-def value_class(value: str) -> tuple[ArgClass, str] | None:
-    """The class of a value word of ``extra_args`` that names a place (None: a plain value)."""
-    if "://" in value or _HOST_PORT.match(value):
-        return ArgClass.EGRESS, f"{value!r} names a host to connect to"
-    if value.startswith(("/", "~", "./", "../")) or "/" in value:
-        return ArgClass.PATH, f"{value!r} names a path or a repo"
-    return None
 
 
 MetricKind = Literal["counter", "gauge", "histogram"]
@@ -425,7 +389,7 @@ class Engine:
             row = prefixed.pop() if len(prefixed) == 1 else None
         if row is not None:
             return EXTRA_ARGS_CLASS_RULES[row[0]], row[1]
-        for klass, hints in _NAME_HINTS:
+        for klass, hints in NAME_HINTS:
             if any(h in spelled for h in hints):
                 return EXTRA_ARGS_CLASS_RULES[klass], f"its name says it is a {klass} option"
         return RULE_EXTRA_NOT_ALLOWED, "it is not an option sparkrack has read and allows"

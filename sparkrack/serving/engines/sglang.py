@@ -43,7 +43,6 @@ from sparkrack.serving.engines.base import (
     LIVENESS_PERIOD,
     PROBE_PERIOD,
     TRITON_CACHE,
-    ArgClass,
     Engine,
     FileSet,
     Rank,
@@ -54,6 +53,7 @@ from sparkrack.serving.engines.base import (
     number,
     section,
 )
+from sparkrack.serving.engines.extra_args import ArgClass
 from sparkrack.serving.engines.listeners import Bind, Listener, Peer, PortOf
 from sparkrack.serving.engines.sglang_table import IMAGES, KNOBS, METRICS, NAME, RECORDED
 from sparkrack.serving.names import ObjectNames, deployment_name

@@ -26,7 +26,6 @@ from sparkrack.serving.engines.base import (
     INDUCTOR_CACHE,
     TRITON_CACHE,
     AcceptRatio,
-    ArgClass,
     JitCache,
     Metric,
     MetricKind,
@@ -39,6 +38,7 @@ from sparkrack.serving.engines.base import (
     number,
     section,
 )
+from sparkrack.serving.engines.extra_args import ArgClass
 from sparkrack.serving.objects.pod import hardened
 from sparkrack.serving.profile.images import ImageFacts
 from sparkrack.serving.profile.knobs import ABS_PATH, HF_ID, IDENT, REVISION, Knob, env, k, runtime

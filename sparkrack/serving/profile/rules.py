@@ -17,7 +17,7 @@ from sparkrack.errors import Problem, shown
 from sparkrack.inputs.imageref import is_moving_tag
 from sparkrack.planner.memory import RULE_CONTEXT, RULE_POOL, RULE_WEIGHTS
 from sparkrack.serving.engines import ENGINES, Engine, engine_of
-from sparkrack.serving.engines.base import EXTRA_ARGS_CLASS_RULES, RULE_EXTRA_NOT_ALLOWED
+from sparkrack.serving.engines.extra_args import EXTRA_ARGS_CLASS_RULES, RULE_EXTRA_NOT_ALLOWED
 from sparkrack.serving.profile.capacity import capacity_problems
 from sparkrack.serving.profile.load import schema_problems
 from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet

@@ -84,3 +84,11 @@ def test_a_lan_port_without_clients_is_refused(tmp_path: Path) -> None:
 def test_a_port_outside_the_node_port_range_is_refused(tmp_path: Path, port: object) -> None:
     with pytest.raises(SparkrackError, match="serving_gateway_node_port"):
         _gateway(tmp_path, serving_gateway_node_port=port, serving_gateway_clients=["10.0.0.0/8"])
+
+
+def test_the_gateway_reads_its_bundled_price_table(tmp_path: Path) -> None:
+    """Egress reaches the engines only, so LiteLLM must not download its price table at start:
+    the rendered container carries the variable that turns that off."""
+    (container,) = _gateway(tmp_path)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert gateway.OFFLINE_ENV and all(env.get(k) == v for k, v in gateway.OFFLINE_ENV.items())

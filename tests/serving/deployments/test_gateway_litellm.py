@@ -73,8 +73,7 @@ def proxy(
         **os.environ,
         gateway.MASTER_KEY_ENV: MASTER_KEY,
         **(keys or {}),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no download of the price table
-        "LITELLM_TELEMETRY": "False",
+        **gateway.OFFLINE_ENV,  # as the rendered pod: no download of the price table
         "NO_PROXY": "127.0.0.1,localhost",
     }
     log = (tmp / "litellm.log").open("w")
@@ -181,3 +180,16 @@ def test_each_alias_streams_from_its_own_backend(
         with proxy(litellm, swapped, tmp_path, env) as url:
             status, text = stream(url, "model-alpha")
             assert status != 200 or not text, "a misrouted request must not succeed"
+
+
+def test_the_pinned_litellm_reads_the_offline_variable(litellm: Path) -> None:
+    """Each name of ``gateway.OFFLINE_ENV`` is one the pinned LiteLLM's own source reads, so the
+    rendered variable is not a dead letter (negative control: a misspelt name is not found)."""
+    site = next((litellm.parent.parent / "lib").glob("python3*/site-packages/litellm"))
+    source = "\n".join(p.read_text(errors="replace") for p in site.rglob("*.py"))
+
+    def read(name: str) -> bool:
+        return f'getenv("{name}"' in source or f'environ.get("{name}"' in source
+
+    assert all(read(name) for name in gateway.OFFLINE_ENV)
+    assert not read("LITELLM_LOCAL_MODEL_COST_MAPS")
