@@ -25,6 +25,7 @@ port. ``bash`` blocks (site.yml itself, the curl from a laptop) are shown, never
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
 import shutil
@@ -33,6 +34,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -124,6 +126,7 @@ class Owner:
     def __init__(self, work: Path, kube: KubeAPI | None) -> None:
         self.work = work
         self.kube = kube
+        self.created: list[dict[str, Any]] = []
         (work / "inventories").mkdir(parents=True)
         shutil.copytree(ROOT / "inventories" / "example", work / "inventories" / "example")
         home = work / "home"
@@ -214,6 +217,34 @@ class Owner:
             except ConflictError:
                 if obj["kind"] != "Namespace":
                     raise
+            self.created.append(obj)
+
+    def remove_created(self) -> None:
+        """Delete what :meth:`apply_rendered` created, pods of its StatefulSets included: the
+        session's control plane is shared, and a pending rank of the owner's inventory would
+        take the GPU of a node a later test registers under the same name."""
+        from kubernetes import client
+        from kubernetes.dynamic import DynamicClient
+        from kubernetes.dynamic.exceptions import NotFoundError
+
+        if self.kube is None or not self.created:
+            return
+        api = self.kube.client()
+        dyn = DynamicClient(api)
+        for obj in reversed(self.created):
+            resource = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            with contextlib.suppress(NotFoundError):
+                resource.delete(
+                    name=obj["metadata"]["name"],
+                    namespace=obj["metadata"].get("namespace"),
+                    body={"propagationPolicy": "Background"},
+                )
+        core = client.CoreV1Api(api)
+        for ns in {
+            o["metadata"]["namespace"] for o in self.created if "namespace" in o["metadata"]
+        }:
+            with contextlib.suppress(client.ApiException):
+                core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
 
     def edit(self, step: Step) -> None:
         path = self.work / step.path
@@ -239,7 +270,10 @@ def ran(kube_api: KubeAPI, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     for step in steps(PAGE.read_text()):
         code, output = owner.run(step)
         results.append(Ran(step, code, output))
-    yield results
+    try:
+        yield results
+    finally:
+        owner.remove_created()
 
 
 def test_every_documented_command_prints_what_the_page_shows(ran: list[Ran]) -> None:
