@@ -215,6 +215,7 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
         sys.executable, "-m", "sparkrack", "watch", "--url", f"http://127.0.0.1:{port}",
         "--name", TARGET, "--deployment", TARGET, "--namespace", NS, "--alias", TARGET,
         "--kubeconfig", str(kubeconfig), "--stall-after", "2", "--interval", "3",
+        "--ranks", rendered_ranks(),
         "--max-restarts", "2", "--restart-window", "600", "--restart-grace", "0",
         "--evidence", str(evidence), "--metrics-port", str(free_port()),
     ]  # fmt: skip
@@ -335,6 +336,7 @@ def test_the_watchdog_probes_with_the_deployments_key_and_a_refused_key_restarts
         sys.executable, "-m", "sparkrack", "watch", "--url", f"http://127.0.0.1:{port}",
         "--name", TARGET, "--deployment", TARGET, "--namespace", NS, "--alias", TARGET,
         "--kubeconfig", str(kubeconfig), "--stall-after", "2", "--interval", "2",
+        "--ranks", rendered_ranks(),
         "--max-restarts", "2", "--restart-window", "600", "--restart-grace", "0",
         "--evidence", str(tmp_path / "evidence"), "--metrics-port", str(free_port()),
         "--api-key-env", contract.ENGINE_KEY_ENV,
@@ -410,3 +412,11 @@ def test_emptying_the_watchdog_image_removes_every_watchdog_and_the_guard(
     assert on.returncode == 0, on.stdout[-3000:] + on.stderr[-2000:]
     assert _guarding(rendered) == before
     assert recap_changed(on.stdout)["localhost"] > 0
+
+
+def rendered_ranks() -> str:
+    """The ``--ranks`` the render gives TARGET's watchdog: its Role names each rank's objects, so a
+    watch run with its token reads them by name, never by listing."""
+    applied = client.AppsV1Api(kube()).read_namespaced_deployment(watchdog_name(TARGET), NS)
+    [container] = applied.spec.template.spec.containers
+    return str(container.args[container.args.index("--ranks") + 1])
