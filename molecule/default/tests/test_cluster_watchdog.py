@@ -384,14 +384,22 @@ def _guarding(rendered: dict[str, Any]) -> dict[str, list[str]]:
     """The live watchdog and memory-guard objects by kind, found by the render's own selector."""
     apps, rbac = client.AppsV1Api(kube()), client.RbacAuthorizationV1Api(kube())
     core, net = client.CoreV1Api(kube()), client.NetworkingV1Api(kube())
+    admission = client.AdmissionregistrationV1Api(kube())
     selector = rendered["watchdog"]["selector"]
     listed = {
         "DaemonSet": apps.list_namespaced_daemon_set(NS, label_selector=selector),
         "Deployment": apps.list_namespaced_deployment(NS, label_selector=selector),
         "NetworkPolicy": net.list_namespaced_network_policy(NS, label_selector=selector),
+        "ConfigMap": core.list_namespaced_config_map(NS, label_selector=selector),
         "RoleBinding": rbac.list_namespaced_role_binding(NS, label_selector=selector),
         "Role": rbac.list_namespaced_role(NS, label_selector=selector),
         "ServiceAccount": core.list_namespaced_service_account(NS, label_selector=selector),
+        "ValidatingAdmissionPolicyBinding": admission.list_validating_admission_policy_binding(
+            label_selector=selector
+        ),
+        "ValidatingAdmissionPolicy": admission.list_validating_admission_policy(
+            label_selector=selector
+        ),
     }
     assert set(listed) == set(rendered["watchdog"]["kinds"])
     return {kind: sorted(o.metadata.name for o in found.items) for kind, found in listed.items()}
