@@ -45,8 +45,8 @@ LARGEST_FILE_BYTES = 5_000_000_000
 """The largest file of a checkpoint when nothing says: 5 GB, the usual safetensors shard size
 on the Hub. An assumption: the render knows a model's size, not its files'."""
 LOAD_MBYTE_S: Final = round(fitted_rate(), 1)
-"""Weights one GB10 rank loads per second (190.8 MB/s): the loader's copy out of memory-mapped
-file pages into the GPU's allocation, fit on the published SGLang loads
+"""Weights one GB10 rank loads per second (181.6 MB/s): the loader's copy out of memory-mapped
+file pages into the GPU's allocation, fit on published loads
 (:data:`sparkrack.planner.load_figures.FIT`). A faster disk does not shorten it; a slower disk
 does (:attr:`Rates.load_mbyte_s`)."""
 OUTAGE_PHASES: Final = ("wait-memory", "engine load")

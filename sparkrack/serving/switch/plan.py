@@ -387,8 +387,8 @@ def fetch_plan(res: Resolution) -> FetchPlan:
 
 LOADING_BARRIER_MARGIN = 1.25
 """How much longer than its estimate a load may take before the estimate is called near a
-barrier: the published loads the rate is checked against run from 23 % slower to 17 % faster
-than it (docs/design/switch-estimate.md; Nemotron-3-Ultra, src:ultra-post: 412 s estimated from
+barrier: the published loads the rate is checked against run from 19 % slower to 23 % faster
+than it (docs/design/switch-estimate.md; Nemotron-3-Ultra, src:ultra-post: 433 s estimated from
 its checkpoint, ~490 s measured), and a rank reading a cold or busy disk loads slower still."""
 
 
