@@ -1,9 +1,11 @@
 """``sparkrack status``: the owner's view of the running deployments, through the kubeconfig.
 
 Per deployment: ranks Ready, container restarts, the watchdog's state and last verdict, its group
-restarts, whether the gateway routes to it, its weight download and copy Jobs with their
-progress, the newest evidence bundle and, with ``--prometheus``, its generated tokens/s. Exit 0
-when every deployment is healthy (or recovered) with all ranks Ready, 1 otherwise; ``--watch``
+restarts, whether it serves (every rank Ready and the gateway's route not taken out by the
+watchdog), its weight download and copy Jobs with their progress, the newest evidence bundle
+and, with ``--prometheus``, its generated tokens/s. Whether the watchdog watches is read from
+its Deployment (a Ready pod), not assumed from its state ConfigMap. Exit 0 when every deployment
+serves and its watchdog, if it has one, runs and is healthy (or recovered), 1 otherwise; ``--watch``
 redraws every S seconds until ^C or ``--count`` frames, and exits with the last frame's code.
 
 The kubeconfig is ``--kubeconfig``, else ``$KUBECONFIG``, else the one site.yml writes
@@ -76,13 +78,41 @@ def _namespace(args: argparse.Namespace) -> str:
     return context_from_inventory(args.inventory or DEFAULT_INVENTORY).namespace
 
 
+NO_WATCHDOG = "no watchdog"
+WATCHDOG_DOWN = "watchdog not running"
+WATCHDOG_STARTING = "watchdog running, no verdict yet"
+
+
+def watchdog_state(view: DeploymentView) -> str:
+    """What the watchdog says, read from its Deployment and its state ConfigMap: its state when
+    its pod is Ready, else that it is not running (its last state beside it, as history). A
+    deployment without a watchdog Deployment shows the state a watchdog run by hand wrote (its
+    last verdict carries the time), or that it has no watchdog."""
+    state = view.annotations().get(contract.WATCHDOG_STATE_ANNOTATION)
+    running = view.watchdog_running()
+    if running is None:
+        return state or NO_WATCHDOG
+    if not running:
+        return f"{WATCHDOG_DOWN} (last state: {state})" if state else WATCHDOG_DOWN
+    return state or WATCHDOG_STARTING
+
+
+def serving_text(r: dict[str, Any]) -> str:
+    if not r["routed"]:
+        return "NOT ROUTED (the watchdog took it out of the gateway)"
+    if not r["serving"]:
+        return f"NOT SERVING ({r['ranks_ready']} ranks ready)"
+    return "serving"
+
+
 def row(
     view: DeploymentView, evidence: Path | None, jobs: list[dict[str, str]] | None = None
 ) -> dict[str, Any]:
     jobs = jobs or []
     notes = view.annotations()
     ready, ranks = view.ranks_ready()
-    state = notes.get(contract.WATCHDOG_STATE_ANNOTATION, "unwatched")
+    state = watchdog_state(view)
+    verdict_given = state not in (NO_WATCHDOG, WATCHDOG_STARTING)
     restarts = [t for t in notes.get(contract.WATCHDOG_RESTARTS_ANNOTATION, "").split(",") if t]
     newest = ""
     if evidence is not None:
@@ -95,10 +125,11 @@ def row(
         "watchdog": state,
         "watchdog_restarts": len(restarts),
         "routed": not view.quarantined(),
+        "serving": view.serving(),
         "last_verdict": notes.get(contract.WATCHDOG_VERDICT_ANNOTATION, ""),
         "evidence": newest,
         "jobs": jobs,
-        "ok": ready == ranks > 0 and state in GOOD | {"unwatched"} and not view.quarantined(),
+        "ok": view.serving() and (state in GOOD or not verdict_given),
     }
 
 
@@ -128,7 +159,7 @@ def show(rows: list[dict[str, Any]], as_json: bool, lines: bool = False) -> None
     if not rows:
         print("no serving deployments", flush=True)
     for r in rows:
-        routed = "routed" if r["routed"] else "NOT ROUTED"
+        routed = serving_text(r)
         print(
             f"{r['deployment']}: {r['watchdog']}, ranks {r['ranks_ready']} ready, "
             f"{r['watchdog_restarts']} watchdog restarts, {r['container_restarts']} container "

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from sparkrack.planner.load_figures import fitted_rate
+
 MB = 1_000_000
 VERIFY_MBYTE_S_PER_CORE = 1_000
 """sha256 per core with SHA extensions (measured 1.7 GB per CPU-second in lab/bench_verify.py;
@@ -42,11 +44,11 @@ final push."""
 LARGEST_FILE_BYTES = 5_000_000_000
 """The largest file of a checkpoint when nothing says: 5 GB, the usual safetensors shard size
 on the Hub. An assumption: the render knows a model's size, not its files'."""
-LOAD_MBYTE_S = 171.0
-"""Weights one GB10 rank loads per second, disk cache warm or cold: fit on src:ultra-post (Ultra, 83.72
-GB per GPU in ~490 s, 170.9 MB/s). The copy from pageable host memory into the GPU's allocation
-bounds it on Grace, not the NVMe (sglang#29731 describes that path), so a faster disk does not
-shorten it; a slower disk does (:attr:`Rates.load_mbyte_s`)."""
+LOAD_MBYTE_S: Final = round(fitted_rate(), 1)
+"""Weights one GB10 rank loads per second (181.6 MB/s): the loader's copy out of memory-mapped
+file pages into the GPU's allocation, fit on published loads
+(:data:`sparkrack.planner.load_figures.FIT`). A faster disk does not shorten it; a slower disk
+does (:attr:`Rates.load_mbyte_s`)."""
 OUTAGE_PHASES: Final = ("wait-memory", "engine load")
 """The phases during which no engine of the deployment serves: the old one is stopped once the
 copy has verified, the new one serves once its weights are loaded. Download, verify and copy run

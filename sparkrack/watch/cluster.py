@@ -44,6 +44,8 @@ class DeploymentView:
     api_service: Any | None
     state: Any | None = None
     """The watchdog's state ConfigMap (None: the deployment has no watchdog)."""
+    watchdog: Any | None = None
+    """The watchdog's Deployment (None: none, or not read: the watchdog reads no Deployment)."""
 
     @property
     def head(self) -> Any | None:
@@ -62,6 +64,17 @@ class DeploymentView:
         return sum(
             cs.restart_count or 0 for p in self.pods for cs in (p.status.container_statuses or [])
         )
+
+    def serving(self) -> bool:
+        """Every rank Ready and the API Service routable: the gateway reaches an engine."""
+        ready, ranks = self.ranks_ready()
+        return ready == ranks > 0 and not self.quarantined()
+
+    def watchdog_running(self) -> bool | None:
+        """Whether the watchdog's Deployment has a Ready pod (None: the deployment has none)."""
+        if self.watchdog is None:
+            return None
+        return bool((self.watchdog.status.ready_replicas or 0) > 0)
 
     def quarantined(self) -> bool:
         selector = (self.api_service.spec.selector or {}) if self.api_service else {}
@@ -142,8 +155,9 @@ class Cluster:
             self.namespace, label_selector=sel
         ).items
         api = next((s for s in services if s.spec.cluster_ip != "None"), None)
+        watchdog = self._get(self.apps.read_namespaced_deployment, state_name(name))
         return DeploymentView(
-            name, sorted(sets, key=_rank), sorted(pods, key=_rank), api, self.state(name)
+            name, sorted(sets, key=_rank), sorted(pods, key=_rank), api, self.state(name), watchdog
         )
 
     def fetch_jobs(self, name: str) -> list[dict[str, str]]:

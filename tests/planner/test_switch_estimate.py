@@ -17,6 +17,7 @@ from sparkrack.cli import main
 from sparkrack.planner.switch import (
     CHAIN,
     FAN_OUT,
+    LOAD_MBYTE_S,
     RAIL_OVERHEAD_S,
     RELAY_OVERHEAD_S,
     VERDICT_OVERHEAD_S,
@@ -43,9 +44,10 @@ def test_each_phase_follows_its_rate() -> None:
     # in 33.3 s: the disk is the limit; then each peer hashes its copy (33.3 s) and answers.
     assert p.seconds("copy rail 0") == pytest.approx(100 / 3 + RAIL_OVERHEAD_S)
     assert p.seconds("peer-verify") == pytest.approx(100 / 3 + VERDICT_OVERHEAD_S)
-    # Each rank loads its 25 GB at the loader's 171 MB/s (a 3 GB/s disk is faster).
-    assert p.seconds("engine load") == pytest.approx(25_000 / 171)
-    assert p.outage_s == pytest.approx(25_000 / 171)  # wait-memory is 0 here
+    # Each rank loads its 25 GB at the loader's 181.6 MB/s (a 3 GB/s disk is faster).
+    assert LOAD_MBYTE_S == 181.6
+    assert p.seconds("engine load") == pytest.approx(25_000 / 181.6)
+    assert p.outage_s == pytest.approx(25_000 / 181.6)  # wait-memory is 0 here
     assert p.seconds("pre-pull") is None
     assert p.total_s == pytest.approx(sum(e.seconds or 0 for e in p.phases))  # one rail
     slow = Rates(rail_mbit_s=10_000, download_mbit_s=1_000, disk_mbyte_s=3_000)

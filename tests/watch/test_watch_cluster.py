@@ -146,7 +146,8 @@ def test_a_stall_captures_evidence_unroutes_restarts_and_recovers(
     service = api_service(cluster)
     wait("endpoints of the API Service", lambda: len(cluster.ready_endpoints(service)) == 1)
     code, rows = status(kube_api, cluster, tmp_path)
-    assert (code, rows[0]["watchdog"], rows[0]["ranks_ready"]) == (0, "unwatched", "2/2")
+    assert (code, rows[0]["watchdog"], rows[0]["ranks_ready"]) == (0, "no watchdog", "2/2")
+    assert rows[0]["serving"] is True
 
     actions = Actions(NAME, "", cluster, tmp_path, "model-alpha", Supervisor(Budget(3, 600, 0)))
     with spawn(["--rate", "100", "--stall-after", "2"]) as url:
@@ -388,6 +389,16 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
         Actions(NAME, "", cluster, supervisor=Supervisor(Budget(100, 600, 0))).apply(
             run_probe(ProbeConfig(url=url, stall_s=1.5))
         )
+    # status reads whether the deployed watchdog watches from its Deployment: its pod (an
+    # image no node can pull) is not Ready, so the state it holds is history, and status fails.
+    code, rows = status(kube_api, cluster, tmp_path)
+    shown = (code, rows[0]["watchdog"], rows[0]["serving"])
+    assert shown == (1, "watchdog not running (last state: healthy)", True), rows
+    # Negative control: without the Deployment the same state is shown as the one written.
+    cluster.apps.delete_namespaced_deployment(account, cluster.namespace)
+    wait("the watchdog's Deployment gone", lambda: cluster.view(NAME).watchdog is None)
+    code, rows = status(kube_api, cluster, tmp_path)
+    assert (code, rows[0]["watchdog"]) == (0, "healthy"), rows
 
 
 def test_status_watch_redraws_a_state_change_and_ends_on_its_bound_or_ctrl_c(

@@ -387,8 +387,9 @@ def fetch_plan(res: Resolution) -> FetchPlan:
 
 LOADING_BARRIER_MARGIN = 1.25
 """How much longer than its estimate a load may take before the estimate is called near a
-barrier: the estimate's one fit point, Nemotron-3-Ultra, predicts 460 s for the ~490 s measured
-(src:ultra-post), and a rank reading a cold or busy disk loads slower still."""
+barrier: the published loads the rate is checked against run from 19 % slower to 23 % faster
+than it (docs/design/switch-estimate.md; Nemotron-3-Ultra, src:ultra-post: 433 s estimated from
+its checkpoint, ~490 s measured), and a rank reading a cold or busy disk loads slower still."""
 
 
 def loading_barrier_warnings(res: Resolution, source: str) -> list[Problem]:
