@@ -84,8 +84,8 @@ def main() -> int:
             ["workers", "hashed", "time", "wall rate", "GB per CPU-second"],
             rows,
             [
-                "Files of random bytes in the page cache, one per worker; the issue asks for at "
-                "least 1 GB/s per core."
+                "Files of random bytes in the page cache, one per worker; the goal is at least "
+                "1 GB per CPU-second."
             ],
         )
         print(f"record: {measurements.write(record, 'bench-verify', args.root)}")

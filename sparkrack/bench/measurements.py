@@ -20,7 +20,9 @@ import datetime as dt
 import difflib
 import json
 import os
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +169,27 @@ def measured(
         table={"columns": columns, "rows": rows},
         notes=list(notes or []),
     )
+
+
+def pytest_reports(test: str, runs: int, root: Path = ROOT) -> list[tuple[int, list[Any]]]:
+    """Run the pytest node ``test`` ``runs`` times, each a fresh process that appends a JSON line
+    per figure to the file named by ``SPARKRACK_BENCH_REPORT``: per run, pytest's exit code and
+    those lines (a test that measures and asserts is also the benchmark of its figures)."""
+    out = []
+    with tempfile.TemporaryDirectory(prefix="sparkrack-bench-report-") as tmp:
+        for i in range(runs):
+            report = Path(tmp, f"run{i}.jsonl")
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+                cwd=root,
+                env={**os.environ, "SPARKRACK_BENCH_REPORT": str(report)},
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            lines = report.read_text().splitlines() if report.is_file() else []
+            out.append((proc.returncode, [json.loads(line) for line in lines]))
+    return out
 
 
 def _problem(name: str, key: str, message: str, fix: str) -> Problem:
