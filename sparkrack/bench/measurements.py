@@ -44,14 +44,14 @@ SECTIONS: dict[str, str] = {
         "and memory, a converge with the API, the rank rehearsal, `molecule test` and CI."
     ),
     "Weights: verification": (
-        "Verification reads every byte once with sha256 (or git's sha1 for small files kept in "
-        "git), as the fetch step's `verify` reads them. GB per CPU-second is what one core does "
-        "whatever else shares the machine; the wall rate depends on that load."
+        "The fetch step's verification rate (what it does: [switch](../guide/switch.md)). GB "
+        "hashed per CPU-second is what one core does whatever else shares the machine; the wall "
+        "rate depends on that load."
     ),
     "Weights: push over the rails": (
-        "The push uses every rail: one rsync stream per rail per peer. The estimate is "
-        "`sparkrack.planner.switch` at the shaped rate R with the shard size known; "
-        "`sparkrack plan -i` says which shape a deployment gets."
+        "The push over both rails, fan-out and chain (the shapes: [switch](../guide/switch.md)), "
+        "each rail shaped to the same rate R. The estimate is `sparkrack.planner.switch` at R "
+        "with the shard size known."
     ),
     "The copy estimate against a real copy": (
         "The switch's copy estimate against a real push (the check itself is described in "
