@@ -132,3 +132,30 @@ def test_a_benchmark_writes_its_record_and_the_page(tmp_path: Path) -> None:
     page = (tmp_path / measurements.PAGE).read_text()
     assert page == measurements.render(records)
     assert "`lab/bench_verify.py`: `.venv/bin/python lab/bench_verify.py --gb 0.04`." in page
+
+
+def test_the_rails_benchmark_rows_make_a_record() -> None:
+    """lab/bench_rails.py needs the container lab; its rows, from what one case measures, make
+    a record the reader accepts (a case without an estimate shows '-')."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_rails", ROOT / "lab" / "bench_rails.py")
+    assert spec is not None and spec.loader is not None
+    rails = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rails)
+    got = {"wall_s": 136.4, "copy_s": 130.0, "aggregate_wall_R": 1.89, "estimate_s": None}
+    row = rails.case_row("chain", got | {"load": (0.54, 0.4, 0.3)})
+    assert row == [
+        "chain, each hop after the last peer marked (store and forward)",
+        "136.4 s (copy streams 130.0 s)",
+        "1.89 x R",
+        "-",
+        "0.54 0.40 0.30",
+    ]
+    before = measurements.Load((0.5, 0.4, 0.3), 2)
+    columns = ["copy", "every peer verified and marked", "aggregate", "estimate", "load"]
+    record = measurements.measured(
+        "lab/bench_rails.py", "Weights: push over the rails", "x", before, columns, [row]
+    )
+    parsed = measurements.parse("bench-rails.json", json.loads(record.to_json()))
+    assert "| 1.89 x R | - | 0.54 0.40 0.30 |" in measurements.render({"r": parsed})
