@@ -330,6 +330,12 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _code(text: str) -> str:
+    """``text`` as inline code, fenced with two backticks where it holds one."""
+    text = _cell(text)
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
 def _where(record: Record) -> str:
     load = record.load
     if record.imported is not None:
@@ -377,7 +383,7 @@ def render(records: dict[str, Record]) -> str:
             columns = record.table["columns"]
             out += [
                 "",
-                f"`{record.benchmark}`: `{_cell(record.command)}`. {_where(record)}",
+                f"{_code(record.benchmark)}: {_code(record.command)}. {_where(record)}",
                 "",
                 "| " + " | ".join(_cell(c) for c in columns) + " |",
                 "|" + "---|" * len(columns),
