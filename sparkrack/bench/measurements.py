@@ -4,8 +4,8 @@ A benchmark (``lab/bench_*.py``, ``tests/*_benchmark.py``, ``make lab`` and ``ma
 through ``lab/lab.py``) reads the machine's load before its run (:func:`load_now`), then hands
 its figures to :func:`measured` (which adds the load after it) and :func:`write`, which stores
 the record under ``docs/dev/measurements/`` and rewrites ``docs/dev/measurements.md`` from every
-record there. Each record names the benchmark that made
-it, the command, the date, the machine and its load. A record ``imported`` from the earlier
+record there. Each record names the benchmark that made it, the command, the date, the machine
+and its load. A record ``imported`` from the earlier
 hand-written page says where and when it was measured and that it was not re-measured.
 
     python -m sparkrack.bench.measurements [--check]
