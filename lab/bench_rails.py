@@ -21,7 +21,9 @@ chain pushed it on), the aggregate rate (model bytes x peers / those seconds) in
 for fan-out and chain also the copy streams' own seconds (the slowest rail, from the push's
 ``copy per rail`` summary, per hop summed), the switch estimate of the shape (fan-out and
 relay), the bytes each rail's shapers sent (``tc -s``), and the load average. The issue asks
-for >= 1.7 x R aggregate (2 GB model, 3 peers).
+for >= 1.7 x R aggregate (2 GB model, 3 peers). The cases, each with its load, are written as
+the record ``docs/dev/measurements/bench-rails.json`` and ``docs/dev/measurements.md`` is
+rewritten (``--no-record``: print only).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fetchlab  # noqa: E402
 from fetchlab import Fabric, put, sh  # noqa: E402
 
+from sparkrack.bench import measurements  # noqa: E402
 from sparkrack.inputs.inventory import load_inventory  # noqa: E402
 from sparkrack.planner.switch import Rates, chain_seconds, fan_out_seconds  # noqa: E402
 from sparkrack.serving.switch import plan as fetchplan  # noqa: E402
@@ -175,6 +178,26 @@ def run_case(
     }
 
 
+CASES = {
+    "rails2": "fan-out, both rails",
+    "rail1": "fan-out, first rail only",
+    "chain": "chain, each hop after the last peer marked (store and forward)",
+    "relay": "chain, every hop at once (`receive --relay-to`)",
+}
+
+
+def case_row(case: str, got: dict[str, Any]) -> list[str]:
+    copy = f" (copy streams {got['copy_s']:.1f} s)" if got["copy_s"] else ""
+    estimate = got["estimate_s"]
+    return [
+        CASES.get(case, case),
+        f"{got['wall_s']:.1f} s{copy}",
+        f"{got['aggregate_wall_R']:.2f} x R",
+        "-" if estimate is None else f"{estimate:.1f} s",
+        " ".join(f"{x:.2f}" for x in got["load"]),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate-mbit", type=int, default=200, help="R: every rail's rate")
@@ -182,7 +205,9 @@ def main() -> int:
     parser.add_argument("--peers", type=int, default=3)
     parser.add_argument("--cases", default="rails2,rail1,chain,relay")
     parser.add_argument("--keep", action="store_true", help="leave the containers up")
+    parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args()
+    before = measurements.load_now()
     lab = lab_module()
     lab.ensure_engine()
     image, _ = lab.ensure_image()
@@ -246,6 +271,23 @@ def main() -> int:
         print(fetchlab.qdiscs(fabric))
         print(json.dumps({"rate_mbit": args.rate_mbit, "model_bytes": model, "qdisc": qdisc,
                           "results": results}, default=list))  # fmt: skip
+        if not args.no_record:
+            record = measurements.measured(
+                "lab/bench_rails.py",
+                "Weights: push over the rails",
+                "flock /tmp/sparkrack-lab.lock .venv/bin/python lab/bench_rails.py "
+                f"--rate-mbit {args.rate_mbit} --shard-mib {args.shard_mib} --peers {args.peers} "
+                f"--cases {args.cases}",
+                before,
+                ["copy", "every peer verified and marked", "aggregate", "estimate", "load"],
+                [case_row(case, got) for case, got in results.items()],
+                [
+                    f"Between lab containers, a head and {args.peers} peers, each rail shaped by "
+                    f"`tc` ({qdisc}) to R = {args.rate_mbit} Mbit/s, a {model / 1e9:.2f} GB model "
+                    f"({SHARDS} random shards of {args.shard_mib} MiB)."
+                ],
+            )
+            print(f"record: {measurements.write(record, 'bench-rails')}")
     finally:
         if not args.keep:
             fetchlab.down(PREFIX, boxes, 2)

@@ -53,6 +53,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import controlplane  # noqa: E402  (lab/ is a folder of scripts, not a package)
 
+from sparkrack.bench import measurements  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 LAB_DIR = ROOT / "lab"
 IMAGE_DIR = LAB_DIR / "image"
@@ -747,14 +749,17 @@ def print_summary() -> None:
         print(f"  [{','.join(hosts)}] {item}")
 
 
-def print_timings(result: dict[str, Any], build: float | None) -> None:
+def timing_rows(result: dict[str, Any], build: float | None) -> list[tuple[str, str]]:
+    """What ``make lab`` measured, one (what, figure) pair per line of its timings."""
     conv, rerun = result["converge_seconds"], result["rerun_seconds"]
     ratio = 100 * rerun / conv if conv else 0.0
-    print("\n== timings ==")
-    print(f"image build      {'cached' if build is None else f'{build:.0f} s'}")
+    rows = [("image build", "cached" if build is None else f"{build:.0f} s")]
     if "image_seconds" in result:
-        print(
-            f"sparkrack image   {result['image_seconds']} s (build + archive; cached by input hash)"
+        rows.append(
+            (
+                "sparkrack image",
+                f"{result['image_seconds']} s (build + archive; cached by input hash)",
+            )
         )
     built_file, start_file = (
         STATE_DIR / "controlplane-build.json",
@@ -762,26 +767,69 @@ def print_timings(result: dict[str, Any], build: float | None) -> None:
     )
     if built_file.is_file():
         built: dict[str, float | None] = json.loads(built_file.read_text())
-        print(
-            "control plane    "
-            + ", ".join(
-                f"{k} {'cached' if v is None else f'built in {v:.0f} s'}" for k, v in built.items()
+        rows.append(
+            (
+                "control plane",
+                ", ".join(
+                    f"{k} {'cached' if v is None else f'built in {v:.0f} s'}"
+                    for k, v in built.items()
+                ),
             )
         )
     if start_file.is_file():
         started: dict[str, Any] = json.loads(start_file.read_text())
-        print(f"control plane    /readyz {started['readyz_seconds']} s after start (goal <= 20 s)")
+        rows.append(
+            ("control plane", f"/readyz {started['readyz_seconds']} s after start (goal <= 20 s)")
+        )
     rss = controlplane.ControlPlane.load(CONTROL_PLANE_STATE).rss_mib()
     if rss:
-        print(
-            "control plane    RSS now "
-            + ", ".join(f"{k} {v:.0f}" for k, v in rss.items())
-            + f" = {sum(rss.values()):.0f} MiB"
+        rows.append(
+            (
+                "control plane",
+                "RSS now "
+                + ", ".join(f"{k} {v:.0f}" for k, v in rss.items())
+                + f" = {sum(rss.values()):.0f} MiB",
+            )
         )
-    print(f"converge         {conv:.1f} s  (goal <= 240 s)")
-    print(
-        f"idempotent rerun {rerun:.1f} s  ({ratio:.0f} % of converge; changed=0, cluster tasks included)"
+    rows.append(("converge", f"{conv:.1f} s  (goal <= 240 s)"))
+    rows.append(
+        (
+            "idempotent rerun",
+            f"{rerun:.1f} s  ({ratio:.0f} % of converge; changed=0, cluster tasks included)",
+        )
     )
+    return rows
+
+
+def print_timings(result: dict[str, Any], build: float | None) -> None:
+    print("\n== timings ==")
+    for what, figure in timing_rows(result, build):
+        print(f"{what:<16} {figure}")
+
+
+def record_lab(
+    before: measurements.Load,
+    result: dict[str, Any],
+    build: float | None,
+    root: Path = measurements.ROOT,
+) -> Path:
+    """``make lab``'s timings and the rank rehearsal's, with the load before and after, as the
+    record ``docs/dev/measurements/lab.json`` (and the page rewritten)."""
+    rows = [[what, figure] for what, figure in timing_rows(result, build)]
+    rehearsal = STATE_DIR / "rehearsal.json"
+    if rehearsal.is_file():
+        done: dict[str, Any] = json.loads(rehearsal.read_text())
+        rows.append(
+            [
+                "rank rehearsal",
+                f"{done['seconds']} s, {done['step_seconds']} s with the render "
+                f"({'passed' if done['ok'] else 'FAILED'})",
+            ]
+        )
+    record = measurements.measured(
+        "lab/lab.py", "The lab", "make lab", before, ["step", "time"], rows
+    )
+    return measurements.write(record, "lab", root)
 
 
 def rehearse_ranks(host_ip: str = "render", filtered: bool = True) -> dict[str, Any]:
@@ -825,6 +873,7 @@ def rehearse_ranks(host_ip: str = "render", filtered: bool = True) -> dict[str, 
 
 
 def lab() -> None:
+    before = measurements.load_now()
     ensure_engine()
     _, build = ensure_image()
     up()
@@ -833,6 +882,7 @@ def lab() -> None:
         raise LabError(f"rank rehearsal failed; see {STATE_DIR}/rehearsal.json")
     print_summary()
     print_timings(result, build)
+    log(f"record: {record_lab(before, result, build)}")
 
 
 # --- molecule -----------------------------------------------------------------------------
@@ -842,6 +892,8 @@ MOLECULE_BEFORE = ("destroy", "syntax", "create", "check")
 MOLECULE_AFTER = ("verify", "destroy")
 """molecule's steps after it: testinfra against the converged lab, then the lab removed."""
 MOLECULE_TIMINGS = STATE_DIR / "molecule-timings.json"
+MOLECULE_LOAD = STATE_DIR / "molecule-load.json"
+"""The load average when ``make molecule``'s first step began."""
 
 
 def molecule_steps(steps: Sequence[str]) -> None:
@@ -859,6 +911,8 @@ def molecule_steps(steps: Sequence[str]) -> None:
     first = bool(steps) and steps[0] == MOLECULE_BEFORE[0]
     if not first and MOLECULE_TIMINGS.is_file():
         timings = json.loads(MOLECULE_TIMINGS.read_text())
+    if first:
+        MOLECULE_LOAD.write_text(json.dumps(list(measurements.load_now().average)) + "\n")
     with (STATE_DIR / "molecule.log").open("w" if first else "a") as out:
         for step in steps:
             log(f"molecule {step}")
@@ -892,6 +946,31 @@ def molecule_steps(steps: Sequence[str]) -> None:
         conv: dict[str, float] = json.loads(lab_timings.read_text())
         print(f"make lab       converge {conv['converge_seconds']} s, "
               f"rerun {conv['rerun_seconds']} s (changed=0)")  # fmt: skip
+    if steps == list(MOLECULE_AFTER):
+        log(f"record: {record_molecule(timings)}")
+
+
+def record_molecule(timings: dict[str, float], root: Path = measurements.ROOT) -> Path:
+    """``make molecule``'s step wall times, with the load when its first step began and after
+    its last, as the record ``docs/dev/measurements/molecule.json`` (and the page rewritten)."""
+    now = measurements.load_now()
+    average = json.loads(MOLECULE_LOAD.read_text()) if MOLECULE_LOAD.is_file() else now.average
+    before = measurements.Load((average[0], average[1], average[2]), now.cores)
+    rows = [[step, f"{seconds:.1f} s"] for step, seconds in timings.items()]
+    rows.append(["total", f"{sum(timings.values()):.1f} s"])
+    record = measurements.measured(
+        "lab/lab.py",
+        "The lab",
+        "make molecule",
+        before,
+        ["molecule step", "wall time"],
+        rows,
+        [
+            "The total is molecule's own steps; `make lab`, which `make molecule` runs between "
+            "`check` and `verify`, writes its own record."
+        ],
+    )
+    return measurements.write(record, "molecule", root)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

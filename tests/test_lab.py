@@ -95,7 +95,7 @@ def test_timings_print_both_runs_and_the_control_plane(
         {"image_seconds": 7.3, "converge_seconds": 180.0, "rerun_seconds": 45.0}, None
     )
     out = capsys.readouterr().out
-    assert "sparkrack image   7.3 s (build + archive; cached by input hash)" in out
+    assert "sparkrack image  7.3 s (build + archive; cached by input hash)" in out
     assert "converge         180.0 s" in out
     assert "idempotent rerun 45.0 s  (25 % of converge; changed=0" in out
     assert "controlplane built in 291 s, kwok cached" in out
@@ -194,3 +194,34 @@ def test_the_gate_runs_make_lab_as_the_readme_types_it(lab: ModuleType) -> None:
     assert "converge" not in sequence and "idempotence" not in sequence
     assert tuple(sequence[: len(lab.MOLECULE_BEFORE)]) == lab.MOLECULE_BEFORE
     assert tuple(sequence[len(lab.MOLECULE_BEFORE) :]) == lab.MOLECULE_AFTER
+
+
+def test_make_lab_and_molecule_write_their_records(
+    lab: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timings ``make lab`` prints, the rank rehearsal's and molecule's step times become
+    records that name lab/lab.py and carry the load, and the page is written from them."""
+    from sparkrack.bench import measurements
+
+    state, root = tmp_path / "state", tmp_path / "repo"
+    state.mkdir()
+    monkeypatch.setattr(lab, "STATE_DIR", state)
+    monkeypatch.setattr(lab, "CONTROL_PLANE_STATE", state / "controlplane")
+    monkeypatch.setattr(lab, "MOLECULE_LOAD", state / "molecule-load.json")
+    (state / "controlplane-start.json").write_text('{"readyz_seconds": 2.8, "rss_mib": {}}')
+    (state / "rehearsal.json").write_text('{"ok": true, "seconds": 9.5, "step_seconds": 12.0}')
+    (state / "molecule-load.json").write_text("[3.5, 2.0, 1.0]\n")
+    before = measurements.Load((1.5, 1.0, 0.5), 2)
+    lab.record_lab(before, {"converge_seconds": 180.0, "rerun_seconds": 45.0}, 300.0, root)
+    lab.record_molecule({"destroy": 8.0, "verify": 789.0}, root)
+    records = measurements.load_records(root)
+    assert sorted(records) == ["lab.json", "molecule.json"]
+    made, molecule = records["lab.json"], records["molecule.json"]
+    assert (made.benchmark, made.command) == ("lab/lab.py", "make lab")
+    assert made.load["before"] == [1.5, 1.0, 0.5] and len(made.load["after"]) == 3
+    assert made.table["rows"][0] == ["image build", "300 s"]
+    assert ["rank rehearsal", "9.5 s, 12.0 s with the render (passed)"] in made.table["rows"]
+    assert ["converge", "180.0 s  (goal <= 240 s)"] in made.table["rows"]
+    assert molecule.command == "make molecule" and molecule.load["before"] == [3.5, 2.0, 1.0]
+    assert molecule.table["rows"][-1] == ["total", "797.0 s"]
+    assert (root / measurements.PAGE).read_text() == measurements.render(records)

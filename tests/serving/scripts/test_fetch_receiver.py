@@ -244,6 +244,14 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(tmp_path: Path) -> None:
     )
     shown = copy_lines(pushed.stdout, "127.0.0.1", predicted)
     print("\n".join(shown))
+    if os.environ.get("SPARKRACK_BENCH_REPORT"):  # tests/fetch_copy_benchmark.py collects these
+        report = {
+            "bytes": total, "kib_s": kib_s, "copy_predicted_s": predicted,
+            "copy_measured_s": measured, "verify_predicted_s": answer,
+            "verify_measured_s": verified, "load_before": load, "load_after": os.getloadavg()[0],
+        }  # fmt: skip
+        with open(os.environ["SPARKRACK_BENCH_REPORT"], "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(report) + "\n")
     assert re.search(
         rf"copy rail 0 +{measured:.1f} s +{predicted:.1f} s  pod +127\.0\.0\.1", shown[0]
     )
