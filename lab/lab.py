@@ -827,7 +827,7 @@ def record_lab(
             ]
         )
     record = measurements.measured(
-        "lab/lab.py", "The lab", "make lab", before, ["step", "time"], rows
+        "lab/lab.py", "The lab", "SPARKRACK_RECORD=1 make lab", before, ["step", "time"], rows
     )
     return measurements.write(record, "lab", root)
 
@@ -882,7 +882,8 @@ def lab() -> None:
         raise LabError(f"rank rehearsal failed; see {STATE_DIR}/rehearsal.json")
     print_summary()
     print_timings(result, build)
-    log(f"record: {record_lab(before, result, build)}")
+    if RECORD:
+        log(f"record: {record_lab(before, result, build)}")
 
 
 # --- molecule -----------------------------------------------------------------------------
@@ -892,6 +893,9 @@ MOLECULE_BEFORE = ("destroy", "syntax", "create", "check")
 MOLECULE_AFTER = ("verify", "destroy")
 """molecule's steps after it: testinfra against the converged lab, then the lab removed."""
 MOLECULE_TIMINGS = STATE_DIR / "molecule-timings.json"
+RECORD = os.environ.get("SPARKRACK_RECORD") == "1"
+"""``SPARKRACK_RECORD=1 make lab`` (or ``make molecule``) stores its figures as a measurement
+record and rewrites docs/dev/measurements.md; without it the checkout stays untouched."""
 MOLECULE_LOAD = STATE_DIR / "molecule-load.json"
 """The load average when ``make molecule``'s first step began."""
 
@@ -946,7 +950,7 @@ def molecule_steps(steps: Sequence[str]) -> None:
         conv: dict[str, float] = json.loads(lab_timings.read_text())
         print(f"make lab       converge {conv['converge_seconds']} s, "
               f"rerun {conv['rerun_seconds']} s (changed=0)")  # fmt: skip
-    if steps == list(MOLECULE_AFTER):
+    if RECORD and steps == list(MOLECULE_AFTER):
         log(f"record: {record_molecule(timings)}")
 
 
@@ -961,7 +965,7 @@ def record_molecule(timings: dict[str, float], root: Path = measurements.ROOT) -
     record = measurements.measured(
         "lab/lab.py",
         "The lab",
-        "make molecule",
+        "SPARKRACK_RECORD=1 make molecule",
         before,
         ["molecule step", "wall time"],
         rows,
