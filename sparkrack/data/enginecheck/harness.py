@@ -327,7 +327,8 @@ class VLLM:
         if validate is not None:
             validate(namespace)
         engine_args = self.engine_args.from_cli_args(namespace)
-        engine_args.create_engine_config()
+        # `vllm serve --headless` builds its config as run_headless does (entrypoints/cli/serve.py).
+        engine_args.create_engine_config(headless=bool(getattr(namespace, "headless", False)))
 
     def adapt_hub(self, hub: str, models: dict[str, dict[str, Any]]) -> None:
         """Model types this transformers lacks load as the checkpoint's remote code would.

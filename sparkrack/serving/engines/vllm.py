@@ -13,37 +13,59 @@ import posixpath
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from sparkrack import contract
 from sparkrack.errors import Problem
+from sparkrack.fabric import gidtable
 from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import RecurrentPool, Serving, per_sequence_pool
+from sparkrack.serving import scripts
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import (
     FLASHINFER_CACHE,
     INDUCTOR_CACHE,
+    LIVENESS_PERIOD,
+    PROBE_PERIOD,
     TRITON_CACHE,
     AcceptRatio,
+    Engine,
+    FileSet,
     JitCache,
     Metric,
     MetricKind,
     PodExtras,
     Quantity,
+    Rank,
     SingleSparkEngine,
     api_listeners,
+    fabric_env,
+    http_probes,
     integer,
     long_context_problems,
     number,
     section,
 )
 from sparkrack.serving.engines.extra_args import ArgClass
+from sparkrack.serving.engines.listeners import GLOO, NCCL_BOOTSTRAP, Bind, Listener, Peer, PortOf
+from sparkrack.serving.names import ObjectNames, deployment_name
 from sparkrack.serving.objects.pod import hardened
 from sparkrack.serving.profile.images import ImageFacts
-from sparkrack.serving.profile.knobs import ABS_PATH, HF_ID, IDENT, REVISION, Knob, env, k, runtime
+from sparkrack.serving.profile.knobs import (
+    ABS_PATH,
+    HF_ID,
+    IDENT,
+    REVISION,
+    Knob,
+    RuntimeKnob,
+    env,
+    k,
+    runtime,
+)
 from sparkrack.serving.profile.model import Profile
-from sparkrack.serving.profile.ruleset import Ctx, RuleSet
+from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
 
 NAME = "vllm"
 ENTRY = ("vllm", "serve")
@@ -389,6 +411,166 @@ REFUSED_OPTIONS = MappingProxyType(
 )
 
 
+# --- across Sparks: the multiprocessing executor without Ray (vLLM 0.18.0, 0.19.0) --------------
+# What the release wheels define (paths inside the wheel; the test reads them with the real parser).
+
+
+@dataclass(frozen=True)
+class UpstreamFlag:
+    """One option of vLLM's multi-node launch, as its release defines it."""
+
+    flag: str
+    dest: str
+    default: str
+    source: str
+
+
+ACROSS_FLAGS: tuple[UpstreamFlag, ...] = (
+    UpstreamFlag(
+        "--nnodes",
+        "nnodes",
+        "1",
+        "vllm/engine/arg_utils.py (add_cli_args, alias -n); vllm/config/parallel.py "
+        "(ParallelConfig.nnodes: nnodes > 1 selects the mp backend on CUDA)",
+    ),
+    UpstreamFlag(
+        "--node-rank",
+        "node_rank",
+        "0",
+        "vllm/engine/arg_utils.py (add_cli_args, alias -r); vllm/config/parallel.py "
+        "(ParallelConfig.node_rank)",
+    ),
+    UpstreamFlag(
+        "--master-addr",
+        "master_addr",
+        "127.0.0.1",
+        "vllm/config/parallel.py (ParallelConfig.master_addr); vllm/distributed/parallel_state.py "
+        "(init_distributed_environment: nnodes > 1 -> tcp://master_addr:master_port)",
+    ),
+    UpstreamFlag(
+        "--master-port",
+        "master_port",
+        "29501",
+        "vllm/config/parallel.py (ParallelConfig.master_port)",
+    ),
+    UpstreamFlag(
+        "--headless",
+        "headless",
+        "False",
+        "vllm/entrypoints/openai/cli_args.py (make_arg_parser); vllm/entrypoints/cli/serve.py "
+        "(run_headless: node_rank_within_dp > 0 runs MultiprocExecutor(monitor_workers=False), "
+        "no API server)",
+    ),
+    UpstreamFlag(
+        "--data-parallel-address",
+        "data_parallel_address",
+        "None (master_addr with the mp backend)",
+        "vllm/engine/arg_utils.py (create_engine_config); read only by data-parallel engines",
+    ),
+    UpstreamFlag(
+        "--data-parallel-rpc-port",
+        "data_parallel_rpc_port",
+        "29550",
+        "vllm/config/parallel.py (ParallelConfig.data_parallel_rpc_port); the handshake of "
+        "data-parallel engines on other nodes only",
+    ),
+)
+"""The multi-node options of the pinned releases. sparkrack renders the first five; the
+data-parallel ones stay unset (tensor and pipeline parallel only: ``vllm-across-data-parallel``)."""
+
+ACROSS_KNOBS: tuple[Knob, ...] = (
+    runtime("--nnodes", "nnodes", aliases=("-n",)),
+    runtime("--node-rank", "node_rank", aliases=("-r",)),
+    runtime("--master-addr", "master_addr"),
+    runtime("--master-port", "master_port"),
+    RuntimeKnob(
+        key="runtime.headless",
+        type="boolean",
+        help="headless worker (ranks 1..)",
+        flag="--headless",
+        kind="bool",
+        runtime="headless",
+    ),
+)
+
+SERVER = "vllm/entrypoints/openai/api_server.py (--host, --port)"
+TCP_STORE = Listener(
+    "dist-init (torch TCPStore)",
+    "head",
+    Bind.ALL,
+    PortOf.DIST,
+    (Peer.RANKS,),
+    "vllm/distributed/parallel_state.py (init_distributed_environment: nnodes > 1 -> "
+    "tcp://<--master-addr>:<--master-port>)",
+    reach=Bind.FABRIC,
+)
+MESSAGE_QUEUE = Listener(
+    "message queues across nodes (ZeroMQ XPUB)",
+    "every",
+    Bind.FABRIC,
+    PortOf.RANDOM,
+    (Peer.RANKS,),
+    "vllm/distributed/device_communicators/shm_broadcast.py (MessageQueue remote socket at "
+    "connect_ip or get_ip()); vllm/v1/executor/multiproc_executor.py (the head's scheduler "
+    "broadcast, each worker's response queue)",
+    chosen_by=("VLLM_HOST_IP",),
+    fallback=Bind.CLUSTER,
+)
+ACROSS_LISTENERS = (
+    *api_listeners(SERVER, "/metrics"),
+    TCP_STORE,
+    NCCL_BOOTSTRAP,
+    GLOO,
+    MESSAGE_QUEUE,
+)
+"""Every socket of a vLLM rank across Sparks. The API server talks to its engine core and the
+local workers over ZeroMQ ipc:// paths and shared memory (no TCP port)."""
+
+ACROSS_RULES = RuleSet()
+
+
+@ACROSS_RULES.add(
+    "vllm-across-ranks",
+    "vllm/engine/arg_utils.py create_engine_config (world_size = dp x pp x tp, divisible by "
+    "nnodes); one GB10 per Spark",
+    "vLLM across Sparks: tp x pp = the Sparks of the deployment, ep = 1",
+)
+def _across_ranks(c: Ctx) -> Iterator[Problem]:
+    if c.nodes is not None and c.tp * c.pp != c.nodes:
+        yield c.p(
+            "topology.tp",
+            f"tp·pp = {c.tp}·{c.pp} = {c.tp * c.pp} vLLM ranks, but the deployment has {c.nodes} "
+            "Sparks (one GPU each)",
+            f"set tp·pp to {c.nodes}, or list {c.tp * c.pp} Sparks for the deployment",
+            "vllm-across-ranks",
+        )
+    if c.ep != 1:
+        yield c.p(
+            "topology.ep",
+            f"ep={c.ep}: vLLM has no expert-parallel size (its experts split over tp)",
+            "set topology.ep: 1",
+            "vllm-across-ranks",
+        )
+
+
+@ACROSS_RULES.add(
+    "vllm-across-data-parallel",
+    "vllm/entrypoints/cli/serve.py (run_headless: data-parallel engines need "
+    "--data-parallel-address/-rpc-port/-size-local per node)",
+    "vLLM across Sparks is rendered for tensor and pipeline parallel only",
+)
+def _across_dp(c: Ctx) -> Iterator[Problem]:
+    dp = _v(c, "data_parallel_size")
+    if isinstance(dp, int) and dp > 1:
+        yield c.p(
+            "vllm.data_parallel_size",
+            f"{dp}: sparkrack renders one vLLM engine whose workers run headless on the other "
+            "Sparks; data-parallel engines across Sparks are not rendered",
+            "set vllm.data_parallel_size: 1 and spread the model with topology.tp or topology.pp",
+            "vllm-across-data-parallel",
+        )
+
+
 class VLLM(SingleSparkEngine):
     name = NAME
     entry = ENTRY
@@ -412,9 +594,8 @@ class VLLM(SingleSparkEngine):
     allowed_options = ALLOWED_OPTIONS
     refused_options = REFUSED_OPTIONS
     metrics_path = "/metrics"  # served by default on the API port (no flag)
-    single_rank_listeners = api_listeners(
-        "vllm/entrypoints/openai/api_server.py (--host, --port)", metrics_path
-    )
+    single_rank_listeners = api_listeners(SERVER, metrics_path)
+    multi_rank_listeners = ACROSS_LISTENERS
     # vLLM keeps its torch.compile artefacts under VLLM_CACHE_ROOT (vllm/envs.py,
     # get_default_cache_root: ~/.cache/vllm).
     jit_caches = (
@@ -423,6 +604,17 @@ class VLLM(SingleSparkEngine):
         TRITON_CACHE,
         INDUCTOR_CACHE,
     )
+
+    def for_profile(self, data: Mapping[str, Any]) -> Engine:
+        """A profile whose tensor x pipeline size exceeds one GPU runs across Sparks."""
+        topo = section(data, "topology")
+        tp, pp = topo.get("tp", 1), topo.get("pp", 1)
+        if isinstance(tp, int) and isinstance(pp, int) and tp * pp > 1:
+            return ACROSS
+        return self
+
+    def rule_list(self) -> list[Rule]:
+        return [*super().rule_list(), *ACROSS_RULES]
 
     def plugin_files(self, profile: Profile) -> dict[str, str]:
         """File name in the model repo -> absolute path the server reads it from."""
@@ -495,4 +687,98 @@ class VLLM(SingleSparkEngine):
 # vLLM KV dtype names -> the planner's KV_BYTES keys (``auto`` = the model's BF16).
 KV_DTYPE_PLANNER = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 
+
+class VLLMAcrossSparks(VLLM):
+    """vLLM on 2-4 Sparks, one rank StatefulSet each, without Ray: rank 0 runs ``vllm serve``
+    with the API server, ranks 1.. run ``--headless`` with their ``--node-rank``; all meet at the
+    head's fabric address (``--master-addr``, the address plan's) on ``serving_dist_port``. The
+    NCCL group, the fabric env, the GID resolver and the group restart are SGLang's."""
+
+    knobs = (*KNOBS, *ACROSS_KNOBS)
+    uses_fabric = True
+
+    def for_profile(self, data: Mapping[str, Any]) -> Engine:
+        return ENGINE.for_profile(data)
+
+    def ranks(self, ctx: ServingContext) -> list[Rank]:
+        """One rank per Spark of the deployment, the head (rank 0) first."""
+        return [Rank(i, node) for i, node in enumerate(ctx.group())]
+
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
+        if knob.runtime == "nnodes":
+            return str(len(self.ranks(ctx)))
+        if knob.runtime == "node_rank":
+            return str(rank.rank)
+        if knob.runtime == "master_addr":
+            return ctx.head_address
+        if knob.runtime == "master_port":
+            return str(ctx.dist_port)
+        return super().runtime_value(knob, ctx, rank)
+
+    def runtime_switch(self, knob: RuntimeKnob, rank: Rank) -> bool:
+        return knob.runtime != "headless" or rank.rank > 0
+
+    def env(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, str]:
+        return {
+            **super().env(profile, ctx, rank),
+            **fabric_env(profile, ctx, rank.node, ctx.vf_index, self.image_facts(profile.data)),
+            **self.bind_env(ctx, rank),
+        }
+
+    def container_command(
+        self, profile: Profile, argv: list[str], rank: Rank
+    ) -> tuple[list[str], list[str]]:
+        """The GID resolver sets ``NCCL_IB_GID_INDEX`` from the rank's sysfs, then execs
+        ``vllm serve`` (vLLM reads its key from ``VLLM_API_KEY`` itself)."""
+        resolver = ["python3", "-I", f"{contract.LAUNCHER_MOUNT}/{GID_FILE}", "--"]
+        return [*resolver, *argv[: len(self.entry)]], argv[len(self.entry) :]
+
+    def files(self, profile: Profile) -> list[FileSet]:
+        """The GID resolver and the group guard."""
+        shipped = {
+            GID_FILE: Path(gidtable.__file__).read_text(encoding="utf-8"),
+            contract.GUARD_FILE: scripts.text(contract.GUARD_FILE),
+        }
+        return [FileSet("launcher", contract.LAUNCHER_MOUNT, shipped, 0o555)]
+
+    def probes(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
+        """Head: HTTP probes. Workers serve no HTTP: the group guard fails when the head it saw
+        healthy stops answering, so the group restarts together (as SGLang's)."""
+        if rank.rank == 0:
+            return http_probes(ctx, self.liveness_path)
+        names = ObjectNames.of(deployment_name(ctx, profile))
+        head = f"http://{names.pod_host(0, ctx.namespace)}:{ctx.api_port}"
+        guard = ["python3", f"{contract.LAUNCHER_MOUNT}/{contract.GUARD_FILE}"]
+        target = ["--head", head, "--api-key-env", str(self.client_key_env)]
+        return {
+            "startupProbe": {
+                "exec": {"command": [*guard, "startup", *target]},
+                "periodSeconds": PROBE_PERIOD,
+                "timeoutSeconds": 15,
+                "failureThreshold": max(1, ctx.startup_timeout // PROBE_PERIOD),
+            },
+            "livenessProbe": {
+                "exec": {"command": [*guard, "live", *target]},
+                "periodSeconds": LIVENESS_PERIOD,
+                "timeoutSeconds": 15,
+                "failureThreshold": max(2, ctx.liveness_timeout // LIVENESS_PERIOD),
+            },
+        }
+
+    def headless_port(self, ctx: ServingContext) -> tuple[str, int]:
+        return "dist", ctx.dist_port
+
+    def problems(self, c: Ctx) -> Iterator[Problem]:
+        for rule in ACROSS_RULES:
+            yield from rule.check(c)
+        yield from Engine.problems(self, c)
+
+    def rule_list(self) -> list[Rule]:
+        return [*ACROSS_RULES, *RULES]
+
+
+GID_FILE = Path(gidtable.__file__).name
+"""The GID resolver in the launcher ConfigMap (run before ``vllm serve``)."""
+
 ENGINE = VLLM()
+ACROSS = VLLMAcrossSparks()
