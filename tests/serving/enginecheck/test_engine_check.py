@@ -25,7 +25,8 @@ from sparkrack.serving.enginecheck.check import (
     problems_of,
 )
 from sparkrack.serving.engines import engine_of
-from sparkrack.serving.engines.vllm import ACROSS_FLAGS, VLLMAcrossSparks
+from sparkrack.serving.engines.vllm import VLLMAcrossSparks
+from sparkrack.serving.engines.vllm_across import ACROSS_FLAGS
 from sparkrack.serving.profile.knobs import RuntimeKnob
 from sparkrack.serving.resolution import resolve
 

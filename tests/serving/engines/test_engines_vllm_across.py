@@ -19,7 +19,8 @@ from sparkrack.serving import load_profile, render_manifests, resolve, validate_
 from sparkrack.serving.context import ServingContext, context_from_inventory
 from sparkrack.serving.deployments.load import load_deployments
 from sparkrack.serving.engines import engine_of
-from sparkrack.serving.engines.vllm import ACROSS_LISTENERS, VLLMAcrossSparks
+from sparkrack.serving.engines.vllm import VLLMAcrossSparks
+from sparkrack.serving.engines.vllm_across import ACROSS_LISTENERS
 from sparkrack.serving.objects.connections import connection_problems
 from sparkrack.serving.objects.ranks import deployment_objects
 
