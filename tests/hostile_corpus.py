@@ -638,6 +638,23 @@ RULES: list[Entry] = [
     S("vllm-tp2", VLLM, "vllm-across-ranks", ("topology.tp", 2)),
     S("vllm-across-ep2", VLLM4, "vllm-across-ranks", ("topology.ep", 2)),
     S("vllm-across-dp2", VLLM4, "vllm-across-data-parallel", ("vllm.data_parallel_size", 2)),
+    S(
+        "vllm-across-old-release",
+        VLLM4,
+        "vllm-across-release",
+        ("image", "vllm/vllm-openai:v0.10.0"),
+        ("image_info", {"vllm": "0.10.0"}),
+        ("allow_moving_tag", DELETE),
+        ("vllm.speculative_config", DELETE),
+    ),
+    S(
+        "vllm-across-unknown-release",
+        VLLM4,
+        "vllm-across-release",
+        ("image", "vllm/vllm-openai:v0.20.0"),
+        ("allow_moving_tag", DELETE),
+        ("vllm.speculative_config", DELETE),
+    ),
     # The generic topology-tp-heads rule holds vLLM across Sparks too.
     S("vllm-across-heads", VLLM4, "topology-tp-heads", ("model_info.attention_heads", 30)),
     S("trtllm-tp4", TRTLLM, "single-node-topology", ("topology.tp", 4)),

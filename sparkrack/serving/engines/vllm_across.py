@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from sparkrack.errors import Problem
 from sparkrack.serving.engines.base import api_listeners
 from sparkrack.serving.engines.listeners import GLOO, NCCL_BOOTSTRAP, Bind, Listener, Peer, PortOf
+from sparkrack.serving.profile.images import version_tuple
 from sparkrack.serving.profile.knobs import Knob, RuntimeKnob, runtime
 from sparkrack.serving.profile.ruleset import Ctx, RuleSet
 
@@ -171,4 +172,32 @@ def _across_dp(c: Ctx) -> Iterator[Problem]:
             "Sparks; data-parallel engines across Sparks are not rendered",
             "set vllm.data_parallel_size: 1 and spread the model with topology.tp or topology.pp",
             "vllm-across-data-parallel",
+        )
+
+
+EARLIEST_READ = "0.18.0"
+"""The earliest vLLM release whose multi-node launch sparkrack has read (:data:`ACROSS_FLAGS`)."""
+
+
+@ACROSS_RULES.add(
+    "vllm-across-release",
+    f"ACROSS_FLAGS (read from the vLLM {EARLIEST_READ} and 0.19.0 wheels)",
+    "vLLM across Sparks needs a release whose headless multi-node launch sparkrack has read",
+)
+def _across_release(c: Ctx) -> Iterator[Problem]:
+    if c.image is None:
+        yield c.p(
+            "image",
+            f"{c.data.get('image')}: its vLLM release is unknown, so is its multi-node launch "
+            "(--nnodes, --node-rank, --master-addr, --headless)",
+            f"state image_info: {{vllm: <its release, {EARLIEST_READ} or later>}}",
+            "vllm-across-release",
+        )
+    elif version_tuple(c.image.version) < version_tuple(EARLIEST_READ):
+        yield c.p(
+            "image",
+            f"vLLM {c.image.version} predates the headless multi-node launch sparkrack renders "
+            f"(read from {EARLIEST_READ} on)",
+            f"use an image of vLLM {EARLIEST_READ} or later (image_info.vllm states it)",
+            "vllm-across-release",
         )
