@@ -638,6 +638,13 @@ RULES: list[Entry] = [
     S("vllm-tp2", VLLM, "vllm-across-ranks", ("topology.tp", 2)),
     S("vllm-across-ep2", VLLM4, "vllm-across-ranks", ("topology.ep", 2)),
     S("vllm-across-dp2", VLLM4, "vllm-across-data-parallel", ("vllm.data_parallel_size", 2)),
+    # Ray across Sparks: the refusal names the multiprocessing executor's flags instead.
+    S(
+        "vllm-across-ray",
+        VLLM4,
+        "extra-args-owned",
+        ("extra_args", ["--distributed-executor-backend", "ray"]),
+    ),
     S(
         "vllm-across-old-release",
         VLLM4,

@@ -541,6 +541,16 @@ class VLLMAcrossSparks(VLLM):
 
     knobs = (*KNOBS, *ACROSS_KNOBS)
     uses_fabric = True
+    reserved_flags = MappingProxyType(
+        {
+            **VLLM.reserved_flags,
+            **dict.fromkeys(
+                ("--distributed-executor-backend", "--data-parallel-backend"),
+                "sparkrack (vLLM's multiprocessing executor across Sparks, without Ray: "
+                "--nnodes, --node-rank, --master-addr and --headless are rendered per rank)",
+            ),
+        }
+    )
 
     def for_profile(self, data: Mapping[str, Any]) -> Engine:
         return ENGINE.for_profile(data)
