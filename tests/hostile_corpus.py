@@ -34,6 +34,7 @@ SUPER = "nemotron-3-super-120b-a12b-nvfp4"
 ULTRA = "nemotron-3-ultra-550b-a55b-nvfp4"
 QWEN = "qwen3.5-397b-a17b-nvfp4"
 VLLM = "nemotron-3-super-120b-a12b-nvfp4-vllm"
+VLLM4 = "nemotron-3-super-120b-a12b-nvfp4-vllm4"
 TRTLLM = "nemotron-3-super-120b-a12b-nvfp4-trtllm"
 
 Key = str | tuple[Any, ...]
@@ -633,7 +634,36 @@ RULES: list[Entry] = [
         "vllm-mamba-ssm-float32",
         ("vllm.mamba_ssm_cache_dtype", "float16"),
     ),
-    S("vllm-tp2", VLLM, "single-node-topology", ("topology.tp", 2)),
+    # tp x pp > 1 runs vLLM across Sparks: one rank per Spark of the deployment (4 here).
+    S("vllm-tp2", VLLM, "vllm-across-ranks", ("topology.tp", 2)),
+    S("vllm-across-ep2", VLLM4, "vllm-across-ranks", ("topology.ep", 2)),
+    S("vllm-across-dp2", VLLM4, "vllm-across-data-parallel", ("vllm.data_parallel_size", 2)),
+    # Ray across Sparks: the refusal names the multiprocessing executor's flags instead.
+    S(
+        "vllm-across-ray",
+        VLLM4,
+        "extra-args-owned",
+        ("extra_args", ["--distributed-executor-backend", "ray"]),
+    ),
+    S(
+        "vllm-across-old-release",
+        VLLM4,
+        "vllm-across-release",
+        ("image", "vllm/vllm-openai:v0.10.0"),
+        ("image_info", {"vllm": "0.10.0"}),
+        ("allow_moving_tag", DELETE),
+        ("vllm.speculative_config", DELETE),
+    ),
+    S(
+        "vllm-across-unknown-release",
+        VLLM4,
+        "vllm-across-release",
+        ("image", "vllm/vllm-openai:v0.20.0"),
+        ("allow_moving_tag", DELETE),
+        ("vllm.speculative_config", DELETE),
+    ),
+    # The generic topology-tp-heads rule holds vLLM across Sparks too.
+    S("vllm-across-heads", VLLM4, "topology-tp-heads", ("model_info.attention_heads", 30)),
     S("trtllm-tp4", TRTLLM, "single-node-topology", ("topology.tp", 4)),
 ]
 

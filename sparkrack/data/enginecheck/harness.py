@@ -152,6 +152,9 @@ def install_gb10(torch: Any) -> None:
     cuda = torch.cuda
     cuda.is_available = lambda: True
     cuda.device_count = lambda: 1
+    # The stateless count engines take before CUDA is initialized (vLLM's
+    # cuda_device_count_stateless): torch's own NVML query.
+    cuda._device_count_nvml = lambda: 1
     cuda.current_device = lambda: 0
     cuda.set_device = lambda device: None
     cuda.get_device_capability = lambda device=None: (GB10.major, GB10.minor)
@@ -327,7 +330,8 @@ class VLLM:
         if validate is not None:
             validate(namespace)
         engine_args = self.engine_args.from_cli_args(namespace)
-        engine_args.create_engine_config()
+        # `vllm serve --headless` builds its config as run_headless does (entrypoints/cli/serve.py).
+        engine_args.create_engine_config(headless=bool(getattr(namespace, "headless", False)))
 
     def adapt_hub(self, hub: str, models: dict[str, dict[str, Any]]) -> None:
         """Model types this transformers lacks load as the checkpoint's remote code would.

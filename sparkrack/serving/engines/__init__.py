@@ -34,8 +34,9 @@ def engine(name: str) -> Engine:
 
 
 def engine_of(data: Mapping[str, Any]) -> Engine:
-    """The engine a profile (its raw mapping) names; ``sglang`` when it names none."""
-    return engine(str(data.get("engine", DEFAULT_ENGINE)))
+    """The engine a profile (its raw mapping) names, in the variant its topology needs;
+    ``sglang`` when it names none."""
+    return engine(str(data.get("engine", DEFAULT_ENGINE))).for_profile(data)
 
 
 __all__ = [

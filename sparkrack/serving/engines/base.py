@@ -449,6 +449,11 @@ class Engine:
 
     # --- ranks --------------------------------------------------------------------------------
 
+    def for_profile(self, data: Mapping[str, Any]) -> Engine:
+        """The engine that serves a profile of this engine's name: itself, or the variant its
+        topology needs (vLLM across Sparks)."""
+        return self
+
     def ranks(self, ctx: ServingContext) -> list[Rank]:
         raise NotImplementedError
 
@@ -482,12 +487,17 @@ class Engine:
             return str(ctx.api_port)
         raise ValueError(f"{self.name}: no value for the deployment flag {knob.flag}")
 
+    def runtime_switch(self, knob: RuntimeKnob, rank: Rank) -> bool:
+        """Whether a rank's argv carries the deployment switch ``knob`` (a flag without value)."""
+        return True
+
     def flags(self, profile: Profile, ctx: ServingContext, rank: Rank) -> list[str]:
         """The table's words in table order (tuning keys and deployment flags)."""
         words: list[str] = []
         for knob in self.knobs:
             if isinstance(knob, RuntimeKnob) and knob.kind == "bool":
-                words.append(str(knob.flag))
+                if self.runtime_switch(knob, rank):
+                    words.append(str(knob.flag))
             elif isinstance(knob, RuntimeKnob):
                 words += [str(knob.flag), self.runtime_value(knob, ctx, rank)]
             else:

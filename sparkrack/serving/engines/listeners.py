@@ -98,6 +98,32 @@ class Listener:
         return None
 
 
+# The sockets of torch's NCCL and Gloo process groups: every engine whose ranks form one group over
+# the fabric opens them, bound by the interface the fabric env names (sparkrack.fabric.ncclenv).
+NCCL_BOOTSTRAP = Listener(
+    "NCCL bootstrap and socket transport",
+    "every",
+    Bind.FABRIC,
+    PortOf.RANDOM,
+    (Peer.RANKS,),
+    "NCCL bootstrap (NCCL_SOCKET_IFNAME)",
+    chosen_by=("NCCL_SOCKET_IFNAME",),
+    fallback=Bind.CLUSTER,
+    interface=True,
+)
+GLOO = Listener(
+    "gloo pairs (CPU group)",
+    "every",
+    Bind.FABRIC,
+    PortOf.RANDOM,
+    (Peer.RANKS,),
+    "torch gloo backend (GLOO_SOCKET_IFNAME)",
+    chosen_by=("GLOO_SOCKET_IFNAME",),
+    fallback=Bind.CLUSTER,
+    interface=True,
+)
+
+
 def address_env(listeners: tuple[Listener, ...], fabric_address: str) -> dict[str, str]:
     """The variables that make every fabric listener chosen by an address bind the rank's own
     fabric address: the first variable each reads (the one it obeys over the others)."""

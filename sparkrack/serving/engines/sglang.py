@@ -54,7 +54,7 @@ from sparkrack.serving.engines.base import (
     section,
 )
 from sparkrack.serving.engines.extra_args import ArgClass
-from sparkrack.serving.engines.listeners import Bind, Listener, Peer, PortOf
+from sparkrack.serving.engines.listeners import GLOO, NCCL_BOOTSTRAP, Bind, Listener, Peer, PortOf
 from sparkrack.serving.engines.sglang_table import IMAGES, KNOBS, METRICS, NAME, RECORDED
 from sparkrack.serving.names import ObjectNames, deployment_name
 from sparkrack.serving.profile.images import version_tuple
@@ -572,28 +572,6 @@ DIST_INIT = Listener(
     (Peer.RANKS,),
     "model_executor/model_runner.py (init_torch_distributed: tcp://<--dist-init-addr>)",
     reach=Bind.FABRIC,
-)
-NCCL_BOOTSTRAP = Listener(
-    "NCCL bootstrap and socket transport",
-    "every",
-    Bind.FABRIC,
-    PortOf.RANDOM,
-    (Peer.RANKS,),
-    "NCCL bootstrap (NCCL_SOCKET_IFNAME)",
-    chosen_by=("NCCL_SOCKET_IFNAME",),
-    fallback=Bind.CLUSTER,
-    interface=True,
-)
-GLOO = Listener(
-    "gloo pairs (CPU group)",
-    "every",
-    Bind.FABRIC,
-    PortOf.RANDOM,
-    (Peer.RANKS,),
-    "torch gloo backend (GLOO_SOCKET_IFNAME)",
-    chosen_by=("GLOO_SOCKET_IFNAME",),
-    fallback=Bind.CLUSTER,
-    interface=True,
 )
 BROADCASTER = Listener(
     "message-queue broadcaster (ZeroMQ XPUB)",

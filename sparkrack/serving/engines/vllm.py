@@ -13,37 +13,64 @@ import posixpath
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from sparkrack import contract
 from sparkrack.errors import Problem
+from sparkrack.fabric import gidtable
 from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import RecurrentPool, Serving, per_sequence_pool
+from sparkrack.serving import scripts
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import (
     FLASHINFER_CACHE,
     INDUCTOR_CACHE,
+    LIVENESS_PERIOD,
+    PROBE_PERIOD,
     TRITON_CACHE,
     AcceptRatio,
+    Engine,
+    FileSet,
     JitCache,
     Metric,
     MetricKind,
     PodExtras,
     Quantity,
+    Rank,
     SingleSparkEngine,
     api_listeners,
+    fabric_env,
+    http_probes,
     integer,
     long_context_problems,
     number,
     section,
 )
 from sparkrack.serving.engines.extra_args import ArgClass
+from sparkrack.serving.engines.vllm_across import (
+    ACROSS_KNOBS,
+    ACROSS_LISTENERS,
+    ACROSS_RULES,
+    SERVER,
+)
+from sparkrack.serving.names import ObjectNames, deployment_name
 from sparkrack.serving.objects.pod import hardened
 from sparkrack.serving.profile.images import ImageFacts
-from sparkrack.serving.profile.knobs import ABS_PATH, HF_ID, IDENT, REVISION, Knob, env, k, runtime
+from sparkrack.serving.profile.knobs import (
+    ABS_PATH,
+    HF_ID,
+    IDENT,
+    REVISION,
+    Knob,
+    RuntimeKnob,
+    env,
+    k,
+    runtime,
+)
 from sparkrack.serving.profile.model import Profile
-from sparkrack.serving.profile.ruleset import Ctx, RuleSet
+from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
 
 NAME = "vllm"
 ENTRY = ("vllm", "serve")
@@ -412,9 +439,8 @@ class VLLM(SingleSparkEngine):
     allowed_options = ALLOWED_OPTIONS
     refused_options = REFUSED_OPTIONS
     metrics_path = "/metrics"  # served by default on the API port (no flag)
-    single_rank_listeners = api_listeners(
-        "vllm/entrypoints/openai/api_server.py (--host, --port)", metrics_path
-    )
+    single_rank_listeners = api_listeners(SERVER, metrics_path)
+    multi_rank_listeners = ACROSS_LISTENERS
     # vLLM keeps its torch.compile artefacts under VLLM_CACHE_ROOT (vllm/envs.py,
     # get_default_cache_root: ~/.cache/vllm).
     jit_caches = (
@@ -423,6 +449,17 @@ class VLLM(SingleSparkEngine):
         TRITON_CACHE,
         INDUCTOR_CACHE,
     )
+
+    def for_profile(self, data: Mapping[str, Any]) -> Engine:
+        """A profile whose tensor x pipeline size exceeds one GPU runs across Sparks."""
+        topo = section(data, "topology")
+        tp, pp = topo.get("tp", 1), topo.get("pp", 1)
+        if isinstance(tp, int) and isinstance(pp, int) and tp * pp > 1:
+            return ACROSS
+        return self
+
+    def rule_list(self) -> list[Rule]:
+        return [*super().rule_list(), *ACROSS_RULES]
 
     def plugin_files(self, profile: Profile) -> dict[str, str]:
         """File name in the model repo -> absolute path the server reads it from."""
@@ -495,4 +532,108 @@ class VLLM(SingleSparkEngine):
 # vLLM KV dtype names -> the planner's KV_BYTES keys (``auto`` = the model's BF16).
 KV_DTYPE_PLANNER = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 
+
+class VLLMAcrossSparks(VLLM):
+    """vLLM on 2-4 Sparks, one rank StatefulSet each, without Ray: rank 0 runs ``vllm serve``
+    with the API server, ranks 1.. run ``--headless`` with their ``--node-rank``; all meet at the
+    head's fabric address (``--master-addr``, the address plan's) on ``serving_dist_port``. The
+    NCCL group, the fabric env, the GID resolver and the group restart are SGLang's."""
+
+    knobs = (*KNOBS, *ACROSS_KNOBS)
+    uses_fabric = True
+    reserved_flags = MappingProxyType(
+        {
+            **VLLM.reserved_flags,
+            **dict.fromkeys(
+                ("--distributed-executor-backend", "--data-parallel-backend"),
+                "sparkrack (vLLM's multiprocessing executor across Sparks, without Ray: "
+                "--nnodes, --node-rank, --master-addr and --headless are rendered per rank)",
+            ),
+        }
+    )
+
+    def for_profile(self, data: Mapping[str, Any]) -> Engine:
+        return ENGINE.for_profile(data)
+
+    def ranks(self, ctx: ServingContext) -> list[Rank]:
+        """One rank per Spark of the deployment, the head (rank 0) first."""
+        return [Rank(i, node) for i, node in enumerate(ctx.group())]
+
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
+        if knob.runtime == "nnodes":
+            return str(len(self.ranks(ctx)))
+        if knob.runtime == "node_rank":
+            return str(rank.rank)
+        if knob.runtime == "master_addr":
+            return ctx.head_address
+        if knob.runtime == "master_port":
+            return str(ctx.dist_port)
+        return super().runtime_value(knob, ctx, rank)
+
+    def runtime_switch(self, knob: RuntimeKnob, rank: Rank) -> bool:
+        return knob.runtime != "headless" or rank.rank > 0
+
+    def env(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, str]:
+        return {
+            **super().env(profile, ctx, rank),
+            **fabric_env(profile, ctx, rank.node, ctx.vf_index, self.image_facts(profile.data)),
+            **self.bind_env(ctx, rank),
+        }
+
+    def container_command(
+        self, profile: Profile, argv: list[str], rank: Rank
+    ) -> tuple[list[str], list[str]]:
+        """The GID resolver sets ``NCCL_IB_GID_INDEX`` from the rank's sysfs, then execs
+        ``vllm serve`` (vLLM reads its key from ``VLLM_API_KEY`` itself)."""
+        resolver = ["python3", "-I", f"{contract.LAUNCHER_MOUNT}/{GID_FILE}", "--"]
+        return [*resolver, *argv[: len(self.entry)]], argv[len(self.entry) :]
+
+    def files(self, profile: Profile) -> list[FileSet]:
+        """The GID resolver and the group guard."""
+        shipped = {
+            GID_FILE: Path(gidtable.__file__).read_text(encoding="utf-8"),
+            contract.GUARD_FILE: scripts.text(contract.GUARD_FILE),
+        }
+        return [FileSet("launcher", contract.LAUNCHER_MOUNT, shipped, 0o555)]
+
+    def probes(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
+        """Head: HTTP probes. Workers serve no HTTP: the group guard fails when the head it saw
+        healthy stops answering, so the group restarts together (as SGLang's)."""
+        if rank.rank == 0:
+            return http_probes(ctx, self.liveness_path)
+        names = ObjectNames.of(deployment_name(ctx, profile))
+        head = f"http://{names.pod_host(0, ctx.namespace)}:{ctx.api_port}"
+        guard = ["python3", f"{contract.LAUNCHER_MOUNT}/{contract.GUARD_FILE}"]
+        target = ["--head", head, "--api-key-env", str(self.client_key_env)]
+        return {
+            "startupProbe": {
+                "exec": {"command": [*guard, "startup", *target]},
+                "periodSeconds": PROBE_PERIOD,
+                "timeoutSeconds": 15,
+                "failureThreshold": max(1, ctx.startup_timeout // PROBE_PERIOD),
+            },
+            "livenessProbe": {
+                "exec": {"command": [*guard, "live", *target]},
+                "periodSeconds": LIVENESS_PERIOD,
+                "timeoutSeconds": 15,
+                "failureThreshold": max(2, ctx.liveness_timeout // LIVENESS_PERIOD),
+            },
+        }
+
+    def headless_port(self, ctx: ServingContext) -> tuple[str, int]:
+        return "dist", ctx.dist_port
+
+    def problems(self, c: Ctx) -> Iterator[Problem]:
+        for rule in ACROSS_RULES:
+            yield from rule.check(c)
+        yield from Engine.problems(self, c)
+
+    def rule_list(self) -> list[Rule]:
+        return [*ACROSS_RULES, *RULES]
+
+
+GID_FILE = Path(gidtable.__file__).name
+"""The GID resolver in the launcher ConfigMap (run before ``vllm serve``)."""
+
 ENGINE = VLLM()
+ACROSS = VLLMAcrossSparks()

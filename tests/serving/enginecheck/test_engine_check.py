@@ -10,13 +10,25 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sparkrack.serving import Profile, list_profiles, load_profile
 from sparkrack.serving.context import ServingContext, context_from_inventory
-from sparkrack.serving.enginecheck.check import Row, check_profiles, problems_of
+from sparkrack.serving.enginecheck.check import (
+    Row,
+    check_profiles,
+    check_resolved,
+    problems_of,
+)
+from sparkrack.serving.engines import engine_of
+from sparkrack.serving.engines.vllm import VLLMAcrossSparks
+from sparkrack.serving.engines.vllm_across import ACROSS_FLAGS
+from sparkrack.serving.profile.knobs import RuntimeKnob
+from sparkrack.serving.resolution import resolve
 
 pytestmark = pytest.mark.tools  # engine environments from PyPI
 
@@ -46,8 +58,9 @@ def test_every_shipped_profile_and_rank_passes_its_engine(rows: list[Row]) -> No
         for r in rows
     )
     print("\n" + table)
+    # SGLang and vLLM across Sparks: one rank per Spark of the example inventory.
     ranks = {
-        p.stem: (4 if load_profile(p.stem).data["engine"] == "sglang" else 1)
+        p.stem: (4 if engine_of(load_profile(p.stem).data).uses_fabric else 1)
         for p in list_profiles()
     }
     assert sorted((r.profile, r.rank) for r in rows) == sorted(
@@ -121,3 +134,63 @@ def test_table_aliases_are_the_real_parsers(engine: str) -> None:
             words = [knob.flag, *knob.aliases]
             dests = {d for _w, d in enginecheck.option_dests(engine, version, words)}
             assert len(dests) == 1 and None not in dests, (knob.key, dests)
+
+
+# --- vLLM across Sparks -------------------------------------------------------------------------
+
+ACROSS = "nemotron-3-super-120b-a12b-nvfp4-vllm4"
+
+
+def test_the_multi_node_flags_are_the_real_parsers() -> None:
+    """ACROSS_FLAGS (read from the wheels) and the table's aliases resolve, in the release of the
+    profile's image, to the destinations they name."""
+    from sparkrack.serving.enginecheck import upstream as enginecheck
+
+    profile = load_profile(ACROSS)
+    eng = engine_of(profile.data)
+    version = eng.upstream_version(profile)
+    assert version is not None
+    words = [f.flag for f in ACROSS_FLAGS]
+    got = dict(enginecheck.option_dests("vllm", version, words))
+    assert got == {f.flag: f.dest for f in ACROSS_FLAGS}
+    for knob in eng.knobs:
+        if isinstance(knob, RuntimeKnob) and knob.aliases:
+            dests = {
+                d for _w, d in enginecheck.option_dests("vllm", version, [knob.flag, *knob.aliases])
+            }
+            assert len(dests) == 1 and None not in dests, (knob.key, dests)
+
+
+class PlantedFlag(VLLMAcrossSparks):
+    """The table with one flag misspelled, as a wrong edit of it would render."""
+
+    knobs = tuple(
+        replace(k, flag="--master-adress") if k.flag == "--master-addr" else k
+        for k in VLLMAcrossSparks.knobs
+    )
+
+
+class OneNode(VLLMAcrossSparks):
+    """Every rank told it is the only node: tp 4 on one GB10."""
+
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Any) -> str:
+        return "1" if knob.runtime == "nnodes" else super().runtime_value(knob, ctx, rank)
+
+
+def test_every_rank_of_the_planted_wrong_flag_fails_naming_it(ctx: ServingContext) -> None:
+    profile = load_profile(ACROSS)
+    rows = check_resolved([resolve(profile, ctx, PlantedFlag())], offline=True)
+    assert [r.rank for r in rows] == [0, 1, 2, 3]
+    assert all(not r.ok and "unrecognized arguments: --master-adress" in r.error for r in rows)
+    problems = problems_of(rows, {profile.name: profile.source})
+    assert len(problems) == 4
+    assert all("--master-adress" in p.message and p.rule == "engine-check" for p in problems)
+
+
+def test_a_rank_without_the_node_count_is_refused_by_vllm(ctx: ServingContext) -> None:
+    rows = check_resolved([resolve(load_profile(ACROSS), ctx, OneNode())], offline=True)
+    assert rows and all(not r.ok for r in rows)
+    assert all(
+        "World size (4) is larger than the number of available GPUs (1) in this node" in r.error
+        for r in rows
+    )
