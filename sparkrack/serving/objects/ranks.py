@@ -152,7 +152,8 @@ def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
 def gate_container(res: Resolution) -> dict[str, Any]:
     """The head's gate (serving/scripts/engine_gate.py): the pod's API port on its cluster
     address, passing the allowed paths on to the engine on loopback. It holds no key and runs
-    as the plain serving user, from the engine's image and the launcher ConfigMap."""
+    as the plain serving user, from the engine's image and the launcher ConfigMap; its memory
+    limit leaves room for several requests at the gate's body limit (64 MiB) at once."""
     eng, ctx = res.engine, res.ctx
     [launcher] = [fs for fs in eng.files(res.profile) if contract.GATE_FILE in fs.files]
     argv = [
@@ -174,7 +175,7 @@ def gate_container(res: Resolution) -> dict[str, Any]:
             "command": [no_expansion(w) for w in argv],
             "env": [pod_ip_env()],
             "ports": [{"name": "http", "containerPort": ctx.api_port}],
-            "resources": {"limits": {"cpu": "1", "memory": "256Mi"}},
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
             "volumeMounts": [
                 {"name": launcher.volume, "mountPath": launcher.mount, "readOnly": True}
             ],

@@ -35,7 +35,7 @@ PREFIXES = ("/v1/",)
 """Path prefixes passed on: the OpenAI API (the gateway, the watchdog, the smoke client)."""
 HEAD_LIMIT = 64 * 1024
 """Largest request line + headers read."""
-BODY_LIMIT = 256 * 1024 * 1024
+BODY_LIMIT = 64 * 1024 * 1024
 """Largest request body passed on."""
 HEAD_TIMEOUT_S = 30.0
 """A client has this long to send its request line and headers."""
