@@ -62,6 +62,7 @@ from typing import Any
 
 from sparkrack.serving.engines import DEFAULT_ENGINE, engine
 from sparkrack.serving.engines.base import Quantity
+from sparkrack.serving.scripts.engine_gate import allowed as gate_passes
 
 BASE_MODEL = "sparkrack-test"
 METRICS_OF = {
@@ -216,8 +217,6 @@ class ServerConfig:
     """False: never send usage (tests the client's 'usage missing' path)."""
     api_key: str | None = field(default=None, repr=False)
     """The engine key ``/v1/*`` and every other guarded route require, as SGLang's ``--api-key``."""
-    admin_api_key: str | None = field(default=None, repr=False)
-    """The admin key the admin routes require, as SGLang's ``--admin-api-key``."""
     serialize: bool = False
     """Generate one stream at a time (a server without batching): peak is then not concurrent."""
     error_after: int | None = None
@@ -246,9 +245,6 @@ class ServerConfig:
 OPEN_PREFIXES = ("/health", "/metrics")
 """Paths SGLang's auth middleware (``srt/utils/auth.py``, ``decide_request_auth``) always lets
 through, by prefix (``/health_generate`` too): the kubelet's probes and Prometheus."""
-ADMIN_ROUTES = ("/flush_cache", "/update_weights_from_disk", "/update_weights_from_tensor")
-"""Admin routes (SGLang's ``ADMIN_OPTIONAL`` level): with an admin key set only it opens them,
-the engine key does not; with only the engine key set, it does."""
 
 
 def _bearer(authorization: str | None, expected: str) -> bool:
@@ -259,11 +255,13 @@ def _bearer(authorization: str | None, expected: str) -> bool:
 def auth_refusal(
     method: str, path: str, authorization: str | None, config: ServerConfig
 ) -> str | None:
-    """The status line SGLang's auth middleware would answer (None: let the request through)."""
+    """The status line the engine's API port would answer (None: let the request through): the
+    gate in front of SGLang refuses every path it does not pass on (``/server_info``, the admin
+    routes), then SGLang's auth middleware wants the engine key for all but health and metrics."""
+    if not gate_passes(path):
+        return "404 Not Found"
     if method == "OPTIONS" or path.startswith(OPEN_PREFIXES):
         return None
-    if path in ADMIN_ROUTES and config.admin_api_key:
-        return None if _bearer(authorization, config.admin_api_key) else "401 Unauthorized"
     if config.api_key and not _bearer(authorization, config.api_key):
         return "401 Unauthorized"
     return None
@@ -348,8 +346,6 @@ class TestServer:
                 else [],
             }
             self._respond(writer, "200 OK", json.dumps(data).encode())
-        elif method == "POST" and path in ADMIN_ROUTES:
-            self._respond(writer, "200 OK", b'{"success": true}')
         elif method == "GET" and path == "/health":
             self._respond(writer, "200 OK", b"{}")
         elif method == "GET" and path == "/metrics":
@@ -600,9 +596,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--api-key-env", default=None, help="variable holding the engine key /v1/* requires"
     )
-    parser.add_argument(
-        "--admin-api-key-env", default=None, help="variable holding the admin routes' key"
-    )
     parser.add_argument("--serialize", action="store_true", help="one stream at a time")
     parser.add_argument("--error-after", type=int, default=None, help="error event after N chunks")
     parser.add_argument("--unlisted", action="store_true", help="GET /v1/models lists nothing")
@@ -639,9 +632,6 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         accept_len=args.accept_len,
         usage=not args.no_usage,
         api_key=os.environ.get(args.api_key_env) or None if args.api_key_env else None,
-        admin_api_key=(
-            os.environ.get(args.admin_api_key_env) or None if args.admin_api_key_env else None
-        ),
         serialize=args.serialize,
         error_after=args.error_after,
         listed=not args.unlisted,

@@ -44,11 +44,21 @@ EXIT_USAGE = 2
 # the module becomes ``FLAG <value of VAR>`` in the module's sys.argv, and VAR leaves the
 # interpreter's environment (the children it starts do not inherit it). The kernel's copy of
 # the argv, world-readable in /proc/<pid>/cmdline, holds the variable's name only.
+#
+# The server prints its own arguments (SGLang logs ``server_args=ServerArgs(... api_key='...',
+# admin_api_key='...')`` at start-up, in every release 0.5.10-0.5.13), and its worker processes
+# set up their logging afresh, so no logging filter in this interpreter reaches all of them.
+# The keys are taken out of the bytes instead: the server runs in a child whose stdout and
+# stderr (inherited by every process it starts) are pipes, and this process, the container's
+# main process, copies them to its own stdout and stderr with each key value replaced by
+# ``***``. It hands the server the signals it gets, reaps the orphans the server leaves (it is
+# PID 1 of the container), and exits with the server's exit status (128 + N for signal N).
 KEY_BOOTSTRAP = """\
-import os, runpy, sys
+import os, runpy, select, signal, sys
 module, rest = sys.argv[1], sys.argv[2:]
 split = rest.index("--")
 pairs, server = rest[:split], rest[split + 1 :]
+keys = []
 for pair in pairs:
     var, flag = pair.split("=", 1)
     value = os.environ.pop(var, "")
@@ -56,8 +66,65 @@ for pair in pairs:
         sys.stderr.write(f"[sparkrack-key] FATAL: {var} is empty: the server would run without {flag}\\n")
         sys.exit(4)
     server += [flag, value]
-sys.argv = [module, *server]
-runpy.run_module(module, run_name="__main__", alter_sys=True)
+    keys.append(value.encode())
+pipes = [os.pipe(), os.pipe()]
+sys.stdout.flush()
+sys.stderr.flush()
+child = os.fork()
+if child == 0:
+    for fd, (read, write) in zip((1, 2), pipes):
+        os.dup2(write, fd)
+        os.close(read)
+        os.close(write)
+    sys.argv = [module, *server]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    sys.exit(0)
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    signal.signal(sig, lambda sig, _frame: os.kill(child, sig))
+keep = max((len(k) for k in keys), default=1) - 1
+def clean(data):
+    for key in keys:
+        data = data.replace(key, b"***")
+    return data
+def emit(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+out, held = {}, {}
+for fd, (read, write) in zip((1, 2), pipes):
+    os.close(write)
+    out[read], held[read] = fd, b""
+status = None
+while out:
+    ready = select.select(list(out), [], [], 1.0)[0]
+    for read in ready:
+        chunk = os.read(read, 65536)
+        data = clean(held[read] + chunk)
+        if not chunk:
+            emit(out.pop(read), data)
+            os.close(read)
+            continue
+        cut = data.rfind(b"\\n") + 1
+        if not cut and len(data) > 65536:
+            cut = len(data) - keep
+        emit(out[read], data[:cut])
+        held[read] = data[cut:]
+    while True:
+        try:
+            pid, code = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if pid == child:
+            status = code
+    if status is not None and not ready:
+        break
+for read, fd in out.items():
+    emit(fd, clean(held[read]))
+if status is None:
+    status = os.waitpid(child, 0)[1]
+code = os.waitstatus_to_exitcode(status)
+sys.exit(128 - code if code < 0 else code)
 """
 
 

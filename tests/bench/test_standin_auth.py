@@ -1,6 +1,8 @@
-"""The test server standing in for an engine refuses requests as SGLang's auth middleware does
-(``srt/utils/auth.py``, ``decide_request_auth``): ``/health*`` and ``/metrics*`` open, every other
-route the engine key, the admin routes the admin key once one is set."""
+"""The test server standing in for an engine refuses requests as the engine's API port does: the
+gate in front of SGLang answers 404 for every path it does not pass on (``/server_info``, the
+admin routes), whatever the key; then SGLang's auth middleware (``srt/utils/auth.py``,
+``decide_request_auth``) opens ``/health*`` and ``/metrics*`` and wants the engine key for the
+rest."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import urllib.request
 
 import pytest
 
-from sparkrack.bench.server import ADMIN_ROUTES, ServerConfig, auth_refusal, main, spawn
+from sparkrack.bench.server import ServerConfig, auth_refusal, main, spawn
 
-KEYED = ServerConfig(api_key="engine-k", admin_api_key="admin-k")
+KEYED = ServerConfig(api_key="engine-k")
+GATED = ("/server_info", "/get_server_info", "/flush_cache", "/update_weights_from_tensor")
 
 
 @pytest.mark.parametrize(
@@ -27,9 +30,9 @@ KEYED = ServerConfig(api_key="engine-k", admin_api_key="admin-k")
         ("POST", "/v1/chat/completions", "Bearer engine-k", None),
         ("POST", "/v1/chat/completions", "bearer engine-k", None),
         ("POST", "/v1/chat/completions", "Bearer admin-k", "401 Unauthorized"),
-        ("POST", "/flush_cache", "Bearer engine-k", "401 Unauthorized"),
-        ("POST", "/flush_cache", "Bearer admin-k", None),
-        ("POST", "/flush_cache", None, "401 Unauthorized"),
+        ("GET", "/server_info", "Bearer engine-k", "404 Not Found"),
+        ("POST", "/flush_cache", "Bearer engine-k", "404 Not Found"),
+        ("POST", "/update_weights_from_tensor", None, "404 Not Found"),
     ],
 )
 def test_the_stand_in_decides_as_the_engine(
@@ -38,16 +41,11 @@ def test_the_stand_in_decides_as_the_engine(
     assert auth_refusal(method, path, header, KEYED) == refused
 
 
-def test_with_only_the_engine_key_it_opens_the_admin_routes() -> None:
-    only = ServerConfig(api_key="engine-k")
-    assert auth_refusal("POST", "/flush_cache", "Bearer engine-k", only) is None
-    assert auth_refusal("POST", "/flush_cache", None, only) == "401 Unauthorized"
-
-
-def test_without_keys_everything_is_open() -> None:
-    """Negative control of the table above: the refusals come from the keys."""
-    for path in ("/v1/models", *ADMIN_ROUTES):
-        assert auth_refusal("POST", path, None, ServerConfig()) is None
+def test_without_keys_the_api_is_open_and_the_gated_paths_are_not() -> None:
+    """Negative control of the table above: the 401s come from the key, the 404s from the gate."""
+    assert auth_refusal("POST", "/v1/models", None, ServerConfig()) is None
+    for path in GATED:
+        assert auth_refusal("POST", path, None, ServerConfig()) == "404 Not Found"
 
 
 def status(url: str, key: str | None = None) -> int:
@@ -69,6 +67,7 @@ def test_the_server_process_takes_its_key_from_a_variable_and_answers_401() -> N
         assert status(url + "/v1/models") == 401
         assert status(url + "/v1/models", "nope") == 401
         assert status(url + "/v1/models", "s3cret") == 200
+        assert status(url + "/server_info", "s3cret") == 404
 
 
 def test_a_key_on_the_command_line_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

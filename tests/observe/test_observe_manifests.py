@@ -49,8 +49,8 @@ def test_head_pod_is_annotated_for_scraping(name: str, ctx: ServingContext) -> N
         return
     assert notes[contract.PROMETHEUS_SCRAPE_ANNOTATION] == "true"
     assert notes[contract.PROMETHEUS_PATH_ANNOTATION] == eng.metrics_path
-    container = head["spec"]["containers"][0]
-    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    # the port of any container of the pod (a gated engine's gate names the API port)
+    ports = {p["name"]: p["containerPort"] for c in head["spec"]["containers"] for p in c["ports"]}
     assert notes[contract.PROMETHEUS_PORT_ANNOTATION] == str(ports[eng.metrics_port])
     # workers run no HTTP server: never a scrape target
     for pod in pods.values():

@@ -271,8 +271,10 @@ def test_cli_list_and_bad_directory(tmp_path: Path, capsys: pytest.CaptureFixtur
 KEYED_SERVER = """\
 import json, os, sys
 cmdline = open(f"/proc/{os.getpid()}/cmdline", "rb").read().decode().split("\\0")
-print("KEYED", json.dumps({"cmdline": cmdline, "argv": sys.argv[1:],
-                           "env": {k: v for k, v in os.environ.items() if k.startswith("SPK_")}}))
+seen = json.dumps({"cmdline": cmdline, "argv": sys.argv[1:],
+                   "env": {k: v for k, v in os.environ.items() if k.startswith("SPK_")}})
+open("seen.json", "w").write(seen)
+print("KEYED", seen)
 """
 
 
@@ -290,8 +292,8 @@ def _keyed(tmp_path: Path, mount: Path, keys: dict[str, str], env: dict[str, str
         timeout=120,
         check=False,
     )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("KEYED ")]
-    return proc, (json.loads(lines[0][6:]) if lines else None)
+    seen = tmp_path / "seen.json"
+    return proc, (json.loads(seen.read_text()) if seen.exists() else None)
 
 
 def test_the_launcher_hands_keys_over_outside_every_argv(mount: Path, tmp_path: Path) -> None:
@@ -306,7 +308,9 @@ def test_the_launcher_hands_keys_over_outside_every_argv(mount: Path, tmp_path: 
     assert key not in shown and admin not in shown
     assert "fake_server" in shown and "SPK_KEY=--api-key" in shown
     assert seen["env"] == {}
-    assert key not in proc.stdout.replace(json.dumps(seen["argv"]), "") + proc.stderr
+    # the stand-in printed its argv, keys included: the launcher's copy of its output masks them
+    assert key not in proc.stdout + proc.stderr and admin not in proc.stdout + proc.stderr
+    assert '"--api-key", "***", "--admin-api-key", "***"' in proc.stdout
 
 
 def test_an_empty_key_stops_the_server(mount: Path, tmp_path: Path) -> None:
@@ -333,3 +337,195 @@ def test_without_the_handover_the_key_is_in_the_cmdline(mount: Path, tmp_path: P
     )
     seen = json.loads(proc.stdout.split("KEYED ", 1)[1])
     assert key in seen["cmdline"]
+
+
+# --- the keys SGLang logs at start-up ----------------------------------------------------------
+
+SGLANG_RELEASES = ("0.5.10", "0.5.11", "0.5.12", "0.5.13")
+ENGINE = "sglang/srt/entrypoints/engine.py"
+SERVER_ARGS = "sglang/srt/server_args.py"
+COMMON = "sglang/srt/utils/common.py"
+LOGS_SERVER_ARGS = (
+    "logger.info(f'server_args={server_args!r}')"  # engine.py, as ast.unparse shows it
+)
+
+# SGLang's own start-up logging, taken from the release's source: ServerArgs with the fields
+# server_args.py declares, logging set up by the basicConfig call of configure_logger
+# (utils/common.py), then the statement of entrypoints/engine.py that logs server_args, run on
+# the logger of that module. A spawned worker (SGLang's scheduler sets its logging up afresh)
+# logs it too, and the raw stderr file descriptor gets it.
+SGLANG_LOGGING_SERVER = """\
+import ast, dataclasses, logging, multiprocessing, os, sys
+
+root = os.environ["SPK_SGLANG"]
+
+def source(member):
+    return ast.parse(open(os.path.join(root, member)).read())
+
+def make_server_args(args):
+    cls = next(n for n in ast.walk(source("{server_args}"))
+               if isinstance(n, ast.ClassDef) and n.name == "ServerArgs")
+    fields = [n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)]
+    ServerArgs = dataclasses.make_dataclass("ServerArgs", [(f, object, None) for f in fields])
+    given = {{args[i][2:].replace("-", "_"): args[i + 1] for i in range(0, len(args), 2)}}
+    return ServerArgs(**{{"log_level": "info", **given}})
+
+def run(func, member, **names):
+    wanted = ("{{server_args", "basicConfig")
+    call = next(node for fn in ast.walk(source(member))
+                if isinstance(fn, ast.FunctionDef) and fn.name == func
+                for node in ast.walk(fn)
+                if isinstance(node, ast.Expr) and any(w in ast.unparse(node) for w in wanted))
+    exec(compile(ast.Module([call], []), member, "exec"), names)
+
+def log(argv):
+    server_args = make_server_args(argv)
+    run("configure_logger", "{common}", logging=logging, server_args=server_args,
+        format="[%(asctime)s] %(message)s")
+    run("{logs_in}", "{engine}", logger=logging.getLogger("sglang.srt.entrypoints.engine"),
+        server_args=server_args)
+
+if __name__ == "__main__":
+    log(sys.argv[1:])
+    ctx = multiprocessing.get_context("spawn")
+    worker = ctx.Process(target=log, args=(sys.argv[1:],))
+    worker.start()
+    worker.join()
+    os.write(2, f"raw {{sys.argv[-1]}}\\n".encode())
+"""
+
+
+def _sglang_logging(wheel_files: Any, version: str, tmp_path: Path) -> tuple[Path, str]:
+    """The release's files and the function of engine.py that logs ``server_args``."""
+    root = wheel_files.extract("sglang", version, [ENGINE, SERVER_ARGS, COMMON])
+    engine = ast.parse((root / ENGINE).read_text())
+    logs_in = [
+        fn.name
+        for fn in ast.walk(engine)
+        if isinstance(fn, ast.FunctionDef)
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Expr)
+        and ast.unparse(node) == "logger.info(f'server_args={server_args!r}')"
+    ]
+    assert logs_in, f"sglang {version}: {ENGINE} no longer logs server_args"
+    common = (root / COMMON).read_text()
+    assert "force=True" in common.split("def configure_logger", 1)[1].split("\ndef ", 1)[0]
+    (tmp_path / "sglang_logging.py").write_text(
+        SGLANG_LOGGING_SERVER.format(
+            server_args=SERVER_ARGS, common=COMMON, engine=ENGINE, logs_in=logs_in[0]
+        )
+    )
+    return root, logs_in[0]
+
+
+@pytest.mark.parametrize("version", SGLANG_RELEASES)
+def test_sglangs_start_up_log_reaches_the_log_without_keys(
+    wheel_files: Any, version: str, mount: Path, tmp_path: Path
+) -> None:
+    """SGLang's own start-up logging of each release, in the server and in a spawned worker,
+    leaves the launcher with both keys masked and every other argument intact."""
+    root, _ = _sglang_logging(wheel_files, version, tmp_path)
+    key, admin = "sk-planted-" + "d" * 24, "sk-admin-" + "e" * 24
+    command = container_entrypoint([], ARCH, mount=str(mount))
+    keys = ["--key-env", "SPK_KEY=--api-key", "--key-env", "SPK_ADMIN=--admin-api-key"]
+    server = [sys.executable, "-m", "sglang_logging", "--model-path", "org/model"]
+    proc = subprocess.run(
+        [sys.executable, *command[1:-1], *keys, "--", *server],
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": os.environ["PATH"],
+            "PYTHONPATH": str(tmp_path),
+            "SPK_SGLANG": str(root),
+            "SPK_KEY": key,
+            "SPK_ADMIN": admin,
+        },
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    logged = [ln for ln in proc.stderr.splitlines() if "server_args=ServerArgs(" in ln]
+    assert len(logged) == 2, proc.stderr  # the server and its worker
+    for line in logged:
+        assert "model_path='org/model'" in line
+        assert "api_key='***'" in line and "admin_api_key='***'" in line
+    assert "raw ***" in proc.stderr
+    assert key not in proc.stdout + proc.stderr and admin not in proc.stdout + proc.stderr
+
+
+def test_without_the_launcher_sglang_logs_the_keys(wheel_files: Any, tmp_path: Path) -> None:
+    """Negative control: the same start-up logging run with the keys as plain arguments prints
+    both, so the test above can tell."""
+    root, _ = _sglang_logging(wheel_files, SGLANG_RELEASES[-1], tmp_path)
+    key, admin = "sk-planted-" + "f" * 24, "sk-admin-" + "g" * 24
+    proc = subprocess.run(
+        [sys.executable, "-m", "sglang_logging", "--api-key", key, "--admin-api-key", admin],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "SPK_SGLANG": str(root)},
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"api_key='{key}'" in proc.stderr and f"admin_api_key='{admin}'" in proc.stderr
+
+
+def test_the_launcher_passes_on_signals_and_the_exit_status(mount: Path, tmp_path: Path) -> None:
+    """The launcher, the container's main process, hands SIGTERM to the server and exits with
+    its status."""
+    (tmp_path / "stopping.py").write_text(
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    command = container_entrypoint([], ARCH, mount=str(mount))
+    with subprocess.Popen(
+        [
+            sys.executable,
+            *command[1:-1],
+            "--key-env",
+            "SPK_KEY=--api-key",
+            "--",
+            sys.executable,
+            "-m",
+            "stopping",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "SPK_KEY": "k" * 16},
+        cwd=tmp_path,
+    ) as proc:
+        assert proc.stdout is not None
+        while "ready" not in proc.stdout.readline():
+            pass
+        proc.terminate()
+        assert proc.wait(timeout=30) == 7
+
+
+def test_a_key_split_across_writes_of_a_long_line_is_masked(mount: Path, tmp_path: Path) -> None:
+    """A key that arrives in two writes, inside a line longer than the launcher holds back for
+    a newline, is masked all the same."""
+    key = "sk-planted-" + "h" * 24
+    (tmp_path / "long_line.py").write_text(
+        "import os, sys, time\n"
+        "key = sys.argv[-1]\n"
+        "os.write(1, b'x' * 70000 + key[:9].encode())\n"
+        "time.sleep(0.3)\n"
+        "os.write(1, key[9:].encode() + b' end')\n"
+    )
+    command = container_entrypoint([], ARCH, mount=str(mount))
+    proc = subprocess.run(
+        [sys.executable, *command[1:-1], "--key-env", "SPK_KEY=--api-key", "--"]
+        + [sys.executable, "-m", "long_line"],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "SPK_KEY": key},
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith("x" * 70000 + "*** end")

@@ -146,6 +146,9 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
                 "api_key_env": res.engine.client_key_env or "",
                 "head_pod": pods[0],
                 "pods": pods,
+                # The engine's container in each rank's pod (a gated head has its gate beside
+                # it): what the play's exec and log reads name.
+                "container": res.engine.name,
                 "plan": deployment_plan(d),
                 "manifests": objects,
                 **switch.facts,

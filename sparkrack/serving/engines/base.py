@@ -196,24 +196,27 @@ def hf_token_env(ctx: ServingContext) -> dict[str, Any]:
     }
 
 
-def http_probes(ctx: ServingContext, liveness_path: str) -> dict[str, Any]:
-    """Startup, readiness and liveness probes of the process that serves the OpenAI API."""
+def http_probes(
+    ctx: ServingContext, liveness_path: str, port: str | int = "http"
+) -> dict[str, Any]:
+    """Startup, readiness and liveness probes of the process that serves the OpenAI API, at the
+    pod's ``port`` (a gated engine's: the API port, which its gate container names)."""
     return {
         # Weight load + CUDA graph capture: src:ultra-post measured ~490 s for Ultra's weights alone.
         "startupProbe": {
-            "httpGet": {"path": "/health", "port": "http"},
+            "httpGet": {"path": "/health", "port": port},
             "periodSeconds": PROBE_PERIOD,
             "timeoutSeconds": 30,
             "failureThreshold": max(1, ctx.startup_timeout // PROBE_PERIOD),
         },
         "readinessProbe": {
-            "httpGet": {"path": "/health", "port": "http"},
+            "httpGet": {"path": "/health", "port": port},
             "periodSeconds": 15,
             "timeoutSeconds": 30,
             "failureThreshold": 3,
         },
         "livenessProbe": {
-            "httpGet": {"path": liveness_path, "port": "http"},
+            "httpGet": {"path": liveness_path, "port": port},
             "periodSeconds": LIVENESS_PERIOD,
             "timeoutSeconds": 30,
             "failureThreshold": max(2, ctx.liveness_timeout // LIVENESS_PERIOD),
@@ -278,6 +281,11 @@ class Engine:
     memory: MemoryModel
     uses_fabric: bool = False
     """True when the ranks form one NCCL group over the fabric (Multus VF, privileged pod)."""
+    gated: bool = False
+    """The head's HTTP server listens on loopback behind sparkrack's gate
+    (``serving/scripts/engine_gate.py``, a container of the head pod on the API port), which
+    passes on the OpenAI API, health and metrics only: for an engine whose other routes hand a
+    holder of the engine key what it must not have."""
     liveness_path: str = "/health"
     upstream: str | None = None
     """PyPI distribution whose parser and start-up checks validate the rendered argv."""

@@ -564,6 +564,10 @@ LOG_RUNNING = re.compile(r"#running-req:\s*(\d+)")
 # --- listeners (SGLang 0.5.10-0.5.13, python/sglang/srt/...) ----------------------------------
 
 SERVER = "entrypoints/http_server.py (launch_server: --host, --port)"
+GATE = "sparkrack serving/scripts/engine_gate.py (--host-env POD_IP --port)"
+ENGINE_HTTP = Listener(
+    "engine HTTP, behind the gate", "head", Bind.LOOPBACK, PortOf.API, (Peer.POD,), SERVER
+)
 DIST_INIT = Listener(
     "dist-init (torch TCPStore)",
     "head",
@@ -593,14 +597,16 @@ LOCAL_BROADCASTER = Listener(
     "distributed/device_communicators/shm_broadcast.py (MessageQueue local socket)",
 )
 MULTI_RANK = (
-    *api_listeners(SERVER, "/metrics"),
+    *api_listeners(GATE, "/metrics"),
+    ENGINE_HTTP,
     DIST_INIT,
     NCCL_BOOTSTRAP,
     GLOO,
     BROADCASTER,
 )
 SINGLE_RANK = (
-    *api_listeners(SERVER, "/metrics"),
+    *api_listeners(GATE, "/metrics"),
+    ENGINE_HTTP,
     Listener(
         DIST_INIT.name, "head", Bind.ALL, PortOf.DIST, (Peer.POD,), DIST_INIT.source, Bind.FABRIC
     ),
@@ -691,6 +697,12 @@ class SGLang(Engine):
     rules = RULES
     memory = SGLangMemory()
     uses_fabric = True
+    # /server_info and /get_server_info answer dataclasses.asdict(server_args), both keys
+    # included, to the engine key (NORMAL level); /load_lora_adapter_from_tensors unpickles its
+    # body for the engine key too; and without --admin-api-key the engine key opens every
+    # ADMIN_OPTIONAL route (utils/auth.py, entrypoints/http_server.py, 0.5.10-0.5.13). Only the
+    # gate's allow-list keeps them from the gateway, the watchdog and the ranks.
+    gated = True
     liveness_path = "/health_generate"
     upstream = NAME
     jit_caches = (FLASHINFER_CACHE, TRITON_CACHE, INDUCTOR_CACHE, CUTE_DSL_CACHE, DEEPGEMM_CACHE)
@@ -745,6 +757,8 @@ class SGLang(Engine):
         return [Rank(i, node) for i, node in enumerate(ctx.group())]
 
     def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
+        if knob.runtime == "host":
+            return contract.LOOPBACK  # behind the gate (gated)
         if knob.runtime == "nnodes":
             return str(len(self.ranks(ctx)))
         if knob.runtime == "node_rank":
@@ -788,7 +802,7 @@ class SGLang(Engine):
         """Head: HTTP probes, liveness on /health_generate. Workers: the group guard, which fails
         when the head restarted, so the whole group restarts together."""
         if rank.rank == 0:
-            return http_probes(ctx, self.liveness_path)
+            return http_probes(ctx, self.liveness_path, ctx.api_port)
         # The head serves HTTP on its cluster address only: reach it by its pod's DNS name.
         names = ObjectNames.of(deployment_name(ctx, profile))
         head = f"http://{names.pod_host(0, ctx.namespace)}:{ctx.api_port}"
@@ -837,10 +851,13 @@ class SGLang(Engine):
 
 
 def launcher_files() -> dict[str, str]:
-    """The launcher ConfigMap: the patch engine + launcher, the group guard, the smoke client and
-    the GID resolver."""
+    """The launcher ConfigMap: the patch engine + launcher, the group guard, the smoke client,
+    the head's gate and the GID resolver."""
     files = dict(configmap_files())
-    shipped = {name: scripts.text(name) for name in (contract.GUARD_FILE, contract.SMOKE_FILE)}
+    shipped = {
+        name: scripts.text(name)
+        for name in (contract.GUARD_FILE, contract.SMOKE_FILE, contract.GATE_FILE)
+    }
     shipped[GID_FILE] = Path(gidtable.__file__).read_text(encoding="utf-8")
     for name, text in shipped.items():
         if name in files:  # pragma: no cover - the patch engine must not ship these names

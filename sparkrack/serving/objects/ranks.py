@@ -23,6 +23,7 @@ from sparkrack.serving.engines import FileSet, Rank
 from sparkrack.serving.names import ObjectNames
 from sparkrack.serving.objects.network import deployment_policy
 from sparkrack.serving.objects.pod import (
+    hardened,
     hf_cache_mount,
     hf_cache_volume,
     meta,
@@ -110,7 +111,7 @@ def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
     env += key_env(res, rank)
     env.append(pod_ip_env())
     ports: list[dict[str, Any]] = []
-    if rank.rank == 0:
+    if rank.rank == 0 and not eng.gated:
         ports.append({"name": "http", "containerPort": ctx.api_port})
     if eng.uses_fabric:
         ports.append({"name": "dist", "containerPort": ctx.dist_port})
@@ -148,6 +149,40 @@ def _container(res: Resolution, rank: Rank) -> dict[str, Any]:
     return container
 
 
+def gate_container(res: Resolution) -> dict[str, Any]:
+    """The head's gate (serving/scripts/engine_gate.py): the pod's API port on its cluster
+    address, passing the allowed paths on to the engine on loopback. It holds no key and runs
+    as the plain serving user, from the engine's image and the launcher ConfigMap; its memory
+    limit leaves room for several requests at the gate's body limit (64 MiB) at once."""
+    eng, ctx = res.engine, res.ctx
+    [launcher] = [fs for fs in eng.files(res.profile) if contract.GATE_FILE in fs.files]
+    argv = [
+        "python3",
+        "-I",
+        f"{launcher.mount}/{contract.GATE_FILE}",
+        "--host-env",
+        contract.POD_IP_ENV,
+        "--port",
+        str(ctx.api_port),
+        "--upstream",
+        f"{contract.LOOPBACK}:{ctx.api_port}",
+    ]
+    return hardened(
+        {
+            "name": contract.GATE_CONTAINER,
+            "image": res.profile.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": [no_expansion(w) for w in argv],
+            "env": [pod_ip_env()],
+            "ports": [{"name": "http", "containerPort": ctx.api_port}],
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+            "volumeMounts": [
+                {"name": launcher.volume, "mountPath": launcher.mount, "readOnly": True}
+            ],
+        }
+    )
+
+
 def rdma_access(ctx: ServingContext) -> dict[str, Any]:
     """What an NCCL rank's container adds to reach the RDMA devices of its VF, as the inventory
     chose (``serving_rdma_access``). src:roce-post: without either, ``/dev/infiniband`` stays invisible
@@ -176,6 +211,9 @@ def _statefulset(
         annotations[contract.MULTUS_NETWORKS_ANNOTATION] = pod_network_annotation(
             rank.node, ctx.namespace, ctx.vf_index
         )
+    if eng.gated and rank.rank == 0:
+        # kubectl logs/exec of the pod reach the engine, not its gate
+        annotations[contract.DEFAULT_CONTAINER_ANNOTATION] = eng.name
     if annotations:
         template_meta["annotations"] = annotations
     extras = eng.extras(profile, ctx)
@@ -219,7 +257,10 @@ def _statefulset(
             "nodeSelector": node_selector(rank.node),
             "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
             "initContainers": [*init_containers, *extras.init_containers],
-            "containers": [_container(res, rank)],
+            "containers": [
+                _container(res, rank),
+                *([gate_container(res)] if eng.gated and rank.rank == 0 else []),
+            ],
             "volumes": volumes,
         },
         nonroot=False,

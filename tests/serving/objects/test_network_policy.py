@@ -19,6 +19,7 @@ import pytest
 from sparkrack import contract
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.serving.deployments.gateway import PORT as GATEWAY_PORT
+from sparkrack.serving.engines import engine_of
 from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL
 from sparkrack.watch.manifests import name as watchdog_name
 
@@ -307,8 +308,12 @@ def test_no_engine_listens_on_every_address(rendered: dict[str, Any]) -> None:
     for dep in rendered["deployments"]:
         for d in dep["manifests"]:
             if d["kind"] == "StatefulSet":
-                args = d["spec"]["template"]["spec"]["containers"][0]["args"]
-                assert args[args.index("--host") + 1] == f"$({contract.POD_IP_ENV})"
+                engine_c = d["spec"]["template"]["spec"]["containers"][0]
+                args = engine_c["args"]
+                # a gated engine listens on loopback behind its gate (test_engine_gate.py)
+                gated = engine_of({"engine": engine_c["name"]}).gated
+                host = contract.LOOPBACK if gated else f"$({contract.POD_IP_ENV})"
+                assert args[args.index("--host") + 1] == host
     # Negative control: the seeds' --host 0.0.0.0 is caught.
     bad = copy.deepcopy(rendered["deployments"][0]["manifests"])
     sts = next(d for d in bad if d["kind"] == "StatefulSet")
