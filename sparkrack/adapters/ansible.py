@@ -420,8 +420,23 @@ def image_archive(path: str) -> dict[str, str]:
     return {"name": found.name, "digest": found.digest, "reference": found.reference}
 
 
+NODE_SCRIPTS: Final = ("memsettle.py",)
+"""The in-pod scripts a role also runs on the node itself."""
+
+
+def node_script(name: str) -> str:
+    """``{{ 'memsettle.py' | sparkrack_node_script }}`` -> the script's text, exactly as the
+    pods get it (one file, one owner)."""
+    from sparkrack.serving import scripts
+
+    if name not in NODE_SCRIPTS:
+        raise AnsibleFilterError(f"sparkrack_node_script: {name!r} is not one of {NODE_SCRIPTS}")
+    return scripts.text(name)
+
+
 FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_contract": contract,
+    "sparkrack_node_script": node_script,
     "sparkrack_image_archive": image_archive,
     "sparkrack_fabric_plan": fabric_plan,
     "sparkrack_inventory_check": inventory_check,

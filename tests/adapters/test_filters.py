@@ -295,3 +295,14 @@ def test_image_archive_filter_gives_the_reference_and_refuses_a_bad_archive(
     assert found == {"name": NAME, "digest": made.digest, "reference": made.reference}
     with pytest.raises(AnsibleFilterError, match="image archive refused"):
         FILTERS["sparkrack_image_archive"](str(tmp_path / "d.tar"))
+
+
+def test_node_script_is_the_text_the_pods_get_and_nothing_else() -> None:
+    from sparkrack.serving.switch.plan import script_files
+
+    node_script = FILTERS["sparkrack_node_script"]
+    assert node_script("memsettle.py") == script_files()["memsettle.py"]
+    with pytest.raises(AnsibleFilterError, match="not one of"):
+        node_script("fetch_step.py")
+    with pytest.raises(AnsibleFilterError, match="not one of"):
+        node_script("../../adapters/ansible.py")
