@@ -63,6 +63,19 @@ SOURCES: dict[str, Source] = {
             "NVIDIA, Nemotron deployment guides",
             "Nemotron-3-Super on one Spark with vLLM (nightly) and TensorRT-LLM",
         ),
+        Source(
+            "gb10-memavailable-bug",
+            "[Bug]: Engine startup on DGX Spark (GB10, unified memory) collapses host memory —"
+            " NV_ERR_NO_MEMORY while MemAvailable reports ~22 GiB",
+            "GitHub, the vLLM tracker, report 56824",
+            "MemAvailable counts page cache the NVIDIA allocator cannot take back at engine start",
+        ),
+        Source(
+            "spark-oom-page-cache",
+            "Taming OOM on DGX Spark: Debugging Unified Memory Pressure in a 2-Node vLLM Cluster",
+            "tobias-weiss.org",
+            "page cache of a memory-mapped checkpoint against NV_ERR_NO_MEMORY at KV allocation",
+        ),
     )
 }
 

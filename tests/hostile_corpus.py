@@ -581,7 +581,13 @@ RULES: list[Entry] = [
         "vllm-context-beyond-kv",
         VLLM,
         "plan-context-exceeds-kv",
-        ("vllm.gpu_memory_utilization", 0.68),
+        ("vllm.gpu_memory_utilization", 0.64),
+    ),
+    S(
+        "vllm-fraction-beyond-free",
+        VLLM,
+        "plan-fraction-exceeds-free",
+        ("vllm.gpu_memory_utilization", 0.95),
     ),
     S(
         "vllm-qwen-397b-one-spark",

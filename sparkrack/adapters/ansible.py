@@ -22,7 +22,6 @@ from sparkrack.fabric.nccl import check_transport, gate
 from sparkrack.fabric.ncclenv import TRANSPORTS, Transport
 from sparkrack.fabric.netplan import fabric_interfaces, netplan_config
 from sparkrack.fabric.rdma import pair_rounds, rail_verdict
-from sparkrack.fabric.roce import roce_v2_ipv4_index
 from sparkrack.k3s import config as k3s
 from sparkrack.k8s import render_addons, validated, waits
 from sparkrack.k8s.fabric_check import render_fabric_check
@@ -112,8 +111,14 @@ def fabric_interface_names(plan: Any, host: str) -> list[str]:
     return _guard("fabric interfaces", lambda: fabric_interfaces(plan, host))
 
 
-def roce_gid_index(dump: str, device: str, address: str, netdev: str) -> int:
-    return _guard("RoCE GID index", lambda: roce_v2_ipv4_index(dump, device, address, netdev))
+def gid_standin(vfs: list[Mapping[str, Any]], root: str, v2_index: int) -> dict[str, Any]:
+    """``{{ vfs | sparkrack_gid_standin(root, index) }}`` -> ``{directories, files}`` of a GID
+    table in the kernel's layout for the VFs in use (the lab's stand-in for sysfs)."""
+    from sparkrack.fabric.gidstandin import files
+
+    targets = [(str(v["rdma_device"]), str(v["address"]), str(v["netdev"])) for v in vfs]
+    folders, written = _guard("GID stand-in", lambda: files(root, targets, int(v2_index)))
+    return {"directories": folders, "files": written}
 
 
 def driver_check(text: str, expected: str, source: str = "group_vars") -> str:
@@ -420,14 +425,34 @@ def image_archive(path: str) -> dict[str, str]:
     return {"name": found.name, "digest": found.digest, "reference": found.reference}
 
 
+NODE_SCRIPTS: Final = ("memsettle.py", "gidtable.py")
+"""The in-pod scripts a role also runs on the node itself."""
+
+
+def node_script(name: str) -> str:
+    """``{{ 'memsettle.py' | sparkrack_node_script }}`` -> the script's text, exactly as the
+    pods get it (one file, one owner)."""
+    from pathlib import Path
+
+    from sparkrack.fabric import gidtable
+    from sparkrack.serving import scripts
+
+    if name not in NODE_SCRIPTS:
+        raise AnsibleFilterError(f"sparkrack_node_script: {name!r} is not one of {NODE_SCRIPTS}")
+    if name == "gidtable.py":
+        return Path(gidtable.__file__).read_text(encoding="utf-8")
+    return scripts.text(name)
+
+
 FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_contract": contract,
+    "sparkrack_node_script": node_script,
     "sparkrack_image_archive": image_archive,
     "sparkrack_fabric_plan": fabric_plan,
     "sparkrack_inventory_check": inventory_check,
     "sparkrack_netplan": netplan,
     "sparkrack_fabric_interfaces": fabric_interface_names,
-    "sparkrack_roce_gid_index": roce_gid_index,
+    "sparkrack_gid_standin": gid_standin,
     "sparkrack_driver_check": driver_check,
     "sparkrack_rdma_rounds": rdma_rounds,
     "sparkrack_rdma_rail": rdma_rail,

@@ -18,7 +18,7 @@ from sparkrack.watch.memguard import DEFAULT_FULL_AVG10, Floor, Guard, read_pres
 
 def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     p.description = (
-        "Reads memory pressure (PSI) and MemAvailable of this Spark; below the floor it deletes "
+        "Reads memory pressure (PSI) and MemFree of this Spark; below the floor it deletes "
         "the engine pod (a pod with a rank label) using the most memory on --node and records "
         "why in an Event on it. --once: one look, exit 0 above the floor, 1 when it acted or "
         "found no pod to stop."
@@ -34,7 +34,7 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--floor",
         default=f"{DEFAULT_OS_HEADROOM_GB:g}G",
-        help="act below this MemAvailable (default: the planner's OS headroom, %(default)s)",
+        help="act below this MemFree (default: the planner's OS headroom, %(default)s)",
     )
     p.add_argument(
         "--psi-full",

@@ -1,6 +1,11 @@
 """Resolve a rank's RoCE GID index from sysfs when its container starts (STDLIB ONLY).
 
     python3 -I /opt/sparkrack/gidtable.py -- COMMAND...
+    python3 -I gidtable.py --resolve [--root DIR] [--port N] DEVICE=IPV4...
+
+The second form is the roce role's at converge: it prints ``{"indexes": {device: index},
+"errors": [...]}`` (JSON) for every target and exits 4 when one does not resolve. One reader of the
+table, here, for the rank and for the role.
 
 The index of a VF's IPv4 RoCE v2 entry moves: the ``sriov`` boot unit re-creates the VFs and the
 kernel hands the next free slot to each address it re-adds, so an index read at converge and baked
@@ -30,11 +35,13 @@ an unset index hangs NCCL for twenty minutes, a wrong one fails one rank.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SYSFS_ROOT = "/sys/class/infiniband"
 PORT = 1
@@ -184,8 +191,46 @@ def rank_environment(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[str,
     return {**env, NCCL_ENV: str(decision.index)}, decision.notes
 
 
+def resolve_all(root: Path, targets: Sequence[tuple[str, str]], port: int = PORT) -> dict[str, Any]:
+    """Every target's index (``indexes``) and every refusal (``errors``), none hidden."""
+    indexes: dict[str, int] = {}
+    errors: list[str] = []
+    for device, address in targets:
+        try:
+            indexes[device] = resolve(root, device, address, port)
+        except GidError as exc:
+            errors.append(str(exc))
+    return {"indexes": indexes, "errors": errors}
+
+
+def resolve_main(args: Sequence[str]) -> int:
+    """``--resolve [--root DIR] [--port N] DEVICE=IPV4...``: the table of each target, as JSON."""
+    rest, root, port = list(args), Path(SYSFS_ROOT), PORT
+    try:
+        while rest and rest[0] in ("--root", "--port"):
+            flag, value, rest = rest[0], rest[1], rest[2:]
+            if flag == "--root":
+                root = Path(value)
+            elif value.isdigit():
+                port = int(value)
+            else:
+                raise GidError(f"--port {value!r} is not a port number")
+        targets = parse_targets(",".join(rest))
+    except (GidError, IndexError) as exc:
+        print(f"{PREFIX} FATAL: {exc or 'an option without its value'}", file=sys.stderr)
+        return EXIT_USAGE
+    if not targets:
+        print(f"{PREFIX} FATAL: --resolve needs DEVICE=IPV4 targets", file=sys.stderr)
+        return EXIT_USAGE
+    result = resolve_all(root, targets, port)
+    print(json.dumps(result, sort_keys=True), flush=True)
+    return EXIT_UNRESOLVED if result["errors"] else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--resolve"]:
+        return resolve_main(args[1:])
     command = args[args.index("--") + 1 :] if "--" in args else []
     if not command:
         print(f"{PREFIX} FATAL: no command after '--'", file=sys.stderr)

@@ -184,7 +184,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "serving_memguard_floor",
         forms.memory_size(GB10_MEMORY_GB * GB, f"a Spark's {GB10_MEMORY_GB:g} GB"),
-        "the memory guard stops a Spark's largest engine pod when MemAvailable falls below "
+        "the memory guard stops a Spark's largest engine pod when MemFree falls below "
         "this (default: the planner's OS headroom)",
     ),
     Variable(

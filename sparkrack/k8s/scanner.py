@@ -72,8 +72,10 @@ ENGINE: Final = {
     "inside the image at start",
     "CKV_K8S_23": "the upstream engine images run as root",
     "CKV_K8S_28": "the upstream engine images run as root with the runtime's default capabilities",
-    "CKV_K8S_29": "the engine runs as its image's user; its init containers are hardened",
-    "CKV_K8S_30": "the engine runs as its image's user; its init containers are hardened",
+    "CKV_K8S_29": "the engine runs as its image's user; its weight wait is hardened and its "
+    "memory settle step runs privileged",
+    "CKV_K8S_30": "the engine runs as its image's user; its weight wait is hardened and its "
+    "memory settle step runs privileged",
     "CKV_K8S_31": "the engine needs the runtime's default profile, not a stricter one; the "
     "runtime applies RuntimeDefault unless the pod is privileged",
     "CKV_K8S_37": "the upstream engine images run as root with the runtime's default capabilities",
@@ -93,6 +95,12 @@ RDMA_PRIVILEGED: Final = {
     "CKV_K8S_16": "RDMA verbs on the VF Multus moves in need /dev/infiniband, which only a "
     "privileged container sees with the host-device CNI (serving_rdma_access: privileged, the "
     "inventory's choice; device-plugin avoids it)",
+}
+
+MEMORY_SETTLE: Final = {
+    "CKV_K8S_16": "the memory settle step (wait-memory and the settle sidecar) writes "
+    "/proc/sys/vm/drop_caches and compact_memory, which takes CAP_SYS_ADMIN and a writable "
+    "/proc/sys; the runtime mounts /proc/sys read-only in every container that is not privileged",
 }
 
 

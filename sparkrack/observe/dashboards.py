@@ -124,16 +124,16 @@ def serving() -> dict[str, Any]:
 
 
 def nodes() -> dict[str, Any]:
-    avail, total = s("node_memory_MemAvailable_bytes"), s("node_memory_MemTotal_bytes")
+    free, total = s("node_memory_MemFree_bytes"), s("node_memory_MemTotal_bytes")
     rx = s("node_infiniband_port_data_received_bytes")
     tx = s("node_infiniband_port_data_transmitted_bytes")
     panels = _grid(
         [
             (
-                "Unified memory available / total",
+                "Unified memory free / total",
                 "bytes",
                 [
-                    (f"{avail}{NODE_SEL}", "available {{instance}}"),
+                    (f"{free}{NODE_SEL}", "free {{instance}}"),
                     (f"{total}{NODE_SEL}", "total {{instance}}"),
                 ],
             ),
@@ -160,7 +160,7 @@ def nodes() -> dict[str, Any]:
             ),
         ]
     )
-    variables = [_variable("instance", f"label_values({avail}, instance)")]
+    variables = [_variable("instance", f"label_values({free}, instance)")]
     return _dashboard("sparkrack-spark-nodes", "sparkrack: Spark nodes", variables, panels)
 
 

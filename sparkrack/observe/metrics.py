@@ -24,7 +24,7 @@ METRICS: Final[tuple[Metric, ...]] = (
     *(m for eng in ENGINES.values() for m in eng.metrics),
     # -- node-exporter (collector/meminfo.go: /proc/meminfo keys; collector/infiniband_linux.go)
     Metric(
-        "node_memory_MemAvailable_bytes",
+        "node_memory_MemFree_bytes",
         "gauge",
         NODE_EXPORTER,
         "prometheus/node_exporter:collector/meminfo.go",

@@ -256,10 +256,10 @@ def alert_rules() -> list[dict[str, Any]]:
         ),
         _alert(
             "SparkrackNodeMemoryLow",
-            f"{s('node_memory_MemAvailable_bytes')} < {headroom_bytes:.0f}",
+            f"{s('node_memory_MemFree_bytes')} < {headroom_bytes:.0f}",
             "5m",
             "critical",
-            "{{ $labels.instance }} has {{ $value | humanize1024 }}B available, below the "
+            "{{ $labels.instance }} has {{ $value | humanize1024 }}B free, below the "
             f"planner's OS headroom of {DEFAULT_OS_HEADROOM_GB:g} GB",
             "unified memory is shared with the GPU: lower the engine's memory fraction or "
             "stop what else runs on the Spark",

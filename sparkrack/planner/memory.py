@@ -71,6 +71,7 @@ CONV_STATE_BYTES = 2.0
 RULE_WEIGHTS = "plan-weights-exceed-memory"
 RULE_POOL = "plan-no-kv-pool"
 RULE_CONTEXT = "plan-context-exceeds-kv"
+RULE_STARTUP = "plan-fraction-exceeds-free"
 
 
 @dataclass(frozen=True)
@@ -199,9 +200,14 @@ class MemoryModel(Protocol):
     def assumptions(self) -> tuple[str, ...]: ...
 
     def budget(
-        self, fraction: float | None, usable: float, overhead: float, per_gpu: float
+        self, fraction: float | None, usable: float, overhead: float, per_gpu: float, total: float
     ) -> tuple[float, float | None, float]:
-        """(fraction in force, static budget or None, bytes left for KV + state) per GPU."""
+        """(fraction in force, static budget or None, bytes left for KV + state) per GPU;
+        ``usable`` is ``total`` less the OS headroom."""
+        ...
+
+    def startup_refusal(self, fraction: float, usable: float, total: float) -> str | None:
+        """Why the engine refuses to start with ``fraction`` on a Spark, None when it starts."""
         ...
 
     def recurrent(
@@ -465,14 +471,22 @@ def _weights_problem(
 
 
 def _fitting_fraction(
-    mem: Any, fraction: float, usable: float, overhead: float, per_gpu: float, state: float
+    mem: Any,
+    fraction: float,
+    usable: float,
+    overhead: float,
+    per_gpu: float,
+    state: float,
+    total: float,
 ) -> tuple[float, float] | None:
     """The smallest memory fraction above ``fraction`` (in steps of 0.01, up to 0.98) that
     leaves memory for the KV cache after the weights and ``state``: (fraction, bytes left)."""
     step = math.floor(fraction * 100) + 1
     for hundredths in range(step, 99):
         candidate = hundredths / 100
-        _, _, rest = mem.budget(candidate, usable, overhead, per_gpu)
+        _, _, rest = mem.budget(candidate, usable, overhead, per_gpu, total)
+        if mem.startup_refusal(candidate, usable, total) is not None:
+            return None
         if rest - state > 1 * GB:
             return candidate, rest - state
     return None
@@ -525,7 +539,20 @@ def plan(
         model.recurrent.bytes_per_request(s.tp, s.mamba_ssm_dtype) if model.recurrent else None
     )
     mem = s.memory
-    fraction, budget, rest = mem.budget(s.memory_fraction, usable, overhead, per_gpu)
+    device = hw.memory_gb * GB
+    fraction, budget, rest = mem.budget(s.memory_fraction, usable, overhead, per_gpu, device)
+    refusal = mem.startup_refusal(fraction, usable, device)
+    if refusal is not None:
+        most = math.floor(usable / device * 100) / 100
+        problems.append(
+            Problem(
+                source,
+                mem.fraction_key,
+                refusal,
+                f"{mem.fraction_key}: at most {most:.2f} (the free share of the total)",
+                RULE_STARTUP,
+            )
+        )
 
     spec_state: float | None = None
     slots: int | None = None
@@ -545,7 +572,7 @@ def plan(
         pass  # the weights alone do not fit: a KV verdict would only repeat it
     elif rest <= 0:
         state = (mamba_pool or 0.0) + (spec_state or 0.0)
-        fit = _fitting_fraction(mem, fraction, usable, overhead, per_gpu, state)
+        fit = _fitting_fraction(mem, fraction, usable, overhead, per_gpu, state, device)
         fix = mem.pool_fix
         if fit is not None:
             fix = f"{mem.fraction_key}: {fit[0]:.2f} leaves {fit[1] / GB:.1f} GB for it; {fix}"

@@ -44,7 +44,7 @@ class ServingContext:
     fetch_timeout: int = contract.SERVING_DEFAULTS["serving_fetch_timeout"]
     """Seconds the download + copy of one model may take."""
     memwait_timeout: int = contract.SERVING_DEFAULTS["serving_memwait_timeout"]
-    """Seconds a rank waits for MemAvailable to cover its planned footprint."""
+    """Seconds a rank waits for MemFree, after a flush, to cover its planned footprint."""
     rail_mbit_s: int = contract.SERVING_DEFAULTS["serving_rail_mbit_s"]
     """What the weight copy reaches on one fabric rail (the switch estimate)."""
     download_mbit_s: int = contract.SERVING_DEFAULTS["serving_download_mbit_s"]

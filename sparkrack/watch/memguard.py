@@ -2,9 +2,11 @@
 
 A GB10's 128 GB are shared by the CPU and the GPU; when they run out the host stops answering
 and leaves nothing to read. Memory pressure (PSI, ``/proc/pressure/memory``) rises before that:
-``full`` is the share of time every task stalled on memory. The guard reads it and
-``MemAvailable`` (``/proc/meminfo``); below the floor — less available than
-:attr:`Floor.available_bytes` (the planner's OS headroom by default) or ``full avg10`` at
+``full`` is the share of time every task stalled on memory. The guard reads it and ``MemFree``
+(``/proc/meminfo``, through the settle step's reader ``memsettle.parse_meminfo``), not
+``MemAvailable``: the page cache that ``MemAvailable`` counts is not memory the NVIDIA allocator
+can take back in time (src:gb10-memavailable-bug). Below the floor — less free than
+:attr:`Floor.free_bytes` (the planner's OS headroom by default) or ``full avg10`` at
 :attr:`Floor.full_avg10` percent or more — it deletes the serving pod using the most memory on
 its node, and records why in an Event on that pod.
 
@@ -26,6 +28,7 @@ from typing import Any
 from sparkrack import contract
 from sparkrack.inputs.forms import memory_bytes
 from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB, GB
+from sparkrack.serving.scripts import memsettle
 
 DEFAULT_FULL_AVG10 = float(contract.SERVING_DEFAULTS["serving_memguard_psi_full"])
 """PSI ``full`` avg10 (percent) at which the guard acts (``serving_memguard_psi_full``)."""
@@ -40,14 +43,17 @@ class Pressure:
 
     some_avg10: float
     full_avg10: float
+    free_bytes: float
+    """``MemFree``: what the guard decides on."""
     available_bytes: float
+    """``MemAvailable``: shown in the evidence, never decided on."""
     total_bytes: float
 
 
 @dataclass(frozen=True)
 class Floor:
-    available_bytes: float = DEFAULT_OS_HEADROOM_GB * GB
-    """Act when MemAvailable is below this (default: the planner's OS headroom)."""
+    free_bytes: float = DEFAULT_OS_HEADROOM_GB * GB
+    """Act when MemFree is below this (default: the planner's OS headroom)."""
     full_avg10: float = DEFAULT_FULL_AVG10
     """Act when PSI full avg10 reaches this percentage."""
 
@@ -71,8 +77,8 @@ class Decision:
     def message(self, pressure: Pressure) -> str:
         """The evidence, one line: what was read, what crossed the floor, what was stopped."""
         read = (
-            f"MemAvailable {pressure.available_bytes / GB:.1f} GB of "
-            f"{pressure.total_bytes / GB:.1f} GB, PSI some avg10 {pressure.some_avg10:.2f}%, "
+            f"MemFree {pressure.free_bytes / GB:.1f} GB of {pressure.total_bytes / GB:.1f} GB "
+            f"(MemAvailable {pressure.available_bytes / GB:.1f} GB), PSI some avg10 {pressure.some_avg10:.2f}%, "
             f"full avg10 {pressure.full_avg10:.2f}%"
         )
         if not self.reasons:
@@ -98,31 +104,18 @@ def parse_psi(text: str) -> tuple[float, float]:
     return found["some"], found.get("full", 0.0)
 
 
-def parse_meminfo(text: str) -> tuple[float, float]:
-    """(MemAvailable, MemTotal) in bytes of ``/proc/meminfo``; ValueError when one is missing."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        m = re.match(r"(MemAvailable|MemTotal):\s+([0-9]+) kB$", line.strip())
-        if m:
-            values[m.group(1)] = float(m.group(2)) * 1024
-    if set(values) != {"MemAvailable", "MemTotal"}:
-        raise ValueError("no MemAvailable/MemTotal line: not /proc/meminfo")
-    return values["MemAvailable"], values["MemTotal"]
-
-
 def read_pressure(proc: Path) -> Pressure:
     some, full = parse_psi((proc / "pressure" / "memory").read_text())
-    available, total = parse_meminfo((proc / "meminfo").read_text())
-    return Pressure(some, full, available, total)
+    mem = memsettle.parse_meminfo((proc / "meminfo").read_text())
+    return Pressure(some, full, mem.free, mem.available, mem.total)
 
 
 def below(pressure: Pressure, floor: Floor) -> list[str]:
     """Why the node is below its floor (empty: it is not)."""
     reasons = []
-    if pressure.available_bytes < floor.available_bytes:
+    if pressure.free_bytes < floor.free_bytes:
         reasons.append(
-            f"MemAvailable {pressure.available_bytes / GB:.1f} GB < floor "
-            f"{floor.available_bytes / GB:.1f} GB"
+            f"MemFree {pressure.free_bytes / GB:.1f} GB < floor {floor.free_bytes / GB:.1f} GB"
         )
     if pressure.full_avg10 >= floor.full_avg10:
         reasons.append(f"PSI full avg10 {pressure.full_avg10:.2f}% >= {floor.full_avg10:g}%")

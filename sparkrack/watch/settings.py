@@ -29,7 +29,7 @@ class MemguardSettings:
 
     image: str
     floor: str = str(contract.SERVING_DEFAULTS["serving_memguard_floor"])
-    """MemAvailable below which the guard acts (the planner's OS headroom by default)."""
+    """MemFree below which the guard acts (the planner's OS headroom by default)."""
     psi_full: float = float(contract.SERVING_DEFAULTS["serving_memguard_psi_full"])
     interval_s: float = 2.0
     grace_s: int = 10

@@ -295,3 +295,29 @@ def test_image_archive_filter_gives_the_reference_and_refuses_a_bad_archive(
     assert found == {"name": NAME, "digest": made.digest, "reference": made.reference}
     with pytest.raises(AnsibleFilterError, match="image archive refused"):
         FILTERS["sparkrack_image_archive"](str(tmp_path / "d.tar"))
+
+
+def test_node_script_is_the_text_the_pods_get_and_nothing_else() -> None:
+    from sparkrack.serving.switch.plan import script_files
+
+    node_script = FILTERS["sparkrack_node_script"]
+    assert node_script("memsettle.py") == script_files()["memsettle.py"]
+    assert "def resolve_main" in node_script("gidtable.py")
+    with pytest.raises(AnsibleFilterError, match="not one of"):
+        node_script("fetch_step.py")
+    with pytest.raises(AnsibleFilterError, match="not one of"):
+        node_script("../../adapters/ansible.py")
+
+
+def test_gid_standin_lists_every_folder_and_file_of_the_vfs_in_use() -> None:
+    vfs = [
+        {"rdma_device": "rocep1s0f0v0", "address": "10.77.0.33", "netdev": "enp1s0f0v0"},
+        {"rdma_device": "roceP2p1s0f0v0", "address": "10.77.1.33", "netdev": "enP2p1s0f0v0"},
+    ]
+    tree = FILTERS["sparkrack_gid_standin"](vfs, "/x", 3)
+    assert "/x/rocep1s0f0v0/ports/1/gid_attrs/types" in tree["directories"]
+    v2 = {f["dest"]: f["content"] for f in tree["files"]}
+    assert v2["/x/roceP2p1s0f0v0/ports/1/gids/3"] == "0000:0000:0000:0000:0000:ffff:0a4d:0121\n"
+    assert v2["/x/roceP2p1s0f0v0/ports/1/gid_attrs/types/3"] == "RoCE v2\n"
+    with pytest.raises(AnsibleFilterError):
+        FILTERS["sparkrack_gid_standin"](vfs, "/x", 9)

@@ -36,7 +36,9 @@ PLAN = compute_plan(
 
 def test_the_plugin_exposes_the_adapter_table() -> None:
     assert plugin().FilterModule().filters() == FILTERS
-    assert {"sparkrack_netplan", "sparkrack_roce_gid_index", "sparkrack_rdma_rail"} <= set(FILTERS)
+    assert {"sparkrack_netplan", "sparkrack_gid_standin", "sparkrack_rdma_rail"} <= set(FILTERS)
+    # The GID table has one reader, gidtable.py, run on the node: no filter parses a dump of it.
+    assert "sparkrack_roce_gid_index" not in FILTERS
 
 
 def test_netplan_filter_renders_and_refuses_management() -> None:
@@ -54,8 +56,8 @@ def test_node_filters_raise_filter_errors() -> None:
         AnsibleFilterError, match="driver mismatch: found 580.142, expected 580.159"
     ):
         filters["sparkrack_driver_check"]("580.142\n", "580.159")
-    with pytest.raises(AnsibleFilterError, match="has no GID entries"):
-        filters["sparkrack_roce_gid_index"]("", "rocep1s0f0v1", "10.77.0.33", "enp1s0f0v1")
+    with pytest.raises(AnsibleFilterError, match="roce_simulated_gid_index"):
+        filters["sparkrack_gid_standin"]([], "/x", 1)
 
 
 def test_fabric_gate_filter_takes_rails_from_the_plan_fact() -> None:

@@ -9,6 +9,7 @@ entries after them; the VF re-creation the ``sriov`` unit does on boot can move 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkrack.errors import SparkrackError
 from sparkrack.fabric import gidtable
 from sparkrack.fabric.gidtable import GidError, decide, ipv4_gid, resolve
 
@@ -159,3 +161,60 @@ def test_the_shipped_program_stops_before_the_command_without_an_entry(tmp_path:
 def test_without_targets_the_command_runs_unchanged(tmp_path: Path) -> None:
     done = run_resolver(tmp_path)
     assert done.returncode == 0 and "INDEX None" in done.stdout
+
+
+# --- the roce role's form: --resolve, one reader at converge too ------------------------------
+
+
+def run_resolve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-I", str(Path(gidtable.__file__)), "--resolve", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_resolve_prints_each_targets_index_and_follows_a_moved_one(tmp_path: Path) -> None:
+    port(tmp_path, DEV0, usual(ADDR0))
+    port(tmp_path, DEV1, usual(ADDR1, v2_at=4))  # this VF's entry moved on re-creation
+    done = run_resolve("--root", str(tmp_path), f"{DEV0}={ADDR0}", f"{DEV1}={ADDR1}")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"indexes": {DEV0: 3, DEV1: 4}, "errors": []}
+
+
+def test_resolve_names_a_missing_ipv4_entry_and_fails(tmp_path: Path) -> None:
+    port(tmp_path, DEV0, usual(ADDR0))
+    port(tmp_path, DEV1, {0: (LINK_LOCAL, V1), 1: (LINK_LOCAL, V2)})  # no IPv4 on the VF
+    done = run_resolve("--root", str(tmp_path), f"{DEV0}={ADDR0}", f"{DEV1}={ADDR1}")
+    assert done.returncode == gidtable.EXIT_UNRESOLVED
+    result = json.loads(done.stdout)
+    assert result["indexes"] == {DEV0: 3}
+    [error] = result["errors"]
+    assert f"no RoCE v2 GID for {ADDR1} on {DEV1}" in error and "Fix:" in error
+
+
+def test_resolve_refuses_bad_arguments(tmp_path: Path) -> None:
+    assert run_resolve("--root", str(tmp_path)).returncode == gidtable.EXIT_USAGE
+    assert run_resolve(f"{DEV0}=not-an-address").returncode == gidtable.EXIT_USAGE
+    assert run_resolve("--port", "x", f"{DEV0}={ADDR0}").returncode == gidtable.EXIT_USAGE
+    assert run_resolve("--root").returncode == gidtable.EXIT_USAGE
+
+
+def test_the_labs_stand_in_tree_reads_like_the_kernels(tmp_path: Path) -> None:
+    """The stand-in the roce role writes in the lab: the same reader finds the planned index,
+    and its table holds what a ConnectX VF's holds (link-local v1/v2, IPv4 v1/v2)."""
+    from sparkrack.fabric import gidstandin
+
+    folders, files = gidstandin.files(str(tmp_path), [(DEV0, ADDR0, "enp1s0f0v0")], 5)
+    for folder in folders:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    for f in files:
+        Path(f["dest"]).write_text(f["content"])
+    assert resolve(tmp_path, DEV0, ADDR0) == 5
+    table = gidtable.read_table(tmp_path, DEV0)
+    assert [(e.index, e.type) for e in table] == [(0, V1), (1, V2), (4, V1), (5, V2)]
+    assert {e.ndev for e in table} == {"enp1s0f0v0"}
+    with pytest.raises(SparkrackError, match="not 2"):
+        gidstandin.files(str(tmp_path), [(DEV0, ADDR0, "x")], 2)

@@ -326,7 +326,7 @@ CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, Any]]]] = 
         "fires",
         [
             {
-                "series": 'node_memory_MemAvailable_bytes{instance="spark-1:9100"}',
+                "series": 'node_memory_MemFree_bytes{instance="spark-1:9100"}',
                 "values": f"{(DEFAULT_OS_HEADROOM_GB - 4) * 1e9:.0f}x10",
             }
         ],
@@ -335,7 +335,7 @@ CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, Any]]]] = 
             fires(
                 "SparkrackNodeMemoryLow",
                 {"instance": "spark-1:9100"},
-                f"spark-1:9100 has 3.725GiB available, below the planner's OS headroom of {DEFAULT_OS_HEADROOM_GB:g} GB",
+                f"spark-1:9100 has 3.725GiB free, below the planner's OS headroom of {DEFAULT_OS_HEADROOM_GB:g} GB",
             )
         ],
     ),
@@ -344,7 +344,7 @@ CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, Any]]]] = 
         "quiet",
         [
             {
-                "series": 'node_memory_MemAvailable_bytes{instance="spark-1:9100"}',
+                "series": 'node_memory_MemFree_bytes{instance="spark-1:9100"}',
                 "values": f"{(DEFAULT_OS_HEADROOM_GB + 1) * 1e9:.0f}x10",
             }
         ],

@@ -44,10 +44,11 @@ SwapCached:             0 kB
 """
 
 
-def proc(tmp: Path, psi: str, available_kb: int) -> Path:
+def proc(tmp: Path, psi: str, free_kb: int, cache_kb: int = 0) -> Path:
+    """``cache_kb`` of page cache: counted in MemAvailable, not in MemFree."""
     (tmp / "pressure").mkdir(parents=True, exist_ok=True)
     (tmp / "pressure" / "memory").write_text(psi)
-    (tmp / "meminfo").write_text(MEMINFO.format(free=available_kb // 2, available=available_kb))
+    (tmp / "meminfo").write_text(MEMINFO.format(free=free_kb, available=free_kb + cache_kb))
     return tmp
 
 
@@ -61,26 +62,29 @@ def test_above_the_floor_nothing_is_stopped(tmp_path: Path) -> None:
     pressure = read_pressure(proc(tmp_path, PSI_CALM, 40 * 1024 * 1024))
     decision = decide(pressure, Floor(), PODS)
     assert decision.stop is None and decision.reasons == []
-    assert decision.message(pressure).startswith("above the floor: MemAvailable 42.9 GB")
+    assert decision.message(pressure).startswith("above the floor: MemFree 42.9 GB")
 
 
 def test_this_machines_own_proc_files_are_read() -> None:
     pressure = read_pressure(Path("/proc"))
-    assert 0 < pressure.available_bytes <= pressure.total_bytes
+    assert 0 < pressure.free_bytes <= pressure.available_bytes <= pressure.total_bytes
     assert 0.0 <= pressure.full_avg10 <= pressure.some_avg10 <= 100.0
 
 
-def test_low_memavailable_stops_the_largest_engine_pod(tmp_path: Path) -> None:
-    pressure = read_pressure(proc(tmp_path, PSI_CALM, 3 * 1024 * 1024))
+def test_low_memfree_stops_the_largest_engine_pod_whatever_the_page_cache(tmp_path: Path) -> None:
+    # 60 GiB of page cache: MemAvailable is 63.6 GB, MemFree 3.2 GB. The GPU cannot use the cache.
+    pressure = read_pressure(proc(tmp_path, PSI_CALM, 3 * 1024 * 1024, 60 * 1024 * 1024))
     decision = decide(pressure, Floor(), PODS)
     assert decision.stop == PODS[0]
     assert decision.reasons == [
-        f"MemAvailable 3.2 GB < floor {DEFAULT_OS_HEADROOM_GB:.1f} GB"
+        f"MemFree 3.2 GB < floor {DEFAULT_OS_HEADROOM_GB:.1f} GB"
     ]  # fmt: skip
-    assert "stopped sparkrack/sparkrack-alpha-r0-0" in decision.message(pressure)
+    message = decision.message(pressure)
+    assert "stopped sparkrack/sparkrack-alpha-r0-0" in message
+    assert "(MemAvailable 67.6 GB)" in message
 
 
-def test_psi_full_stops_before_memavailable_runs_out(tmp_path: Path) -> None:
+def test_psi_full_stops_before_memfree_runs_out(tmp_path: Path) -> None:
     pressure = read_pressure(proc(tmp_path, PSI_STALLING, 20 * 1024 * 1024))
     assert (pressure.some_avg10, pressure.full_avg10) == (61.27, 24.51)
     decision = decide(pressure, Floor(), list(reversed(PODS)))
@@ -197,7 +201,7 @@ def test_the_guard_stops_the_largest_engine_pod_on_its_node_with_evidence(
             e for e in core.list_namespaced_event(ns).items if e.reason == memguard.EVENT_REASON
         ]
         assert event.involved_object.name == "alpha-r0" and event.type == "Warning"
-        assert "MemAvailable 2.1 GB < floor" in event.message
+        assert "MemFree 2.1 GB < floor" in event.message
         assert "PSI full avg10 24.51% >= 10%" in event.message
 
         # Next look: the largest left on this node is beta (alpha is gone, gamma elsewhere).

@@ -515,11 +515,14 @@ class SGLangMemory:
     )
 
     def budget(
-        self, fraction: float | None, usable: float, overhead: float, per_gpu: float
+        self, fraction: float | None, usable: float, overhead: float, per_gpu: float, total: float
     ) -> tuple[float, float | None, float]:
         f = DEFAULT_MEM_FRACTION if fraction is None else fraction
         budget = f * usable - overhead
         return f, budget, budget - per_gpu
+
+    def startup_refusal(self, fraction: float, usable: float, total: float) -> str | None:
+        return None
 
     def recurrent(
         self, s: Serving, per_request: float, rest: float, notes: list[str]

@@ -21,7 +21,7 @@ from sparkrack import contract
 from sparkrack.errors import Problem
 from sparkrack.fabric import gidtable
 from sparkrack.inputs.imageref import without_digest
-from sparkrack.planner.memory import RecurrentPool, Serving, per_sequence_pool
+from sparkrack.planner.memory import GB, RecurrentPool, Serving, per_sequence_pool
 from sparkrack.serving import scripts
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import (
@@ -300,24 +300,41 @@ def _ssm(c: Ctx) -> Iterator[Problem]:
 
 @dataclass(frozen=True)
 class VLLMMemory:
-    """``gpu_memory_utilization`` is a fraction of the memory the weights, activations and KV share;
-    vLLM refuses to start when one full-length sequence does not fit the KV pool."""
+    """``gpu_memory_utilization`` is a fraction of the device's *total* memory: the worker asks
+    for ``total_memory x gpu_memory_utilization`` and refuses to start when the free memory it
+    measures at start is smaller (vLLM's ``gpu_worker``: ``requested_memory``, "Free memory on
+    device ... is less than desired GPU memory utilization"). On a GB10 the total is the whole
+    unified memory, which the OS shares, so the fraction counts the OS headroom too. vLLM also
+    refuses to start when one full-length sequence does not fit the KV pool."""
 
     name: str = NAME
     fraction_key: str = "gpu_memory_utilization"
     pool_fix: str = "raise the memory fraction or use more Sparks"
     context_key: str | None = "max_model_len"
     assumptions: tuple[str, ...] = (
-        "vllm: KV = gpu_memory_utilization x usable - weights - overhead; one recurrent state per "
-        "running sequence (max_num_seqs, default 256)",
+        "vllm: KV = gpu_memory_utilization x total memory (a GB10's whole unified memory, the OS "
+        "included) - weights - overhead, and it refuses to start unless that fraction of the total "
+        "is free; one recurrent state per running sequence (max_num_seqs, default 256)",
     )
 
     def budget(
-        self, fraction: float | None, usable: float, overhead: float, per_gpu: float
+        self, fraction: float | None, usable: float, overhead: float, per_gpu: float, total: float
     ) -> tuple[float, float | None, float]:
         f = 0.9 if fraction is None else fraction  # vLLM's default
-        budget = f * usable - overhead
+        budget = f * total - overhead
         return f, budget, budget - per_gpu
+
+    def startup_refusal(self, fraction: float, usable: float, total: float) -> str | None:
+        """Why vLLM would refuse to start: the fraction of the total is more than is free."""
+        if fraction * total <= usable:
+            return None
+        return (
+            f"{fraction:g} asks vLLM for {fraction:g} x {total / GB:g} GB = "
+            f"{fraction * total / GB:.1f} GB: vLLM takes the fraction of the device's total "
+            f"memory, which on a GB10 is the whole unified memory the OS shares; only "
+            f"{usable / GB:g} GB are left after the OS headroom, so vLLM refuses to start "
+            '("Free memory on device ... is less than desired GPU memory utilization")'
+        )
 
     def recurrent(
         self, s: Serving, per_request: float, rest: float, notes: list[str]

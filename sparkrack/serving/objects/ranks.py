@@ -250,13 +250,18 @@ def _statefulset(
             }
         )
     volumes += extras.volumes
-    # The engine itself runs as its image's user (root in every engine image); its init
-    # containers are hardened (pod.hardened).
+    # The engine itself runs as its image's user (root in every engine image); the weight wait
+    # is hardened (pod.hardened), the memory settle step privileged (switch.objects).
     pod = pod_spec(
         {
             "nodeSelector": node_selector(rank.node),
             "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-            "initContainers": [*init_containers, *extras.init_containers],
+            # Native sidecars (the settle step's) start last, right before the engine.
+            "initContainers": [
+                *[c for c in init_containers if c.get("restartPolicy") != "Always"],
+                *extras.init_containers,
+                *[c for c in init_containers if c.get("restartPolicy") == "Always"],
+            ],
             "containers": [
                 _container(res, rank),
                 *([gate_container(res)] if eng.gated and rank.rank == 0 else []),
@@ -288,8 +293,11 @@ def scanner_skips(res: Resolution, rank: Rank) -> dict[str, str]:
         sets.append(scanner.ENGINE_KEY)
     if rank.rank > 0:
         sets.append(scanner.ENGINE_WORKER)
+    sets.append(scanner.MEMORY_SETTLE)
     if res.engine.uses_fabric and res.ctx.rdma_access == "privileged":
-        sets.append(scanner.RDMA_PRIVILEGED)
+        # One check, two reasons: the engine's RDMA verbs and the settle step's /proc/sys writes.
+        both = f"{scanner.RDMA_PRIVILEGED['CKV_K8S_16']}; {scanner.MEMORY_SETTLE['CKV_K8S_16']}"
+        sets.append({"CKV_K8S_16": both})
     return scanner.skips(*sets)
 
 

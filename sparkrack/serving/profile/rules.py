@@ -15,7 +15,7 @@ from typing import Any
 from sparkrack import contract
 from sparkrack.errors import Problem, shown
 from sparkrack.inputs.imageref import is_moving_tag
-from sparkrack.planner.memory import RULE_CONTEXT, RULE_POOL, RULE_WEIGHTS
+from sparkrack.planner.memory import RULE_CONTEXT, RULE_POOL, RULE_STARTUP, RULE_WEIGHTS
 from sparkrack.serving.engines import ENGINES, Engine, engine_of
 from sparkrack.serving.engines.extra_args import EXTRA_ARGS_CLASS_RULES, RULE_EXTRA_NOT_ALLOWED
 from sparkrack.serving.profile.capacity import capacity_problems
@@ -372,6 +372,7 @@ for _id, _summary in (
     (RULE_WEIGHTS, "the weights per GPU exceed a Spark's usable unified memory"),
     (RULE_POOL, "the memory fraction leaves nothing for the KV cache after the weights"),
     (RULE_CONTEXT, "vLLM/TRT-LLM: one full-length sequence does not fit the KV pool"),
+    (RULE_STARTUP, "vLLM: the memory fraction of the total (OS included) exceeds what is free"),
 ):
     RULES.add(
         _id, "sparkrack.planner.memory (model_info weights + the engine's memory rule)", _summary

@@ -27,6 +27,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+if __package__:  # imported as sparkrack.serving.scripts.* (the renderer and the tests)
+    from . import memsettle as settle
+else:  # run in a pod: the switch ConfigMap's files sit side by side
+    import memsettle as settle  # type: ignore[import-not-found, no-redef]
+
+PROC_MEMINFO = settle.PROC_MEMINFO
+PROC_VM = settle.PROC_VM
 GB = 1_000_000_000
 MARKER_DIR = ".sparkrack"
 MARKER_SUFFIX = ".done"
@@ -105,6 +112,7 @@ def phase(
     peer: str = "",
     rail: int | None = None,
     via: str = "",
+    memfree: list[int] | None = None,
 ) -> dict[str, object]:
     """Record one phase this process ran (wall ``seconds``, ``nbytes`` moved or checked; the
     ``peer`` and ``rail`` of a copy, ``via`` the Spark that relayed it in a chain) and print it
@@ -121,6 +129,9 @@ def phase(
         record["rail"] = int(rail)
     if via:
         record["via"] = via
+    if memfree:
+        # The last readings only: the termination message keeps 4 KiB.
+        record["memfree_gib"] = [round(f / settle.GIB, 2) for f in memfree[-8:]]
     _recorded.append(record)
     print(f"{PHASE_TAG} {json.dumps(record, sort_keys=True)}", flush=True)
     return record
@@ -606,21 +617,16 @@ def node_lock(
         os.close(fd)
 
 
-def mem_available(meminfo: Path) -> int:
-    """MemAvailable in bytes from a /proc/meminfo-format file."""
-    for line in meminfo.read_text(encoding="utf-8").splitlines():
-        if line.startswith("MemAvailable:"):
-            value, *unit = line.split()[1:]
-            return int(value) * (1024 if unit == ["kB"] else 1)
-    raise StepError(f"{meminfo} has no MemAvailable line")
-
-
-def memwait(need_gb: float, meminfo: Path, timeout: float, interval: float) -> None:
-    def check() -> tuple[bool, str]:
-        have = mem_available(meminfo)
-        verb = ">=" if have >= need_gb * GB else "<"
-        return have >= need_gb * GB, f"MemAvailable {have / GB:.1f} GB {verb} need {need_gb:g} GB"
-
+def memwait(need_gb: float, meminfo: Path, vm: Path, timeout: float, interval: float) -> list[int]:
+    """The settle step's gate (``memsettle.gate``): flush, then wait until ``MemFree`` covers
+    ``need_gb``, for at most ``timeout`` s; ``MemFree`` at each attempt goes into the phase
+    record (the container's termination message), also when it fails."""
+    attempts = max(1, int(timeout // max(interval, 1.0)))
     start = time.monotonic()
-    say("memwait", poll("memwait", check, timeout, interval))
-    phase("wait-memory", time.monotonic() - start)
+    try:
+        frees = settle.gate(need_gb * GB, meminfo, vm, attempts, interval)
+    except settle.SettleError as exc:
+        phase("wait-memory", time.monotonic() - start, memfree=exc.readings)
+        raise StepError(str(exc), exc.code) from exc
+    phase("wait-memory", time.monotonic() - start, memfree=frees)
+    return frees

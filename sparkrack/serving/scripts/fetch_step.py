@@ -21,7 +21,8 @@ non-zero with one ``FAILED:`` line naming the numbers otherwise; a token is neve
 * ``mark``      record a snapshot already present in the cache as complete (what ``download``
                 does after its download);
 * ``wait``      init container of a serving pod: wait for the marker;
-* ``memwait``   init container of a serving pod: wait until MemAvailable covers the footprint.
+* ``memwait``   init container of a serving pod: flush the page cache, then wait until MemFree
+  covers the footprint (``memsettle.py``).
 
 Exit status: 0 success, 1 refused or failed, 2 bad arguments, 3 timed out.
 """
@@ -408,9 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revision", required=True)
     bounded(p, "wait")
 
-    p = sub.add_parser("memwait", help="wait until MemAvailable covers the footprint")
+    p = sub.add_parser("memwait", help="flush, then wait until MemFree covers the footprint")
     p.add_argument("--need-gb", required=True, type=_positive_float)
-    p.add_argument("--meminfo", type=Path, default=Path("/proc/meminfo"))
+    p.add_argument("--meminfo", type=Path, default=common.PROC_MEMINFO)
+    p.add_argument("--vm", type=Path, default=common.PROC_VM, help="drop_caches' folder")
     bounded(p, "memwait")
     return parser
 
@@ -482,7 +484,7 @@ def run(args: argparse.Namespace) -> None:
             args.interval,
         )
     elif step == "memwait":
-        common.memwait(args.need_gb, args.meminfo, args.timeout, args.interval)
+        common.memwait(args.need_gb, args.meminfo, args.vm, args.timeout, args.interval)
 
 
 def _interrupted(signum: int, frame: object) -> None:

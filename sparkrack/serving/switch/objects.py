@@ -2,9 +2,11 @@
 
 Per deployment (:func:`switch_objects`, validated offline like every other manifest):
 
-* the switch ConfigMap: the fetch step (``fetch_step.py`` and the two files it imports, stdlib
+* the switch ConfigMap: the fetch step (``fetch_step.py`` and the files it imports, stdlib
   only, sent verbatim), mounted at :data:`~sparkrack.contract.SWITCH_MOUNT` by the Jobs below
-  and by every rank's init containers (wait for the weights, then for free memory);
+  and by every rank's init containers: wait for the weights; flush the page cache and wait for
+  ``MemFree`` (``memsettle.py``); then the ``settle`` sidecar, which flushes every interval
+  while the engine loads, until the deployment's API Service answers ``/health``;
 * the fetch Job, pinned to the head's Spark: ``download`` (an init container: free disk checked
   against the model size first, the HF token from its Secret by reference), then ``push`` of the
   snapshot to every other Spark of the deployment over the fabric PF addresses (rsync, the
@@ -37,6 +39,7 @@ from sparkrack.k8s import scanner
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import hf_token_env
 from sparkrack.serving.objects.pod import (
+    NO_GPU,
     SECCOMP,
     configmap,
     container,
@@ -51,7 +54,7 @@ from sparkrack.serving.objects.pod import (
     tmp_volume,
 )
 from sparkrack.serving.resolution import Resolution
-from sparkrack.serving.switch.plan import estimate, fetch_plan, script_files
+from sparkrack.serving.switch.plan import estimate, fetch_plan, script_files, settle_argv
 
 RECEIVER_SECURITY: dict[str, Any] = {
     # Root for chroot and for giving the transfer uid the model's folder (the cache is a
@@ -88,11 +91,27 @@ class Switch:
     """What a switch renders for one deployment."""
 
     init_containers: list[dict[str, Any]]
-    """Before every rank: wait for the weights, then for the rank's free memory."""
+    """Before every rank: wait for the weights, then for the rank's free memory; the settle
+    sidecar beside the engine while it loads."""
     objects: list[dict[str, Any]]
     """The switch ConfigMap, the fetch Job and the receiver Jobs."""
     facts: dict[str, Any] = field(default_factory=dict)
     """What the serve play and an owner need to know about the fetch."""
+
+
+SETTLE_SECURITY: dict[str, Any] = {"privileged": True, "runAsUser": 0, "runAsNonRoot": False}
+"""The memory wait and the settle sidecar write ``/proc/sys/vm/drop_caches`` and
+``compact_memory``: that takes CAP_SYS_ADMIN and a writable ``/proc/sys``, which a container
+runtime gives only a privileged container (no capability alone unmasks ``/proc/sys``)."""
+
+
+def settle_container(
+    name: str, image: str, argv: list[str], script_mount: dict[str, Any]
+) -> dict[str, Any]:
+    """A container of the settle step: privileged as root (:data:`SETTLE_SECURITY`), no GPU,
+    nothing mounted but the switch ConfigMap's scripts."""
+    c = container(name, image, argv, volumeMounts=[script_mount], env=[dict(NO_GPU)])
+    return {**c, "securityContext": dict(SETTLE_SECURITY)}
 
 
 def secret_name(res: Resolution) -> str:
@@ -126,10 +145,19 @@ def switch_objects(res: Resolution) -> Switch:
         "readOnly": True,
     }
     init_mounts = [hf_cache_mount(read_only=True), script_mount]
-    # Both waits run the fetch step in the serving image: python3 is all they need.
+    # The waits and the settle sidecar run the fetch step in the serving image: python3 is all
+    # they need. The memory wait and the sidecar flush the page cache (memsettle.py).
+    head_url = f"http://{names.api}.{ns}.svc:{ctx.api_port}/health"
     init = [
-        hardened(container(name, profile.image, argv, volumeMounts=init_mounts))
-        for name, argv in (("wait-weights", plan.wait), ("wait-memory", plan.memwait))
+        hardened(container("wait-weights", profile.image, plan.wait, volumeMounts=init_mounts)),
+        settle_container("wait-memory", profile.image, plan.memwait, script_mount),
+        {
+            **settle_container(
+                "settle", profile.image, settle_argv(head_url, ctx.startup_timeout), script_mount
+            ),
+            # A native sidecar: it starts before the engine and runs beside it.
+            "restartPolicy": "Always",
+        },
     ]
     volumes = [hf_cache_volume(ctx), switch_volume(names.switch), tmp_volume()]
     secret = secret_name(res)

@@ -27,7 +27,7 @@ SCRIPT_NAME: Final = contract.FETCH_FILE
 SCRIPT_DIR: Final = PurePosixPath(contract.SWITCH_MOUNT)
 """Where the ConfigMap holding the script is mounted in the fetch Job and init containers."""
 SCRIPT_PATH: Final = SCRIPT_DIR / SCRIPT_NAME
-SCRIPT_FILES: Final = (SCRIPT_NAME, "fetch_base.py", "fetch_rsync.py")
+SCRIPT_FILES: Final = (SCRIPT_NAME, "fetch_base.py", "fetch_rsync.py", "memsettle.py")
 """The fetch step (the entry point) and the files it imports, shipped in one ConfigMap."""
 PYTHON: Final = "python3"
 FETCH_IMAGE_NEEDS: Final = "python3 (3.10 or later) and rsync"
@@ -231,12 +231,25 @@ def memwait_argv(
     interval_s: float | None = None,
     meminfo: str | None = None,
     phases: str | None = None,
+    vm: str | None = None,
 ) -> list[str]:
-    """``memwait``: ``need_gb`` is the rank's planned footprint (``sparkrack plan``)."""
+    """``memwait``: ``need_gb`` is the rank's planned footprint (``sparkrack plan``); ``vm``
+    stands in for ``/proc/sys/vm`` (tests and the lab)."""
     argv = [*_base("memwait"), "--need-gb", f"{need_gb:g}"]
     if meminfo is not None:
         argv += ["--meminfo", meminfo]
+    if vm is not None:
+        argv += ["--vm", vm]
     return argv + _timing(timeout_s, interval_s, phases)
+
+
+def settle_argv(ready_url: str, max_s: float, interval_s: float | None = None) -> list[str]:
+    """The settle sidecar: flush every interval while the engine loads, until ``ready_url``
+    answers 2xx or ``max_s`` passed, then idle (a sidecar that exits is restarted)."""
+    argv = [PYTHON, f"{contract.SWITCH_MOUNT}/memsettle.py"]
+    if interval_s is not None:
+        argv += ["--interval", f"{interval_s:g}"]
+    return [*argv, "hold", "--ready-url", ready_url, "--max-s", f"{max_s:g}", "--idle"]
 
 
 def push_rails(res: Resolution) -> int:
@@ -294,7 +307,7 @@ class FetchPlan:
     wait: list[str]
     """Before every rank: the marker is on its Spark."""
     memwait: list[str]
-    """Then: MemAvailable covers the rank's planned footprint."""
+    """Then: after a flush of the page cache, MemFree covers the rank's planned footprint."""
     copy_to: list[str]
     """The first-rail PF addresses the snapshot is copied to (in a chain, in the chain's
     order)."""

@@ -56,10 +56,13 @@ class FakeMemory:
     assumptions: tuple[str, ...] = ("fakeserve: KV = gpu_share x (usable - weights - overhead)",)
 
     def budget(
-        self, fraction: float | None, usable: float, overhead: float, per_gpu: float
+        self, fraction: float | None, usable: float, overhead: float, per_gpu: float, total: float
     ) -> tuple[float, float | None, float]:
         f = 0.8 if fraction is None else fraction
         return f, None, f * (usable - per_gpu - overhead)
+
+    def startup_refusal(self, fraction: float, usable: float, total: float) -> str | None:
+        return None
 
     def recurrent(
         self, s: Serving, per_request: float, rest: float, notes: list[str]

@@ -176,8 +176,8 @@ def test_reasoning_parser_plugin_is_mounted_at_the_seed_path(ctx: ServingContext
     # After the switch's waits (weights marker, memory), the engine's own init container copies
     # the file of the model repo out of the node's HF cache (offline, at the fetched revision).
     names = [c["name"] for c in spec["initContainers"]]
-    assert names == ["wait-weights", "wait-memory", "fetch-plugins"]
-    init = spec["initContainers"][-1]
+    assert names == ["wait-weights", "wait-memory", "fetch-plugins", "settle"]
+    init = spec["initContainers"][-2]
     assert init["command"][-3:] == [
         "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",
         "main",

@@ -96,7 +96,8 @@ def test_a_profile_of_the_fourth_engine_validates_and_renders(
     # Scraped at the engine's default /metrics, pinned to one Spark, waiting for its weights.
     assert pod["metadata"]["annotations"][contract.PROMETHEUS_PATH_ANNOTATION] == "/metrics"
     assert "securityContext" not in container
-    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["wait-weights", "wait-memory"]
+    names = [c["name"] for c in pod["spec"]["initContainers"]]
+    assert names == ["wait-weights", "wait-memory", "settle"]
     assert [d["kind"] for d in docs if d["kind"] == "Job"] == ["Job"]  # one Spark: no receivers
     assert rendered["deployments"][0]["served_name"] == PROFILE["model"]
 

@@ -7,11 +7,14 @@ once over the renders (nothing found) and once over a pod broken on purpose (fou
 * no pod mounts a ServiceAccount token (none of them talks to the API);
 * every container that is not an engine (fetch, push, receiver, pre-pull, the ranks' init
   containers, the gateway) runs as a non-root user on a read-only root filesystem, with no
-  privilege escalation, RuntimeDefault seccomp and every capability dropped;
+  privilege escalation, RuntimeDefault seccomp and every capability dropped; the memory settle
+  step (``wait-memory`` and the ``settle`` sidecar) is the named exception: privileged, to write
+  /proc/sys/vm, with the switch scripts as its only mount;
 * the HF token reaches only the container that downloads; everything else runs offline;
 * a container that asks for no GPU has ``NVIDIA_VISIBLE_DEVICES=void``, one that asks has not;
-* only an NCCL rank is privileged, and only when the inventory keeps ``privileged``: with
-  ``device-plugin`` it adds ``IPC_LOCK`` alone and asks for the RDMA resource.
+* only an NCCL rank (when the inventory keeps ``privileged``) and the memory settle step are
+  privileged: with ``device-plugin`` an NCCL rank adds ``IPC_LOCK`` alone and asks for the RDMA
+  resource.
 
 The namespace's Pod Security level is judged by the real admission plugin (``kube_api``): every
 pod is admitted at the level the namespace carries, and a stricter level refuses some of them,
@@ -38,7 +41,7 @@ from sparkrack.serving.deployments.bundle import (
     in_apply_order,
     render_serving,
 )
-from sparkrack.serving.switch.objects import RECEIVER_SECURITY
+from sparkrack.serving.switch.objects import RECEIVER_SECURITY, SETTLE_SECURITY
 from sparkrack.watch.manifests import MEMGUARD, MEMGUARD_NAME
 from sparkrack.watch.manifests import name as watchdog_name
 
@@ -109,11 +112,25 @@ def token_mounts(all_pods: list[Pod]) -> list[str]:
     ]
 
 
+SETTLE_NAMES = ("wait-memory", "settle")
+
+
+def is_settle(c: dict[str, Any], init: bool) -> bool:
+    """The memory settle step, exactly as named: privileged, only the switch scripts mounted."""
+    mounts = [m["mountPath"] for m in c.get("volumeMounts", [])]
+    return (
+        init
+        and c["name"] in SETTLE_NAMES
+        and c.get("securityContext") == SETTLE_SECURITY
+        and mounts == [contract.SWITCH_MOUNT]
+    )
+
+
 def not_hardened(all_pods: list[Pod]) -> list[str]:
     found = []
     for ident, meta, spec in all_pods:
         for c, init in containers(spec):
-            if is_engine(meta, c, init):
+            if is_engine(meta, c, init) or is_settle(c, init):
                 continue
             sc = c.get("securityContext") or {}
             # The one named exception: the rsync receiver starts as root with the capabilities
@@ -176,7 +193,7 @@ def needless_privilege(all_pods: list[Pod], rdma: str, resource: str) -> list[st
             sc = c.get("securityContext") or {}
             nccl = is_engine(meta, c, init) and any(p["name"] == "dist" for p in c.get("ports", []))
             limits = (c.get("resources") or {}).get("limits") or {}
-            if sc.get("privileged") and not (nccl and rdma == "privileged"):
+            if sc.get("privileged") and not (nccl and rdma == "privileged" or is_settle(c, init)):
                 found.append(f"{ident}/{c['name']}")
             if (
                 nccl
@@ -211,7 +228,7 @@ def test_every_kind_of_pod_is_rendered(render: tuple[str, list[Pod]]) -> None:
         contract.COMPONENT_GATEWAY,
     }
     names = {c["name"] for _i, _m, spec in all_pods for c, _init in containers(spec)}
-    assert {"download", "wait-weights", "wait-memory", "litellm", "pull-0"} <= names
+    assert {"download", "wait-weights", "wait-memory", "settle", "litellm", "pull-0"} <= names
 
 
 def test_no_pod_mounts_a_service_account_token(render: tuple[str, list[Pod]]) -> None:
@@ -299,6 +316,18 @@ def test_negative_controls_each_checker_finds_a_broken_pod() -> None:
         assert not_hardened([(ident, meta, spec)]) == []
         named(spec, "receive")["securityContext"][key] = bad
         assert not_hardened([(ident, meta, spec)]) == [f"{ident}/receive"], key
+
+    # The settle step's exception is exactly its security context and its one mount.
+    for name in SETTLE_NAMES:
+        ident, meta, spec = one(all_pods, name)
+        assert not_hardened([(ident, meta, spec)]) == []
+        assert f"{ident}/{name}" not in needless_privilege([(ident, meta, spec)], "privileged", "r")
+        named(spec, name)["volumeMounts"].append({"name": "hf-cache", "mountPath": "/hf"})
+        assert not_hardened([(ident, meta, spec)]) == [f"{ident}/{name}"]
+        assert f"{ident}/{name}" in needless_privilege([(ident, meta, spec)], "privileged", "r")
+        ident, meta, spec = one(all_pods, name)
+        named(spec, name)["securityContext"]["capabilities"] = {"add": ["NET_ADMIN"]}
+        assert not_hardened([(ident, meta, spec)]) == [f"{ident}/{name}"]
 
     ident, meta, spec = one(all_pods, "wait-weights")
     named(spec, "wait-weights")["env"].append({"name": "HF_TOKEN", "value": "x"})

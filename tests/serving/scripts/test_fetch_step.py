@@ -146,48 +146,64 @@ def test_wait_times_out_with_the_numbers_and_sees_a_late_marker(tmp_path: Path) 
     assert arrived.returncode == 0, arrived.stderr
 
 
-def _meminfo(path: Path, avail_kb: int) -> Path:
-    path.write_text(f"MemTotal:       125000000 kB\nMemAvailable:   {avail_kb} kB\n")
+def _meminfo(path: Path, free_kb: int) -> Path:
+    """A /proc/meminfo whose MemAvailable is far above MemFree (a page cache full of weights)."""
+    path.write_text(
+        f"MemTotal:       125000000 kB\nMemFree:        {free_kb} kB\n"
+        f"MemAvailable:   {free_kb + 60_000_000} kB\nCached:         60000000 kB\n"
+    )
     return path
 
 
-def test_memwait_passes_fails_and_follows_the_file(tmp_path: Path) -> None:
-    info = _meminfo(tmp_path / "meminfo", 100_000_000)  # 102.4 GB
-    ok = run_step(*fetchplan.memwait_argv(90, timeout_s=5, meminfo=str(info))[2:])
-    assert ok.returncode == 0 and "MemAvailable 102.4 GB >= need 90 GB" in ok.stdout
-    short = run_step(
-        *fetchplan.memwait_argv(110, timeout_s=1, interval_s=0.5, meminfo=str(info))[2:]
-    )
+def _vm(tmp_path: Path) -> Path:
+    """A folder standing in for /proc/sys/vm (the tests run as root: never the real one)."""
+    vm = tmp_path / "vm"
+    vm.mkdir(exist_ok=True)
+    return vm
+
+
+def test_memwait_flushes_then_decides_on_memfree(tmp_path: Path) -> None:
+    info, vm = _meminfo(tmp_path / "meminfo", 100_000_000), _vm(tmp_path)  # 95.37 GiB free
+    ok = run_step(*fetchplan.memwait_argv(90, timeout_s=5, meminfo=str(info), vm=str(vm))[2:])
+    assert ok.returncode == 0, ok.stderr
+    assert "MemFree 95.37 GiB >= need 83.82 GiB after drop_caches and compact_memory" in ok.stdout
+    assert (vm / "drop_caches").read_text() == "3"
+    assert (vm / "compact_memory").read_text() == "1"
+    # MemAvailable (152.6 GiB) covers 110 GB; MemFree does not: the step waits, then fails.
+    short = run_step(*fetchplan.memwait_argv(110, 1, 0.5, meminfo=str(info), vm=str(vm))[2:])
     assert short.returncode == fetch_base.EXIT_TIMEOUT
-    assert last_line(short).endswith("FAILED: MemAvailable 102.4 GB < need 110 GB after 1 s")
-    _meminfo(info, 50_000_000)
-    timer = threading.Timer(1.0, _meminfo, args=(info, 120_000_000))
-    timer.start()
-    try:
-        freed = run_step(*fetchplan.memwait_argv(100, timeout_s=20, meminfo=str(info))[2:])
-    finally:
-        timer.join()
-    assert freed.returncode == 0 and "MemAvailable 51.2 GB < need 100 GB" in freed.stdout
-    assert "MemAvailable 122.9 GB >= need 100 GB" in freed.stdout
+    assert last_line(short).endswith("FAILED: MemFree 95.37 GiB < need 102.45 GiB after 1 flushes")
     (tmp_path / "bad").write_text("MemTotal: 1 kB\n")
-    bad = run_step("memwait", "--need-gb", "1", "--meminfo", str(tmp_path / "bad"))
-    assert bad.returncode == 1 and "no MemAvailable line" in last_line(bad)
+    bad = run_step("memwait", "--need-gb", "1", "--meminfo", str(tmp_path / "bad"), "--vm", str(vm))
+    assert bad.returncode == 1 and "no MemFree, MemAvailable, Cached line" in last_line(bad)
+    missing = run_step(
+        *fetchplan.memwait_argv(90, 5, meminfo=str(info), vm=str(tmp_path / "absent"))[2:]
+    )
+    assert missing.returncode == 1
+    assert f"cannot write {tmp_path / 'absent' / 'drop_caches'}" in last_line(missing)
 
 
 def test_memwait_writes_its_phase_record_to_the_termination_file(tmp_path: Path) -> None:
-    info = _meminfo(tmp_path / "meminfo", 100_000_000)
+    info, vm = _meminfo(tmp_path / "meminfo", 100_000_000), str(_vm(tmp_path))
     message = tmp_path / "termination-log"
-    ok = run_step(*fetchplan.memwait_argv(90, 5, meminfo=str(info), phases=str(message))[2:])
+    ok = run_step(*fetchplan.memwait_argv(90, 5, meminfo=str(info), phases=str(message), vm=vm)[2:])
     assert ok.returncode == 0, ok.stderr
     records = fetch_base.read_phases(message.read_text())
     assert [r["phase"] for r in records] == ["wait-memory"]
+    assert records[0]["memfree_gib"] == [95.37]  # MemFree at each attempt
     assert records == fetch_base.read_phases(ok.stdout)  # the same record as a log line
-    # A failed wait records nothing it did not finish; the file stays as it was.
-    short = run_step(*fetchplan.memwait_argv(110, 1, 0.5, str(info), phases=str(message))[2:])
+    # A failed wait records MemFree at each of its attempts too: why it gave up is evidence.
+    message.write_text("")
+    short = run_step(
+        *fetchplan.memwait_argv(110, 1, 0.5, str(info), phases=str(message), vm=vm)[2:]
+    )
     assert short.returncode == fetch_base.EXIT_TIMEOUT
-    assert fetch_base.read_phases(message.read_text()) == records
+    [failed] = fetch_base.read_phases(message.read_text())
+    assert failed["phase"] == "wait-memory" and failed["memfree_gib"] == [95.37]
     # An unwritable file costs the record, not the step.
-    blocked = run_step(*fetchplan.memwait_argv(90, 5, meminfo=str(info), phases="/proc/nope")[2:])
+    blocked = run_step(
+        *fetchplan.memwait_argv(90, 5, meminfo=str(info), phases="/proc/nope", vm=vm)[2:]
+    )
     assert blocked.returncode == 0 and "phase records not written to /proc/nope" in blocked.stdout
 
 

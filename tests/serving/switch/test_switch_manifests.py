@@ -119,7 +119,12 @@ def test_fetch_job_downloads_on_the_head_and_pushes_to_the_other_pf_addresses(
     # The script is shipped verbatim in a ConfigMap, removed with its deployment (serving label).
     [cm] = kind(docs, "ConfigMap")
     assert cm["data"] == fetchplan.script_files()
-    assert list(cm["data"]) == [contract.FETCH_FILE, "fetch_base.py", "fetch_rsync.py"]
+    assert list(cm["data"]) == [
+        contract.FETCH_FILE,
+        "fetch_base.py",
+        "fetch_rsync.py",
+        "memsettle.py",
+    ]
     assert cm["metadata"]["labels"][contract.LABEL_COMPONENT] == contract.COMPONENT_SERVING
 
 
@@ -183,9 +188,14 @@ def test_every_rank_waits_for_the_weights_and_its_memory_then_runs_offline(
         assert option(memwait["command"], "--timeout") == str(ctx.memwait_timeout)
         env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
         assert env["HF_HUB_OFFLINE"] == "1"
-        # The engine's own init containers (vLLM's plugin copy) run after the marker, offline.
-        for extra in pod["initContainers"][2:]:
+        # The engine's own init containers (vLLM's plugin copy) run after the marker, offline;
+        # the settle sidecar comes last, right before the engine, and flushes while it loads.
+        *extras, settle = pod["initContainers"][2:]
+        for extra in extras:
             assert {"name": "HF_HUB_OFFLINE", "value": "1"} in extra["env"]
+        assert settle["name"] == "settle" and settle["restartPolicy"] == "Always"
+        assert settle["command"][:3] == ["python3", f"{SCRIPT_PATH.parent}/memsettle.py", "hold"]
+        assert option(settle["command"], "--max-s") == str(ctx.startup_timeout)
 
 
 def test_a_pinned_revision_reaches_the_wait_and_the_marker(ctx: ServingContext) -> None:
