@@ -35,7 +35,7 @@ class Mutation:
     """The pytest node id that must fail once the mutation is in."""
 
 
-RECEIVER = "sparkrack/serving/scripts/fetch_rsync.py"
+RECEIVER = "sparkrack/serving/scripts/fetch_daemon.py"
 RECEIVER_TEST = "tests/serving/scripts/test_fetch_receiver.py::test_receiver_refuses_the_attacks"
 
 MUTATIONS: tuple[Mutation, ...] = (

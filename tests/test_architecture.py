@@ -449,9 +449,9 @@ def test_package_checkers_find_a_planted_back_arrow(layered: Path) -> None:
 MAX_LINES = 700
 ENGINE_TABLES = {"serving/engines/sglang.py"}
 """Engine modules that are mostly the engine's tables of options and checks (exempt)."""
-KNOWN_LONG = {"serving/scripts/fetch_rsync.py", "bench/server.py"}
-"""Modules still over the limit, each to be split (fetch_rsync by job: daemon config,
-receive, relay, push, verify). An entry that is no longer over the limit fails the test."""
+KNOWN_LONG = {"bench/server.py"}
+"""Modules still over the limit, each to be split. An entry that is no longer over the limit
+fails the test."""
 
 
 def long_modules(root: Path, limit: int) -> dict[str, int]:

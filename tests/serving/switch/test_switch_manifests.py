@@ -119,7 +119,14 @@ def test_fetch_job_downloads_on_the_head_and_pushes_to_the_other_pf_addresses(
     # The script is shipped verbatim in a ConfigMap, removed with its deployment (serving label).
     [cm] = kind(docs, "ConfigMap")
     assert cm["data"] == fetchplan.script_files()
-    assert list(cm["data"]) == [contract.FETCH_FILE, "fetch_base.py", "fetch_rsync.py"]
+    assert list(cm["data"]) == [
+        contract.FETCH_FILE,
+        "fetch_base.py",
+        "fetch_daemon.py",
+        "fetch_receive.py",
+        "fetch_relay.py",
+        "fetch_push.py",
+    ]
     assert cm["metadata"]["labels"][contract.LABEL_COMPONENT] == contract.COMPONENT_SERVING
 
 
