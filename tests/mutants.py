@@ -73,6 +73,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        # A chain whose relay passes nothing on still ends verified (the final push sends it
+        # all): only the relay's own evidence, files passed on before its copy verified, shows it.
+        "relay-passes-nothing-on",
+        "sparkrack/serving/scripts/fetch_relay.py",
+        "ready = self._ready()",
+        "ready: list[tuple[str, str]] = []",
+        "tests/serving/scripts/test_fetch_chain.py"
+        "::test_a_chain_relays_each_file_while_receiving_and_every_hop_verifies",
+    ),
+    Mutation(
         "memguard-without-node-filter",
         MEMGUARD,
         'field_selector=f"spec.nodeName={self.node}",',
