@@ -22,6 +22,7 @@ import pytest
 from kubernetes import client
 
 from sparkrack import contract
+from sparkrack.cli import main
 from sparkrack.fabric.addressplan import NodeInput
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k3s import config as k3s
@@ -457,7 +458,7 @@ def test_the_inventory_variables_take_the_guards_defaults_and_refuse_nonsense() 
 
 
 def test_the_serve_render_adds_one_guard_with_the_inventorys_floor_and_only_with_an_image(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``render -i`` (the serve role's render) carries the guard beside the watchdogs, with
     their image and the inventory's floor and PSI level; no watchdog image, no guard (negative
@@ -473,13 +474,8 @@ def test_the_serve_render_adds_one_guard_with_the_inventorys_floor_and_only_with
 
     def guards(**changes: Any) -> list[dict[str, Any]]:
         group_vars.write_text(yaml.safe_dump({**base, **changes}))
-        out = subprocess.run(
-            [sys.executable, "-m", "sparkrack", "render", "-i", str(lab), "--what", "manifests"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout
+        assert main(["render", "-i", str(lab), "--what", "manifests"]) == 0
+        out = capsys.readouterr().out
         return [d for d in yaml.safe_load_all(out) if d and d.get("kind") == "DaemonSet"]
 
     [guard] = guards(serving_memguard_floor="12G", serving_memguard_psi_full=25)
