@@ -14,10 +14,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkrack.serving.switch.plan import SCRIPT_FILES
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "sparkrack" / "serving" / "scripts"
 SCRIPT_DIR = "/opt/sparkrack/switch"
-SHIPPED = ("fetch_step.py", "fetch_base.py", "fetch_rsync.py")
 
 
 def docker(*args: str, timeout: float = 300, check: bool = True) -> str:
@@ -95,7 +96,7 @@ def up(prefix: str, names: list[str], rails: int, image: str, mtu: int) -> Fabri
         for net in nets[1:]:
             docker("network", "connect", net, box)
         docker("exec", box, "mkdir", "-p", SCRIPT_DIR)
-        for name in SHIPPED:
+        for name in SCRIPT_FILES:
             docker("cp", str(SCRIPTS / name), f"{box}:{SCRIPT_DIR}/{name}")
         ips = tuple(
             docker(

@@ -2,8 +2,8 @@
 of the checkout, and the test named beside it must fail on that copy. A mutation that survives
 means its test asserts less than its name.
 
-A mutation is one exact text replacement (the text must occur once, so a refactor that moves it
-makes the check fail loudly rather than pass untested). The copy holds the checkout's tracked and
+A mutation is one exact text replacement, or a few in one file (each text must occur once, so a
+refactor that moves it makes the check fail loudly rather than pass untested). The copy holds the checkout's tracked and
 untracked files (git ls-files), its caches left out; the test runs with the copy first on
 sys.path, and the check proves that the mutated module was the one imported.
 
@@ -33,10 +33,14 @@ class Mutation:
     new: str
     test: str
     """The pytest node id that must fail once the mutation is in."""
+    also: tuple[tuple[str, str], ...] = ()
+    """Further (old, new) replacements in the same file, applied with the first."""
 
 
-RECEIVER = "sparkrack/serving/scripts/fetch_rsync.py"
+RECEIVER = "sparkrack/serving/scripts/fetch_daemon.py"
 RECEIVER_TEST = "tests/serving/scripts/test_fetch_receiver.py::test_receiver_refuses_the_attacks"
+PROBE = "sparkrack/watch/probe.py"
+MEMGUARD = "sparkrack/watch/memguard.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
@@ -52,6 +56,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         '"incoming chmod = Du-s,Dg-s,Do-w,Fu-s,Fg-s,Fo-w,Fa-x",',
         "",
         RECEIVER_TEST,
+    ),
+    Mutation(
+        # The stall deadline doubled while the probe reports a figure inside the S..S+1 band:
+        # only a clock outside the probe sees it.
+        "stall-deadline-doubled-and-hidden",
+        PROBE,
+        "return loop.time() + (self.t_last + self.cfg.stall_s - time.monotonic())",
+        "return loop.time() + (self.t_last + 2 * self.cfg.stall_s - time.monotonic())",
+        "tests/watch/test_watch_once.py::test_a_stall_is_reported_within_the_limit_by_the_tests_clock",
+        also=(
+            (
+                "r.since_last_token_s = time.monotonic() - self.t_last",
+                "r.since_last_token_s = self.cfg.stall_s + 0.5",
+            ),
+        ),
+    ),
+    Mutation(
+        # A chain whose relay passes nothing on still ends verified (the final push sends it
+        # all): only the relay's own evidence, files passed on before its copy verified, shows it.
+        "relay-passes-nothing-on",
+        "sparkrack/serving/scripts/fetch_relay.py",
+        "ready = self._ready()",
+        "ready: list[tuple[str, str]] = []",
+        "tests/serving/scripts/test_fetch_chain.py"
+        "::test_a_chain_relays_each_file_while_receiving_and_every_hop_verifies",
+    ),
+    Mutation(
+        "memguard-without-node-filter",
+        MEMGUARD,
+        'field_selector=f"spec.nodeName={self.node}",',
+        "",
+        "tests/watch/test_memguard.py::test_the_guard_asks_for_the_engine_pods_of_its_own_node",
     ),
 )
 
@@ -79,13 +115,15 @@ def copy_checkout(dest: Path) -> None:
 def apply(copy: Path, mutation: Mutation) -> None:
     path = copy / mutation.file
     text = path.read_text()
-    count = text.count(mutation.old)
-    if count != 1:
-        raise SystemExit(
-            f"mutants: {mutation.name}: {mutation.old!r} occurs {count} times in {mutation.file}, "
-            "not once: update the mutation to the code as it is now"
-        )
-    path.write_text(text.replace(mutation.old, mutation.new))
+    for old, new in ((mutation.old, mutation.new), *mutation.also):
+        count = text.count(old)
+        if count != 1:
+            raise SystemExit(
+                f"mutants: {mutation.name}: {old!r} occurs {count} times in {mutation.file}, "
+                "not once: update the mutation to the code as it is now"
+            )
+        text = text.replace(old, new)
+    path.write_text(text)
 
 
 def run_test(copy: Path, mutation: Mutation) -> subprocess.CompletedProcess[str]:

@@ -449,9 +449,6 @@ def test_package_checkers_find_a_planted_back_arrow(layered: Path) -> None:
 MAX_LINES = 700
 ENGINE_TABLES = {"serving/engines/sglang.py"}
 """Engine modules that are mostly the engine's tables of options and checks (exempt)."""
-KNOWN_LONG = {"serving/scripts/fetch_rsync.py"}
-"""Modules still over the limit, each to be split (fetch_rsync by job: daemon config,
-receive, relay, push, verify). An entry that is no longer over the limit fails the test."""
 
 
 def long_modules(root: Path, limit: int) -> dict[str, int]:
@@ -464,8 +461,7 @@ def long_modules(root: Path, limit: int) -> dict[str, int]:
 
 def test_no_module_over_700_lines_but_the_engine_tables() -> None:
     long = long_modules(PACKAGE, MAX_LINES)
-    assert set(long) - ENGINE_TABLES - KNOWN_LONG == set(), long
-    assert set(long) >= KNOWN_LONG, "a module of KNOWN_LONG is short now: drop its entry"
+    assert set(long) - ENGINE_TABLES == set(), long
 
 
 def test_long_module_checker_finds_a_planted_long_module(planted: Path) -> None:

@@ -34,6 +34,20 @@ def _crd_schema(api_version: str, kind: str) -> dict[str, Any] | None:
     return schema
 
 
+@cache
+def _kubernetes_validate() -> Any:
+    """The ``kubernetes_validate`` module, its schema reader memoized: unchanged, it parses a
+    kind's JSON schema and the shared ``_definitions.json`` (several MB) again for every
+    manifest, which was a third of a render's time. The schemas are the package's files,
+    read-only; the parsed documents are only read (``referencing`` resources)."""
+    import kubernetes_validate
+    import kubernetes_validate.utils as utils
+
+    if not hasattr(utils.schema_contents, "cache_info"):
+        utils.schema_contents = cache(utils.schema_contents)
+    return kubernetes_validate
+
+
 def _name(doc: dict[str, Any]) -> str:
     meta = doc.get("metadata") or {}
     return f"{doc.get('kind', '?')}/{meta.get('name', '?')}"
@@ -41,8 +55,7 @@ def _name(doc: dict[str, Any]) -> str:
 
 def validate_manifest(doc: dict[str, Any], source: str = "manifest") -> list[Problem]:
     """Return the problems of one manifest (empty list = valid)."""
-    import kubernetes_validate
-
+    kubernetes_validate = _kubernetes_validate()
     api_version = str(doc.get("apiVersion", ""))
     kind = str(doc.get("kind", ""))
     crd = _crd_schema(api_version, kind)

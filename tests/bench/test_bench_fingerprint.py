@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from sparkrack.bench import server
+from sparkrack.bench import server, server_text
 from sparkrack.bench.client import RequestSpec
 from sparkrack.bench.detectors import mattr
 from sparkrack.bench.fingerprint import fingerprint_level, request_is_garbage, request_signals
@@ -94,12 +94,12 @@ def test_uniform_rule_needs_every_signal() -> None:
 
 
 def test_text_signals() -> None:
-    natural = "".join(itertools.islice(server.token_stream("normal", 3), 3000))
+    natural = "".join(itertools.islice(server_text.token_stream("normal", 3), 3000))
     assert request_signals(natural) == []
     assert mattr(natural.split(), 50) > 0.5
     bang = " ".join(["!"] * 400)
     assert str(request_is_garbage(bang)[0]).startswith("char-loop")
-    salad = "".join(itertools.islice(server.token_stream("word-salad", 3), 800))
+    salad = "".join(itertools.islice(server_text.token_stream("word-salad", 3), 800))
     sig = " ".join(str(s) for s in request_is_garbage(salad))
     assert "few-function-words" in sig and "loop-markers" in sig
     rambling = natural[:2000] + " wait, self-correct: stop rambling, retire retire. " * 3

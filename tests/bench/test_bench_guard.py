@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sparkrack.bench import server
+from sparkrack.bench import server, server_text
 from sparkrack.bench.client import RequestSpec
 from sparkrack.bench.detectors import DetectorConfig
 from sparkrack.bench.guard import GuardConfig, RepetitionGuard
@@ -31,14 +31,14 @@ def test_flood_defaults_are_seed_003() -> None:
 
 
 def test_natural_text_never_trips() -> None:
-    tokens = list(itertools.islice(server.token_stream("normal", 7), 4000))
+    tokens = list(itertools.islice(server_text.token_stream("normal", 7), 4000))
     guard = RepetitionGuard()
     assert _feed_all(guard, tokens) is None
     assert guard.chars_seen > 20000
 
 
 def test_ngram_flood_trips_on_a_looping_sentence() -> None:
-    tokens = list(itertools.islice(server.token_stream("repetition", 1), 400))
+    tokens = list(itertools.islice(server_text.token_stream("repetition", 1), 400))
     no_tail_checks = DetectorConfig(
         min_loop_chars=10**6, max_compression_ratio=0.0, max_repeat_share=1.0
     )

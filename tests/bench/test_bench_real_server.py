@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.bench import server
+from sparkrack.bench import server, server_text
 from sparkrack.cli import main
 
 pytestmark = pytest.mark.tools  # transformers and torch in their own venv (PyPI once)
@@ -357,7 +357,7 @@ def test_tokenizer_counts_tokens_when_the_server_sends_no_usage(
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     req = _results(tmp_path)["levels"][0]["requests"][0]
-    text = "".join(itertools.islice(server.token_stream("normal", 0), tokens))
+    text = "".join(itertools.islice(server_text.token_stream("normal", 0), tokens))
     count = subprocess.run(
         [str(VENV / "bin" / "python"), "-c",
          "import sys; from tokenizers import Tokenizer; "

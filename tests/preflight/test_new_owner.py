@@ -45,8 +45,9 @@ class Owner:
         self.all_yml.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
 
     def check(self) -> tuple[int, list[str]]:
-        """``sparkrack check`` as the owner runs it: a fresh process after each edit (ansible-core
-        remembers, per process, which group_vars files it found for a folder)."""
+        """``sparkrack check`` as the owner runs it. In this process while only the content of
+        the inventory's files changes; a fresh process (``fresh``) once files appear or move:
+        ansible-core remembers, per process, which group_vars files it found for a folder."""
         if not self.fresh:
             code = main(["check", "-i", str(self.inv), "--no-engine-check"])
             captured = self.capsys.readouterr()
@@ -80,7 +81,6 @@ def owner(
 def test_a_new_owner_fixes_one_refusal_at_a_time_until_check_passes(
     owner: Owner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    owner.fresh = True
     # 1. The example as shipped: the placeholder images and the missing key, each refused.
     found = owner.problems()
     all_yml = str(owner.all_yml)
@@ -105,7 +105,9 @@ def test_a_new_owner_fixes_one_refusal_at_a_time_until_check_passes(
     assert ": vault_gateway_key: is not set" in only
 
     # 4. The key in a vault file next to all.yml: Ansible would ignore all.yml; check says so
-    # and stops there, instead of a list of misleading missing variables.
+    # and stops there, instead of a list of misleading missing variables. From here on the
+    # inventory's files change (a folder appears, all.yml moves), not only their content.
+    owner.fresh = True
     monkeypatch.setenv(VAULT_ENV, str(tmp_path / "vault-pass"))
     folder = owner.inv / "group_vars" / "all"
     folder.mkdir()

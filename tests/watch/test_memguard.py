@@ -1,5 +1,7 @@
 """The memory guard: its decision on real-format /proc files (and this machine's own), the
-pods' cgroup charge, and the API action against a real control plane (KWOK nodes).
+pods' cgroup charge, its API calls against a stand-in that selects pods as the API server does
+(fast; the mutation check's test of the node filter), and the API action against a real control
+plane (KWOK nodes).
 
 Negative controls: above the floor nothing is stopped; pods of another node, pods without a
 rank label and pods already being deleted are never chosen.
@@ -20,6 +22,7 @@ import pytest
 from kubernetes import client
 
 from sparkrack import contract
+from sparkrack.cli import main
 from sparkrack.fabric.addressplan import NodeInput
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k3s import config as k3s
@@ -123,6 +126,110 @@ def test_pod_usage_reads_memory_current_of_systemd_and_cgroupfs_pods(tmp_path: P
     slice_b.mkdir(parents=True)
     (slice_b / "memory.current").write_text("1048576\n")
     assert memguard.pod_usage(tmp_path, [a, b, c]) == {a: 61 * 2**30, b: 1048576}
+
+
+# --- the API calls, against a stand-in that selects as the API server does -------------------------
+
+
+class StandInCore:
+    """The CoreV1Api calls the guard makes, answered as the API server answers them: label and
+    field selectors applied (equality, inequality, existence), a field the server does not
+    select pods by refused with 400; deletions and events recorded, not performed."""
+
+    FIELDS = {
+        "metadata.name": lambda p: p.metadata.name,
+        "metadata.namespace": lambda p: p.metadata.namespace,
+        "spec.nodeName": lambda p: p.spec.node_name,
+    }
+
+    def __init__(self, pods: list[client.V1Pod]) -> None:
+        self.pods = pods
+        self.deleted: list[tuple[str, str]] = []
+        self.events: list[dict[str, Any]] = []
+
+    @staticmethod
+    def _match(value: str | None, requirement: str) -> bool:
+        if "!=" in requirement:
+            return value != requirement.split("!=", 1)[1]
+        if "=" in requirement:
+            return value == requirement.split("=", 1)[1].lstrip("=")
+        return value is not None  # a bare key: it exists
+
+    def _key(self, requirement: str) -> str:
+        return requirement.split("!=", 1)[0].split("=", 1)[0].lstrip("!")
+
+    def list_namespaced_pod(
+        self, namespace: str, label_selector: str = "", field_selector: str = ""
+    ) -> client.V1PodList:
+        for req in filter(None, field_selector.split(",")):
+            if self._key(req) not in self.FIELDS:
+                raise client.ApiException(400, f'field label not supported: "{self._key(req)}"')
+        items = []
+        for p in self.pods:
+            if p.metadata.namespace != namespace:
+                continue
+            labels = p.metadata.labels or {}
+            ok = all(
+                (self._key(r) not in labels)
+                if r.startswith("!")
+                else self._match(labels.get(self._key(r)), r)
+                for r in filter(None, label_selector.split(","))
+            ) and all(
+                self._match(self.FIELDS[self._key(r)](p), r)
+                for r in filter(None, field_selector.split(","))
+            )
+            if ok:
+                items.append(p)
+        return client.V1PodList(items=items)
+
+    def delete_namespaced_pod(self, name: str, namespace: str, **_: Any) -> None:
+        self.deleted.append((namespace, name))
+
+    def create_namespaced_event(self, namespace: str, body: dict[str, Any]) -> None:
+        self.events.append(body)
+
+
+def v1pod(name: str, node: str, memory: str, rank: bool = True, ns: str = "serving") -> Any:
+    labels = {**contract.PART_OF, contract.LABEL_DEPLOYMENT: name.split("-")[0]}
+    if rank:
+        labels[contract.LABEL_RANK] = "0"
+    resources = client.V1ResourceRequirements(requests={"memory": memory})
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, namespace=ns, uid=f"uid-{name}", labels=labels),
+        spec=client.V1PodSpec(
+            node_name=node,
+            containers=[client.V1Container(name="engine", image="e:1", resources=resources)],
+        ),
+    )
+
+
+def test_the_guard_asks_for_the_engine_pods_of_its_own_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node filter and the rank filter are the API's (selectors): the guard on spark3 never
+    sees, let alone stops, the larger pod on spark4 or the larger pod without a rank."""
+    core = StandInCore(
+        [
+            v1pod("alpha-r0", "spark3", "40Gi"),
+            v1pod("beta-r0", "spark3", "20Gi"),
+            v1pod("gamma-r0", "spark4", "90Gi"),  # bigger, but on another Spark
+            v1pod("fetch", "spark3", "100Gi", rank=False),  # bigger, but not an engine pod
+            v1pod("delta-r0", "spark3", "200Gi", ns="elsewhere"),  # bigger, another namespace
+        ]
+    )
+    # The stand-in selects as the API does (its negative control): the other node's pods exist.
+    there = core.list_namespaced_pod("serving", field_selector="spec.nodeName=spark4").items
+    assert [p.metadata.name for p in there] == ["gamma-r0"]
+    with pytest.raises(client.ApiException, match="field label not supported"):
+        core.list_namespaced_pod("serving", field_selector="spec.nodename=spark3")
+    monkeypatch.setattr(client, "CoreV1Api", lambda api: core)
+    guard = memguard.Guard(object(), "spark3", "serving", grace_s=0)
+    assert {p.name for p in guard.pods()} == {"alpha-r0", "beta-r0"}
+    tight = read_pressure(proc(tmp_path, PSI_STALLING, 2 * 1024 * 1024))
+    decision = guard.check(tight, Floor())
+    assert decision.stop == PodMemory("alpha-r0", "serving", "uid-alpha-r0", 40 * 2**30, "requests")
+    assert core.deleted == [("serving", "alpha-r0")]
+    assert [e["involvedObject"]["name"] for e in core.events] == ["alpha-r0"]
 
 
 # --- against a real control plane ----------------------------------------------------------------
@@ -355,7 +462,7 @@ def test_the_inventory_variables_take_the_guards_defaults_and_refuse_nonsense() 
 
 
 def test_the_serve_render_adds_one_guard_with_the_inventorys_floor_and_only_with_an_image(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``render -i`` (the serve role's render) carries the guard beside the watchdogs, with
     their image and the inventory's floor and PSI level; no watchdog image, no guard (negative
@@ -371,13 +478,8 @@ def test_the_serve_render_adds_one_guard_with_the_inventorys_floor_and_only_with
 
     def guards(**changes: Any) -> list[dict[str, Any]]:
         group_vars.write_text(yaml.safe_dump({**base, **changes}))
-        out = subprocess.run(
-            [sys.executable, "-m", "sparkrack", "render", "-i", str(lab), "--what", "manifests"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout
+        assert main(["render", "-i", str(lab), "--what", "manifests"]) == 0
+        out = capsys.readouterr().out
         return [d for d in yaml.safe_load_all(out) if d and d.get("kind") == "DaemonSet"]
 
     [guard] = guards(serving_memguard_floor="12G", serving_memguard_psi_full=25)

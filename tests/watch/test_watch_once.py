@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from sparkrack.bench.server import spawn
+from sparkrack.watch.probe import ProbeConfig, Verdict, run_probe
 
 pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
 
@@ -69,6 +70,20 @@ def test_stall_with_health_200_is_reported_within_the_stall_limit(after: int) ->
     assert S <= probe["since_last_token_s"] <= S + 1.0
     assert wall <= STARTUP_S + S + 5
     assert f"after {after} tokens" in probe["detail"] or after == 0
+
+
+def test_a_stall_is_reported_within_the_limit_by_the_tests_clock() -> None:
+    """The stall bound held by a clock outside the probe: the probe's own ``since_last_token_s``
+    is what it says of itself. In process, so no interpreter start blurs the figure: the three
+    tokens take 0.03 s, the requests before them a few ms, so the verdict is due S after the
+    probe starts and must come well before 2 S."""
+    with spawn(["--rate", "100", "--stall-after", "3"]) as url:
+        t0 = time.monotonic()
+        result = run_probe(ProbeConfig(url=url, stall_s=S, max_tokens=64))
+        wall = time.monotonic() - t0
+    assert (result.verdict, result.tokens) == (Verdict.STALLED, 3), result
+    assert S <= wall <= S + 1.5, f"{wall:.2f} s for a stall limit of {S:g} s"
+    assert result.since_last_token_s is not None and result.since_last_token_s <= wall
 
 
 def test_slow_but_progressing_server_is_never_stalled() -> None:

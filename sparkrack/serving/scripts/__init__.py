@@ -1,7 +1,8 @@
 """Scripts shipped verbatim into serving pods (ConfigMaps), standard library only.
 
-* ``fetch_step.py`` with ``fetch_base.py`` and ``fetch_rsync.py``: the fetch step of a model
-  switch (download, copy over the fabric, wait);
+* ``fetch_step.py`` with ``fetch_base.py``, ``fetch_daemon.py``, ``fetch_receive.py``,
+  ``fetch_relay.py`` and ``fetch_push.py``: the fetch step of a model switch (download, copy over
+  the fabric, wait);
 * ``group_guard.py``: the exec probe that restarts a worker rank when its head restarted;
 * ``smoke_chat.py``: one streaming chat request, the serve play's smoke test.
 

@@ -1,8 +1,8 @@
 """What every step of the fetch step shares (STDLIB ONLY): its names, the HF cache's snapshots
 and the completion marker, free space, bounded waits, and the errors and lines it prints.
 
-Shipped verbatim beside ``fetch_step.py`` (the entry point) and ``fetch_rsync.py`` in the switch
-ConfigMap. The completion marker is ``<cache>/.sparkrack/models--<org>--<name>@<revision>.done``,
+Shipped verbatim beside ``fetch_step.py`` (the entry point) and the other ``fetch_*.py`` in the
+switch ConfigMap. The completion marker is ``<cache>/.sparkrack/models--<org>--<name>@<revision>.done``,
 a JSON file with repo, revision, commit, bytes, files and the sha256 of the manifest beside it
 (``….manifest.json``: per file its size and the Hub's hash); :func:`marker_relpath` and
 :func:`manifest_relpath` own the names, :func:`check_marker` what a valid marker is.

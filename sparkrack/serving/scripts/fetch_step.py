@@ -4,8 +4,10 @@
 Shipped verbatim to pods (ConfigMap) and run there as ``python3 fetch_step.py SUBCOMMAND ...``
 in an image that has python3, rsync and huggingface_hub; sparkrack itself is not installed there,
 so these files import nothing but the standard library (huggingface_hub only inside
-``download``). This is the entry point; ``fetch_base.py`` (names, snapshots, the marker, waits)
-and ``fetch_rsync.py`` (``receive``, ``push``) are shipped beside it.
+``download``). This is the entry point; shipped beside it: ``fetch_base.py`` (names, snapshots,
+the marker, waits, verify), ``fetch_daemon.py`` (the receiver's rsync daemon configuration),
+``fetch_receive.py`` (``receive``), ``fetch_relay.py`` (a chain's relay) and ``fetch_push.py``
+(``push``).
 
 Subcommands (each prints progress lines, is bounded by ``--timeout``, exits 0 on success and
 non-zero with one ``FAILED:`` line naming the numbers otherwise; a token is never printed):
@@ -41,10 +43,14 @@ from typing import Any
 
 if __package__:  # imported as sparkrack.serving.scripts.* (the renderer and the tests)
     from . import fetch_base as common
-    from . import fetch_rsync as copy
+    from . import fetch_push as pushing
+    from . import fetch_receive as receiving
+    from . import fetch_relay as relaying
 else:  # run in a pod: the switch ConfigMap's files sit side by side
     import fetch_base as common  # type: ignore[import-not-found, no-redef]
-    import fetch_rsync as copy  # type: ignore[import-not-found, no-redef]
+    import fetch_push as pushing  # type: ignore[import-not-found, no-redef]
+    import fetch_receive as receiving  # type: ignore[import-not-found, no-redef]
+    import fetch_relay as relaying  # type: ignore[import-not-found, no-redef]
 
 
 # --- download -------------------------------------------------------------------------------
@@ -278,7 +284,7 @@ def mark(repo: str, revision: str, cache: Path, manifest_file: Path) -> None:
     )
 
 
-def copy_phases(results: Sequence[copy.PushResult], via: str = "") -> None:
+def copy_phases(results: Sequence[pushing.PushResult], via: str = "") -> None:
     """Per peer, one ``copy`` record per rail (from a result's ``per_rail`` where the push
     measured each rail, else the peer's whole push as rail 0), then one ``peer-verify`` record:
     the rest of the push, from the end of its longest stream to the peer's verdict. ``via``: the
@@ -432,7 +438,7 @@ def run(args: argparse.Namespace) -> None:
         if bool(args.relay_to) != (args.relay_password_file is not None):
             raise common.StepError("--relay-to and --relay-password-file go together")
         relay = (
-            copy.Relay(
+            relaying.Relay(
                 tuple(args.relay_to),
                 args.port,
                 args.relay_password_file,
@@ -441,7 +447,7 @@ def run(args: argparse.Namespace) -> None:
             if args.relay_to
             else None
         )
-        hop = copy.receive(
+        hop = receiving.receive(
             args.cache,
             args.need_bytes,
             args.port,
@@ -456,7 +462,7 @@ def run(args: argparse.Namespace) -> None:
         copy_phases(hop, via=args.address[0] if args.address else "")
     elif step == "push":
         rails = [[h.strip() for h in to.split(",") if h.strip()] for to in args.to]
-        results = copy.push(
+        results = pushing.push(
             args.cache,
             common.check_repo(args.repo),
             common.check_revision(args.revision),

@@ -66,7 +66,7 @@ RECEIVER_SECURITY: dict[str, Any] = {
         "add": ["CHOWN", "DAC_OVERRIDE", "SETGID", "SETUID", "SYS_CHROOT"],
     },
 }
-"""The receiver container's securityContext (fetch_rsync.TRANSFER_UID does the writing)."""
+"""The receiver container's securityContext (fetch_daemon.TRANSFER_UID does the writing)."""
 FETCH_BACKOFF = 2
 """Retries of a fetch or receiver pod (an interrupted download or copy resumes)."""
 PREPULL_BACKOFF = 1

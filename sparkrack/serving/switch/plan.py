@@ -27,7 +27,15 @@ SCRIPT_NAME: Final = contract.FETCH_FILE
 SCRIPT_DIR: Final = PurePosixPath(contract.SWITCH_MOUNT)
 """Where the ConfigMap holding the script is mounted in the fetch Job and init containers."""
 SCRIPT_PATH: Final = SCRIPT_DIR / SCRIPT_NAME
-SCRIPT_FILES: Final = (SCRIPT_NAME, "fetch_base.py", "fetch_rsync.py", "memsettle.py")
+SCRIPT_FILES: Final = (
+    SCRIPT_NAME,
+    "fetch_base.py",
+    "fetch_daemon.py",
+    "fetch_receive.py",
+    "fetch_relay.py",
+    "fetch_push.py",
+    "memsettle.py",
+)
 """The fetch step (the entry point) and the files it imports, shipped in one ConfigMap."""
 PYTHON: Final = "python3"
 FETCH_IMAGE_NEEDS: Final = "python3 (3.10 or later) and rsync"

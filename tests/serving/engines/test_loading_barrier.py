@@ -47,6 +47,7 @@ def barrier_facts(runner: str, environ: str) -> tuple[float | None, str | None]:
     return (float(default.group(1)) if default else None), variable
 
 
+@pytest.mark.tools  # the pinned releases' wheels, downloaded from PyPI on first use
 @pytest.mark.parametrize("version", PINNED)
 def test_the_pinned_release_hard_codes_the_barrier(version: str) -> None:
     runner = source(version, RUNNER)

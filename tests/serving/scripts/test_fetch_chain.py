@@ -30,7 +30,7 @@ from rsyncpeer import (
     start_receive,
 )
 
-from sparkrack.serving.scripts import fetch_base, fetch_rsync
+from sparkrack.serving.scripts import fetch_base, fetch_relay
 from sparkrack.serving.switch import plan as fetchplan
 
 pytestmark = [
@@ -207,7 +207,7 @@ def test_the_relay_reads_only_plain_files_inside(tmp_path: Path) -> None:
         "../secret/shadow": False,
         str(outside / "shadow"): False,
     }
-    got = {path: fetch_rsync._plain_file(root, path) is not None for path in cases}
+    got = {path: fetch_relay._plain_file(root, path) is not None for path in cases}
     assert got == cases
     # Negative control: a naive check (the path is a file) would take the escapes.
     naive = {path: (root / path).is_file() for path in cases}

@@ -38,7 +38,7 @@ from rsyncpeer import (
     start_receive,
 )
 
-from sparkrack.serving.scripts import fetch_base, fetch_rsync
+from sparkrack.serving.scripts import fetch_base, fetch_daemon, fetch_push
 from sparkrack.serving.switch import plan as fetchplan
 
 pytestmark = [
@@ -110,7 +110,7 @@ def test_shared_blob_snapshot_copied_verified_and_loadable(
     assert loaded["sums"] == sha_of(repo)
     # Transfers ran as the unprivileged uid: what arrived belongs to it.
     shard = peer.cache / FOLDER / "blobs" / repo.etag("config.json")
-    assert shard.stat().st_uid == fetch_rsync.TRANSFER_UID
+    assert shard.stat().st_uid == fetch_daemon.TRANSFER_UID
     assert PASSWORD not in pushed.stdout + pushed.stderr + received
 
     # A corrupted byte in one shared blob on the peer: size and mtime unchanged, so rsync's
@@ -140,8 +140,8 @@ def test_shared_blob_snapshot_copied_verified_and_loadable(
 
 def rail_summary(pushed: str) -> dict[str, Any]:
     """The push's ``copy per rail json`` line."""
-    line = next(ln for ln in pushed.splitlines() if f"{fetch_rsync.RAIL_SUMMARY} json: " in ln)
-    return json.loads(line.split(f"{fetch_rsync.RAIL_SUMMARY} json: ", 1)[1])  # type: ignore[no-any-return]
+    line = next(ln for ln in pushed.splitlines() if f"{fetch_push.RAIL_SUMMARY} json: " in ln)
+    return json.loads(line.split(f"{fetch_push.RAIL_SUMMARY} json: ", 1)[1])  # type: ignore[no-any-return]
 
 
 def test_two_rails_carry_the_files_split_by_bytes(
@@ -182,9 +182,9 @@ def test_split_by_rail_is_balanced_and_deterministic(tmp_path: Path) -> None:
         for i, size in enumerate(made):
             (root / f"f{i}").write_bytes(b"x" * size)
     (folder / "link").symlink_to("f0")
-    listing = fetch_rsync.Listing(("f0", "f1", "f2", "link"), ("f0", "f1"))
-    parts = fetch_rsync.split_by_rail(listing, folder, store, 2)
-    assert parts == fetch_rsync.split_by_rail(listing, folder, store, 2)
+    listing = fetch_push.Listing(("f0", "f1", "f2", "link"), ("f0", "f1"))
+    parts = fetch_push.split_by_rail(listing, folder, store, 2)
+    assert parts == fetch_push.split_by_rail(listing, folder, store, 2)
     sizes = [
         sum((folder / p).lstat().st_size for p in part.model if not (folder / p).is_symlink())
         + sum((store / p).stat().st_size for p in part.shared)
@@ -193,7 +193,7 @@ def test_split_by_rail_is_balanced_and_deterministic(tmp_path: Path) -> None:
     assert sorted(sizes) == [1000, 1000]
     assert sorted(p for part in parts for p in part.model) == sorted(listing.model)
     assert sorted(p for part in parts for p in part.shared) == sorted(listing.shared)
-    assert fetch_rsync.split_by_rail(listing, folder, store, 1) == [listing]
+    assert fetch_push.split_by_rail(listing, folder, store, 1) == [listing]
 
 
 # --- the copy estimate ------------------------------------------------------------------------
@@ -426,7 +426,7 @@ def test_receiver_refuses_the_attacks(victim: Path, tmp_path: Path) -> None:
     assert results["through the symlink"].returncode != 0
     # What the receiver does with a munged link at the end of a round: one that leaves the
     # model's folder is removed, never made real.
-    removed = fetch_rsync.unmunge(victim, REPO)
+    removed = fetch_daemon.unmunge(victim, REPO)
     assert removed == [f"{FOLDER}/escape -> ../models--other--model/snapshots/{COMMIT}"]
     assert not (victim / FOLDER / "escape").is_symlink()
 

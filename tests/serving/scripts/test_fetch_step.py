@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 import fakehub
 import pytest
 
-from sparkrack.serving.scripts import fetch_base, fetch_step
+from sparkrack.serving.scripts import fetch_base, fetch_push, fetch_step
 from sparkrack.serving.switch import plan as fetchplan
 
 SCRIPT = Path(fetch_step.__file__)
@@ -228,9 +228,9 @@ def test_read_phases_keeps_well_formed_records_only() -> None:
 
 
 def test_copy_records_one_per_peer_and_rail(capsys: pytest.CaptureFixture[str]) -> None:
-    whole = fetch_step.copy.PushResult("10.0.0.3", seconds=4.0, stats={"Total bytes sent": 900})
-    rail = fetch_step.copy.RailCopy
-    split = fetch_step.copy.PushResult(
+    whole = fetch_push.PushResult("10.0.0.3", seconds=4.0, stats={"Total bytes sent": 900})
+    rail = fetch_push.RailCopy
+    split = fetch_push.PushResult(
         "10.0.0.4",
         seconds=6.25,
         per_rail={1: rail(sent_bytes=400, seconds=4.5), 0: rail(sent_bytes=500, seconds=5.0)},

@@ -122,7 +122,10 @@ def test_fetch_job_downloads_on_the_head_and_pushes_to_the_other_pf_addresses(
     assert list(cm["data"]) == [
         contract.FETCH_FILE,
         "fetch_base.py",
-        "fetch_rsync.py",
+        "fetch_daemon.py",
+        "fetch_receive.py",
+        "fetch_relay.py",
+        "fetch_push.py",
         "memsettle.py",
     ]
     assert cm["metadata"]["labels"][contract.LABEL_COMPONENT] == contract.COMPONENT_SERVING
