@@ -814,7 +814,7 @@ def record_lab(
     root: Path = measurements.ROOT,
 ) -> Path:
     """``make lab``'s timings and the rank rehearsal's, with the load before and after, as the
-    record ``docs/dev/measurements/lab.json`` (and the page rewritten)."""
+    record named ``lab`` in docs/dev/measurements/ (and the page rewritten)."""
     rows = [[what, figure] for what, figure in timing_rows(result, build)]
     rehearsal = STATE_DIR / "rehearsal.json"
     if rehearsal.is_file():
@@ -956,7 +956,7 @@ def molecule_steps(steps: Sequence[str]) -> None:
 
 def record_molecule(timings: dict[str, float], root: Path = measurements.ROOT) -> Path:
     """``make molecule``'s step wall times, with the load when its first step began and after
-    its last, as the record ``docs/dev/measurements/molecule.json`` (and the page rewritten)."""
+    its last, as the record named ``molecule`` in docs/dev/measurements/ (and the page rewritten)."""
     now = measurements.load_now()
     average = json.loads(MOLECULE_LOAD.read_text()) if MOLECULE_LOAD.is_file() else now.average
     before = measurements.Load((average[0], average[1], average[2]), now.cores)

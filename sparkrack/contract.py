@@ -114,8 +114,6 @@ GATE_CONTAINER: Final = "engine-gate"
 """Name of the gate's container in a gated engine's head pod."""
 DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"
 """The container ``kubectl logs``/``exec`` of a pod pick without ``-c``."""
-LOOPBACK: Final = "127.0.0.1"
-"""Where a gated engine's HTTP server listens: only its gate, in the same pod, reaches it."""
 SMOKE_FILE: Final = "smoke_chat.py"
 
 # --- a model switch: fetch step, JIT caches, pre-pull (sparkrack/serving/switch/) -------------

@@ -222,6 +222,10 @@ def test_make_lab_and_molecule_write_their_records(
     assert made.table["rows"][0] == ["image build", "300 s"]
     assert ["rank rehearsal", "9.5 s, 12.0 s with the render (passed)"] in made.table["rows"]
     assert ["converge", "180.0 s  (goal <= 240 s)"] in made.table["rows"]
-    assert molecule.command == "SPARKRACK_RECORD=1 make molecule" and molecule.load["before"] == [3.5, 2.0, 1.0]
+    assert molecule.command == "SPARKRACK_RECORD=1 make molecule" and molecule.load["before"] == [
+        3.5,
+        2.0,
+        1.0,
+    ]
     assert molecule.table["rows"][-1] == ["total", "797.0 s"]
     assert (root / measurements.PAGE).read_text() == measurements.render(records)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sparkrack import contract
 from sparkrack.errors import SparkrackError
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput
 from sparkrack.fabric.layout import compute_plan
@@ -51,6 +52,8 @@ def pod_envs(docs: list[dict[str, Any]]) -> list[dict[str, str]]:
         spec = doc.get("spec", {})
         spec = spec.get("template", {}).get("spec", spec)
         for container in spec.get("containers", []) if isinstance(spec, dict) else []:
+            if container.get("name") == contract.GATE_CONTAINER:
+                continue  # the head's HTTP gate holds no env and joins no NCCL group
             envs.append({e["name"]: e.get("value", "") for e in container.get("env", [])})
     return envs
 

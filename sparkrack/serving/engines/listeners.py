@@ -19,6 +19,9 @@ from enum import StrEnum
 
 from sparkrack import contract
 
+LOOPBACK_ADDRESS = "127.0.0.1"
+"""Where a gated engine's HTTP server listens: only its gate, in the same pod, reaches it."""
+
 
 class Bind(StrEnum):
     """The address a listener binds."""
@@ -30,7 +33,7 @@ class Bind(StrEnum):
     ALL = "all"
     """Every address of the pod; its peers connect to the one named in :attr:`Listener.reach`."""
     LOOPBACK = "loopback"
-    """127.0.0.1: only the pod itself connects."""
+    """:data:`LOOPBACK_ADDRESS`: only the pod itself connects."""
 
 
 class Peer(StrEnum):

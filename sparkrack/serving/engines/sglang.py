@@ -54,7 +54,15 @@ from sparkrack.serving.engines.base import (
     section,
 )
 from sparkrack.serving.engines.extra_args import ArgClass
-from sparkrack.serving.engines.listeners import GLOO, NCCL_BOOTSTRAP, Bind, Listener, Peer, PortOf
+from sparkrack.serving.engines.listeners import (
+    GLOO,
+    LOOPBACK_ADDRESS,
+    NCCL_BOOTSTRAP,
+    Bind,
+    Listener,
+    Peer,
+    PortOf,
+)
 from sparkrack.serving.engines.sglang_table import IMAGES, KNOBS, METRICS, NAME, RECORDED
 from sparkrack.serving.names import ObjectNames, deployment_name
 from sparkrack.serving.profile.images import version_tuple
@@ -761,7 +769,7 @@ class SGLang(Engine):
 
     def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
         if knob.runtime == "host":
-            return contract.LOOPBACK  # behind the gate (gated)
+            return LOOPBACK_ADDRESS  # behind the gate (gated)
         if knob.runtime == "nnodes":
             return str(len(self.ranks(ctx)))
         if knob.runtime == "node_rank":

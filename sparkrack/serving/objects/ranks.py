@@ -20,6 +20,7 @@ from sparkrack.k8s import scanner
 from sparkrack.k8s.nads import pod_network_annotation
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines import FileSet, Rank
+from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS
 from sparkrack.serving.names import ObjectNames
 from sparkrack.serving.objects.network import deployment_policy
 from sparkrack.serving.objects.pod import (
@@ -165,7 +166,7 @@ def gate_container(res: Resolution) -> dict[str, Any]:
         "--port",
         str(ctx.api_port),
         "--upstream",
-        f"{contract.LOOPBACK}:{ctx.api_port}",
+        f"{LOOPBACK_ADDRESS}:{ctx.api_port}",
     ]
     return hardened(
         {

@@ -31,7 +31,7 @@ from sparkrack import contract
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.serving.enginecheck import upstream
 from sparkrack.serving.engines import engine_of
-from sparkrack.serving.engines.listeners import Bind
+from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS, Bind
 from sparkrack.serving.scripts import engine_gate
 
 pytestmark = pytest.mark.tools  # real engine wheels
@@ -301,7 +301,7 @@ def head_problems(rendered: dict[str, Any], api_port: int) -> list[str]:
                 continue
             name = doc["metadata"]["name"]
             args = containers[0]["args"]
-            if args[args.index("--host") + 1] != contract.LOOPBACK:
+            if args[args.index("--host") + 1] != LOOPBACK_ADDRESS:
                 out.append(f"{name}: SGLang listens on {args[args.index('--host') + 1]}")
             if any(p["name"] == "http" for p in containers[0].get("ports", [])):
                 out.append(f"{name}: SGLang's container declares the API port")
@@ -317,7 +317,7 @@ def head_problems(rendered: dict[str, Any], api_port: int) -> list[str]:
             listen = command[command.index("--host-env") + 1], command[command.index("--port") + 1]
             if listen != (contract.POD_IP_ENV, str(api_port)):
                 out.append(f"{name}: the gate listens on {listen}")
-            if command[command.index("--upstream") + 1] != f"{contract.LOOPBACK}:{api_port}":
+            if command[command.index("--upstream") + 1] != f"{LOOPBACK_ADDRESS}:{api_port}":
                 out.append(f"{name}: the gate passes on to the wrong address")
             if gates[0]["ports"] != [{"name": "http", "containerPort": api_port}]:
                 out.append(f"{name}: the gate does not name the API port")

@@ -20,6 +20,7 @@ from sparkrack import contract
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.serving.deployments.gateway import PORT as GATEWAY_PORT
 from sparkrack.serving.engines import engine_of
+from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS
 from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL
 from sparkrack.watch.manifests import name as watchdog_name
 
@@ -312,7 +313,7 @@ def test_no_engine_listens_on_every_address(rendered: dict[str, Any]) -> None:
                 args = engine_c["args"]
                 # a gated engine listens on loopback behind its gate (test_engine_gate.py)
                 gated = engine_of({"engine": engine_c["name"]}).gated
-                host = contract.LOOPBACK if gated else f"$({contract.POD_IP_ENV})"
+                host = LOOPBACK_ADDRESS if gated else f"$({contract.POD_IP_ENV})"
                 assert args[args.index("--host") + 1] == host
     # Negative control: the seeds' --host 0.0.0.0 is caught.
     bad = copy.deepcopy(rendered["deployments"][0]["manifests"])

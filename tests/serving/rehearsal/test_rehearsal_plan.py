@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sparkrack.serving.deployments.bundle import from_inventory
 from sparkrack.serving.deployments.plan import deployment_plan
+from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS
 from sparkrack.serving.rehearsal.plan import HOST_IP_ENV, expand, plan, plan_inventory
 
 
@@ -24,7 +25,10 @@ def test_every_rank_of_the_multi_rank_deployment_with_its_rendered_command() -> 
         assert len(run.argv) == len(rendered) + 2 * len(keys)
         assert ("--admin-api-key" in run.argv) is (run.rank == 0)
         assert [w for w in rendered if "$(" not in w] == [w for w in run.argv if w in rendered]
-        assert run.argv[run.argv.index("--host") + 1] == rank.node.node_ip == run.pod.ip
+        # A gated engine's HTTP server listens on loopback, behind the head's gate.
+        host = LOOPBACK_ADDRESS if gemma.engine.gated else run.pod.ip
+        assert run.argv[run.argv.index("--host") + 1] == host
+        assert rank.node.node_ip == run.pod.ip
         assert run.argv[run.argv.index("--dist-init-addr") + 1] == (
             f"{gemma.ctx.head_address}:{gemma.ctx.dist_port}"
         )
