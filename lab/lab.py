@@ -676,7 +676,10 @@ def image_archive() -> tuple[Path, float]:
     import sparkimage
 
     start = time.monotonic()
-    tag, _ = sparkimage.build()
+    try:
+        tag, _ = sparkimage.build(ensure_image()[0], log)
+    except sparkimage.ImageError as exc:
+        raise LabError(str(exc)) from exc
     path = STATE_DIR / IMAGE_ARCHIVE_GLOB.replace("*", tag.rsplit(":", 1)[1])
     if path.is_file():
         log(f"image archive: {path.name} (cached, image {tag})")
@@ -684,7 +687,10 @@ def image_archive() -> tuple[Path, float]:
         for old in STATE_DIR.glob(IMAGE_ARCHIVE_GLOB):
             old.unlink()
         partial = path.with_suffix(".partial")
-        reference = sparkimage.save(tag, partial)
+        try:
+            reference = sparkimage.save(tag, partial)
+        except sparkimage.ImageError as exc:
+            raise LabError(str(exc)) from exc
         partial.rename(path)
         log(f"image archive: {path.name} ({reference})")
     log(

@@ -1,12 +1,11 @@
 """The sparkrack image in the lab: image/Containerfile built over the lab's node image.
 
 The node image comes from Debian packages through mmdebstrap + ``docker import``
-(:func:`lab.ensure_image`); this builds the owner's Containerfile on top of it with the wheel
-of this checkout, so the lab's sparkrack image is the owner's recipe with no registry and no
-PyPI. Every caller holds ``/tmp/sparkrack-lab.lock`` (the lab's lock) around Docker.
-
-``python lab/sparkimage.py build`` prints the tag and the image ID; ``save PATH`` also writes
-the OCI archive the serve play imports into each node's containerd and prints its reference.
+(``lab.ensure_image``, whose tag the caller passes in); this builds the owner's Containerfile on
+top of it with the wheel of this checkout, so the lab's sparkrack image is the owner's recipe
+with no registry and no PyPI. Every caller holds ``/tmp/sparkrack-lab.lock`` (the lab's lock)
+around Docker. ``lab.py``'s converge builds it and saves the OCI archive the serve play imports
+into each node's containerd.
 """
 
 from __future__ import annotations
@@ -16,11 +15,8 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import lab  # noqa: E402  (lab/ is a folder of scripts, not a package)
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "image"
@@ -28,10 +24,14 @@ CONTEXT = ROOT / "build" / "lab-image"
 REPO = "sparkrack-image"
 
 
+class ImageError(RuntimeError):
+    """A docker or pip step of the image failed; the message names the step and its stderr."""
+
+
 def _run(*argv: str, timeout: float = 900) -> str:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     if done.returncode != 0:
-        raise lab.LabError(
+        raise ImageError(
             f"{' '.join(argv[:3])} -> {done.returncode}: {done.stderr.strip()[-2000:]}"
         )
     return done.stdout
@@ -63,13 +63,12 @@ def tag_of(base: str, ctx: Path) -> str:
     return f"{REPO}:{digest.hexdigest()[:12]}"
 
 
-def build() -> tuple[str, str]:
-    """(tag, image ID) of the sparkrack image over the lab's node image."""
-    base, _ = lab.ensure_image()
+def build(base: str, log: Callable[[str], None] = print) -> tuple[str, str]:
+    """(tag, image ID) of the sparkrack image over the lab's node image ``base``."""
     ctx = context()
     tag = tag_of(base, ctx)
     if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode != 0:
-        lab.log(f"building {tag} from image/Containerfile over {base}")
+        log(f"building {tag} from image/Containerfile over {base}")
         _run("docker", "build", "--build-arg", f"BASE={base}", "-f", str(ctx / "Containerfile"),
              "-t", tag, str(ctx))  # fmt: skip
         # Older builds are superseded; Docker keeps any a container still uses.
@@ -91,18 +90,3 @@ def save(tag: str, path: Path) -> str:
     _run("docker", "save", "-o", str(docker_tar), tag)
     name = f"sparkrack.invalid/sparkrack:lab-{tag.rsplit(':', 1)[1]}"
     return image_archive.to_oci(docker_tar, path, name).reference
-
-
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("build", "save"):
-        print("usage: sparkimage.py build | save PATH", file=sys.stderr)
-        return 2
-    tag, image_id = build()
-    if argv[0] == "save":
-        print(argv[1], save(tag, Path(argv[1])))
-    print(tag, image_id)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -31,10 +31,12 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path,
         pytest.skip("no Docker engine answers (`docker version` fails): the image needs one")
     import sparkimage
 
+    import lab
+
     archive = tmp_path_factory.mktemp("image") / "sparkrack-image.tar"
     with LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        tag, _ = sparkimage.build()
+        tag, _ = sparkimage.build(lab.ensure_image()[0])
         reference = sparkimage.save(tag, archive)
     yield tag, archive, reference
 
