@@ -120,14 +120,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("__main__",),
 )
-# Module edges known to run up a floor, each with the branch that removes it. The watchdog's
-# render files (watch/manifests.py, watch/settings.py) move into serving/ on branch i34b, which
-# is editing them; until then serving/ imports them from watch/.
-KNOWN_BACK_ARROWS = {
-    ("sparkrack.serving.context", "sparkrack.watch.settings"),
-    ("sparkrack.serving.deployments.bundle", "sparkrack.watch.manifests"),
-    ("sparkrack.serving.objects.network", "sparkrack.watch.settings"),
-}
+KNOWN_BACK_ARROWS: set[tuple[str, str]] = set()
+"""Module edges allowed to run up a floor, each with the reason: none."""
 
 
 def package_of(module: str) -> str:

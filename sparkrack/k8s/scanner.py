@@ -56,7 +56,7 @@ WATCHDOG_KEY: Final = {
 }
 TOKEN: Final = {
     "CKV_K8S_38": "the pod calls the Kubernetes API with its own ServiceAccount, whose Role grants "
-    "only what its actions need (sparkrack/watch/manifests.py)",
+    "only what its actions need (sparkrack/serving/objects/agents.py)",
 }
 ENGINE: Final = {
     "CKV_K8S_10": "the engine takes the whole Spark; the planner budgets its unified memory",

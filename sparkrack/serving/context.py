@@ -16,8 +16,8 @@ from sparkrack.fabric.addressplan import FabricPlan, NodePlan, nodes_from_hostva
 from sparkrack.inputs.forms import switch_on
 from sparkrack.inputs.inventory import Inventory, load_inventory
 from sparkrack.inputs.variable_table import BY_NAME, RULE
+from sparkrack.serving.agent_settings import MemguardSettings, WatchdogSettings
 from sparkrack.serving.trust import TRUST_VARS, Trust, trust_of
-from sparkrack.watch.settings import MemguardSettings, WatchdogSettings
 
 
 @dataclass(frozen=True)

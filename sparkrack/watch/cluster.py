@@ -20,8 +20,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sparkrack import contract
+from sparkrack.serving.agent_settings import name as state_name
 from sparkrack.serving.names import ObjectNames
-from sparkrack.watch.settings import name as state_name
 
 LOG_TAIL_LINES = 500
 

@@ -185,7 +185,7 @@ def test_the_watch_loop_asks_the_questions_in_turn(server_args: list[str], verdi
 
 def test_the_watchdog_deployment_probes_with_the_canary_when_asked() -> None:
     from sparkrack.cli import build_parser
-    from sparkrack.watch.manifests import WatchdogSettings, manifests
+    from sparkrack.serving.objects.agents import WatchdogSettings, manifests
 
     def args(settings: WatchdogSettings) -> list[str]:
         docs = manifests("alpha", "sparkrack", "http://x:30000", "a", settings)

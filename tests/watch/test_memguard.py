@@ -331,8 +331,8 @@ def test_the_deployed_guard_stops_a_pod_with_its_role_and_no_more(
     from test_watch_cluster import sa_kubeconfig
 
     from sparkrack.k8s.common import validated
+    from sparkrack.serving.objects.agents import MemguardSettings, memguard_manifests
     from sparkrack.watch.cluster import Cluster
-    from sparkrack.watch.manifests import MemguardSettings, memguard_manifests
 
     api, (here, there) = nodes
     core = client.CoreV1Api(api)
@@ -433,7 +433,7 @@ def test_the_guard_reads_its_own_proc_as_a_user_of_its_own() -> None:
     """The guard's pod mounts no host /proc (whose ``<pid>/environ`` files hold the keys of
     other pods), shares no process namespace with the host, and runs as a user no other
     serving container has."""
-    from sparkrack.watch.manifests import MemguardSettings, memguard_manifests
+    from sparkrack.serving.objects.agents import MemguardSettings, memguard_manifests
 
     [ds] = [
         d for d in memguard_manifests("n", MemguardSettings(image="x")) if d["kind"] == "DaemonSet"
@@ -450,7 +450,7 @@ def test_the_guard_reads_its_own_proc_as_a_user_of_its_own() -> None:
 
 def test_the_inventory_variables_take_the_guards_defaults_and_refuse_nonsense() -> None:
     from sparkrack.inputs.variable_table import VARIABLES
-    from sparkrack.watch.manifests import MemguardSettings
+    from sparkrack.serving.objects.agents import MemguardSettings
 
     forms = {v.name: v.form for v in VARIABLES}
     floor, psi = forms["serving_memguard_floor"], forms["serving_memguard_psi_full"]

@@ -35,10 +35,10 @@ from sparkrack.k3s.node import registered_node
 from sparkrack.k8s.common import validated
 from sparkrack.serving.context import context_from_inventory
 from sparkrack.serving.deployments.bundle import from_vars, render_serving
+from sparkrack.serving.objects.agents import WatchdogSettings, manifests
+from sparkrack.serving.objects.agents import name as watchdog_name
 from sparkrack.watch.actions import Actions
 from sparkrack.watch.cluster import Cluster
-from sparkrack.watch.manifests import WatchdogSettings, manifests
-from sparkrack.watch.manifests import name as watchdog_name
 from sparkrack.watch.probe import ProbeConfig, run_probe
 from sparkrack.watch.supervisor import Budget, State, Supervisor
 

@@ -14,9 +14,9 @@ import pytest
 
 from sparkrack import contract
 from sparkrack.bench.server import spawn
+from sparkrack.serving.agent_settings import labels as watchdog_labels
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.watch.probe import Verdict
-from sparkrack.watch.settings import labels as watchdog_labels
 from sparkrack.watch.supervisor import State, Supervisor
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -34,8 +34,8 @@ from sparkrack import contract
 from sparkrack.bench.server import spawn
 from sparkrack.diagnose import bundle
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
+from sparkrack.serving.objects.agents import name as watchdog_name
 from sparkrack.watch.cluster import Cluster
-from sparkrack.watch.manifests import name as watchdog_name
 
 LAB_VARS = yaml.safe_load((ROOT / "inventories/lab/group_vars/all.yml").read_text())
 NS = LAB_VARS["serving_namespace"]

@@ -20,6 +20,7 @@ from sparkrack.serving.context import SETTINGS, ServingContext, context_of
 from sparkrack.serving.deployments import gateway
 from sparkrack.serving.deployments.load import KEY, Deployment, SourceFiles, load_deployments
 from sparkrack.serving.deployments.plan import deployment_plan, summary
+from sparkrack.serving.objects import agents as watchdog
 from sparkrack.serving.objects.connections import connection_problems
 from sparkrack.serving.objects.network import default_deny
 from sparkrack.serving.objects.pod import namespace
@@ -32,7 +33,6 @@ from sparkrack.serving.switch.objects import (
     switch_objects,
 )
 from sparkrack.serving.trust import trust_problems
-from sparkrack.watch import manifests as watchdog
 
 DEPLOYMENT_VARS = (KEY, "serving_profile", "serving_profile_file", "serving_spark")
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from sparkrack import contract
 from sparkrack.contract import K3S_API_PORT
+from sparkrack.serving.agent_settings import labels as watchdog_labels
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.listeners import Bind, Peer
 from sparkrack.serving.objects.pod import meta
 from sparkrack.serving.resolution import Resolution
-from sparkrack.watch.settings import labels as watchdog_labels
 
 DEFAULT_DENY = f"{contract.OBJECT_PREFIX}-default-deny"
 GATEWAY_POLICY = f"{contract.OBJECT_PREFIX}-gateway"

@@ -21,8 +21,8 @@ from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.serving.deployments.gateway import PORT as GATEWAY_PORT
 from sparkrack.serving.engines import engine_of
 from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS
+from sparkrack.serving.objects.agents import name as watchdog_name
 from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL
-from sparkrack.watch.manifests import name as watchdog_name
 
 NS = "sparkrack"
 Peer = tuple[dict[str, str], str]

@@ -41,9 +41,9 @@ from sparkrack.serving.deployments.bundle import (
     in_apply_order,
     render_serving,
 )
+from sparkrack.serving.objects.agents import MEMGUARD, MEMGUARD_NAME
+from sparkrack.serving.objects.agents import name as watchdog_name
 from sparkrack.serving.switch.objects import RECEIVER_SECURITY, SETTLE_SECURITY
-from sparkrack.watch.manifests import MEMGUARD, MEMGUARD_NAME
-from sparkrack.watch.manifests import name as watchdog_name
 
 INVENTORIES = ["inventories/example", "inventories/lab"]
 PSA = "pod-security.kubernetes.io/enforce"

@@ -19,6 +19,13 @@ from typing import Any, Final
 
 from sparkrack import contract
 from sparkrack.k8s import scanner
+from sparkrack.serving.agent_settings import (
+    EVIDENCE_DIR,
+    MemguardSettings,
+    WatchdogSettings,
+    labels,
+    name,
+)
 from sparkrack.serving.names import ObjectNames
 from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL, api_server, dns, policy, tcp
 from sparkrack.serving.objects.pod import (
@@ -31,7 +38,6 @@ from sparkrack.serving.objects.pod import (
     tmp_volume,
 )
 from sparkrack.serving.profile.knobs import PodVariable
-from sparkrack.watch.settings import EVIDENCE_DIR, MemguardSettings, WatchdogSettings, labels, name
 
 COMPONENT = contract.COMPONENT_WATCHDOG
 METRICS_PORT = 9464
