@@ -310,7 +310,7 @@ def test_the_page_walks_the_owner_through_every_step() -> None:
 @pytest.mark.parametrize(
     ("stale", "fresh"),
     [
-        ("down 98 s (old", "down 90 s (old"),
+        ("down 92 s (old", "down 90 s (old"),
         ("check: REFUSED, 3 problem(s)", "check: REFUSED, 2 problem(s)"),
         ("ranks 0/4 ready", "ranks 4/4 ready"),
         ("    nodePort: 30400\n", "    nodePort: 30401\n"),

@@ -391,6 +391,7 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
         )
     # status reads whether the deployed watchdog watches from its Deployment: its pod (an
     # image no node can pull) is not Ready, so the state it holds is history, and status fails.
+    wait("group Ready after the restart", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
     code, rows = status(kube_api, cluster, tmp_path)
     shown = (code, rows[0]["watchdog"], rows[0]["serving"])
     assert shown == (1, "watchdog not running (last state: healthy)", True), rows
@@ -407,6 +408,11 @@ def test_status_watch_redraws_a_state_change_and_ends_on_its_bound_or_ctrl_c(
     """Two frames of one ``status --watch`` run show the state the watchdog wrote in between;
     ``--count`` ends it with the last frame's code, ^C ends it without a traceback."""
     cluster = served
+    # The watchdog runs here as this test's own Actions: no deployed watchdog Deployment (an
+    # earlier test's may be left when that test failed) tells status that none runs.
+    if cluster.view(NAME).watchdog is not None:
+        cluster.apps.delete_namespaced_deployment(watchdog_name(NAME), cluster.namespace)
+        wait("no watchdog Deployment", lambda: cluster.view(NAME).watchdog is None)
     wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
     with spawn(["--rate", "100"]) as url:
         healthy = run_probe(ProbeConfig(url=url, stall_s=1.5))
