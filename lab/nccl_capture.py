@@ -3,7 +3,7 @@
 
 Runs on the device machine (not in CI, not in the lab): two ranks, one per GPU, NCCL through
 PyTorch, ``NCCL_DEBUG=INFO``, a short process-group timeout and the flight recorder on, through a
-set of scenarios (a healthy loop, a silent rank, a killed rank, mismatched sizes, a missing socket
+set of scenarios (a healthy loop, a silent rank, a killed rank, a rank out of memory, mismatched sizes, a missing socket
 interface, the socket transport). Every rank's whole output, the flight-recorder dumps and a note
 of the versions land under ``OUT/<scenario>/`` and are packed into ``OUT/nccl-captures.tar.gz``;
 ``tests/data/nccl/captured/`` holds the unpacked result, which ``sparkrack diagnose`` is tested on.
@@ -43,6 +43,7 @@ SCENARIOS: dict[str, dict[str, object]] = {
     "rank1_killed": {"env": {}, "fault": "kill"},
     "size_mismatch": {"env": {}, "fault": "mismatch"},
     "op_mismatch": {"env": {}, "fault": "op_mismatch"},
+    "rank1_oom": {"env": {}, "fault": "oom"},
     "bad_socket_ifname": {"env": {"NCCL_SOCKET_IFNAME": "sparkrack-nosuch0"}, "fault": "none"},
     "socket_transport": {
         "env": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"},
@@ -97,6 +98,13 @@ def rank_main(rank: int, world: int, port: int, fault: str) -> int:
                     f"[capture] rank {rank} stops calling the collective at step {step}", flush=True
                 )
                 time.sleep(SCENARIO_BOUND_S * 2)
+            elif fault == "oom":
+                total = torch.cuda.get_device_properties(device).total_memory
+                print(
+                    f"[capture] rank {rank} allocates twice its GPU's memory at step {step}",
+                    flush=True,
+                )
+                torch.empty(2 * total, dtype=torch.uint8, device=device)
             elif fault == "kill":
                 print(f"[capture] rank {rank} SIGKILLs itself at step {step}", flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
