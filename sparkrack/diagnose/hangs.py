@@ -9,7 +9,9 @@ in ``tests/data/nccl/captured/hangs``):
 - a silent rank (alive, not calling the collective) logs no timeout but answers the waiting
   rank's dump signal: ``Received a dump signal due to a collective timeout from rank R ... Last
   enqueued NCCL work: E, last completed NCCL work: C`` with E below S;
-- a dead rank's log just ends: no timeout, no answer to the dump signal;
+- a dead rank's log just ends: no timeout, no answer to the dump signal; when it carries an error
+  that ends a process (a signature marked ``ends_rank``, e.g. ``torch.OutOfMemoryError``), the
+  last such error is named as the rank's own cause;
 - when every rank times out, on different SeqNums, operations or sizes, the ranks called
   different collectives (a mismatch; NCCL checks neither sizes nor operations).
 
@@ -26,7 +28,7 @@ from functools import lru_cache
 from importlib import resources
 
 from sparkrack.diagnose.flightrecorder import DumpSummary
-from sparkrack.diagnose.signatures import MAX_LINE_CHARS, SIGNATURES_FILE
+from sparkrack.diagnose.signatures import MAX_LINE_CHARS, SIGNATURES_FILE, diagnose, load_signatures
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs import safeyaml
 from sparkrack.sources import expand
@@ -65,6 +67,19 @@ class Timeout:
 
 
 @dataclass(frozen=True)
+class Ending:
+    """The last process-ending error in a rank's log: the text its signature matched, its line,
+    the signature's id."""
+
+    what: str
+    line: int
+    signature: str
+
+    def __str__(self) -> str:
+        return f"{self.what} (line {self.line}, {self.signature})"
+
+
+@dataclass(frozen=True)
 class RankLog:
     """What one rank's log says about a hang."""
 
@@ -74,6 +89,7 @@ class RankLog:
     signal_from: int | None = None
     last_enqueued: int | None = None
     last_completed: int | None = None
+    ended_by: Ending | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,8 @@ class HangFinding:
     silent: tuple[int, ...] = ()
     dead: tuple[int, ...] = ()
     timeouts: dict[int, str] = field(default_factory=dict)
+    causes: dict[int, str] = field(default_factory=dict)
+    """Dead rank -> the signature id of the error its own log ends in."""
 
     def __str__(self) -> str:
         return (
@@ -151,11 +169,30 @@ def read_rank(label: str, text: str, index: int = 0) -> RankLog:
         if signal is None:
             signal = _SIGNAL.search(line)
     rank = _rank_of(label, lines, index)
+    ended_by = _ended_by(text)
     if signal is None:
-        return RankLog(label, rank, timeout)
+        return RankLog(label, rank, timeout, ended_by=ended_by)
     return RankLog(
-        label, rank, timeout, int(signal.group(1)), int(signal.group(2)), int(signal.group(3))
+        label,
+        rank,
+        timeout,
+        int(signal.group(1)),
+        int(signal.group(2)),
+        int(signal.group(3)),
+        ended_by,
     )
+
+
+def _ended_by(text: str) -> Ending | None:
+    """The last error in ``text`` of a signature marked ``ends_rank``, named by the text its
+    pattern matched (taken from the finding's redacted evidence), its line and its id."""
+    ending = {s.id: s for s in load_signatures() if s.ends_rank}
+    found = [f for f in diagnose(text) if f.id in ending]
+    if not found:
+        return None
+    last = max(found, key=lambda f: f.line)
+    match = ending[last.id].match.search(last.evidence)
+    return Ending(match.group(0) if match else last.id, last.line, last.id)
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -227,7 +264,10 @@ def analyse(
         )
     if dead:
         said = "; ".join(
-            f"rank {r.rank} is dead: its log ends with no timeout and no answer to the dump signal"
+            f"rank {r.rank} is dead: its log ends in {r.ended_by}"
+            if r.ended_by
+            else f"rank {r.rank} is dead: its log ends with no timeout and no answer to the dump "
+            "signal"
             for r in dead
         )
         findings.append(
@@ -237,6 +277,7 @@ def analyse(
                 waiting=tuple(r.rank for r in waiting),
                 dead=tuple(r.rank for r in dead),
                 timeouts=timeouts,
+                causes={r.rank: r.ended_by.signature for r in dead if r.ended_by},
             )
         )
     return findings
