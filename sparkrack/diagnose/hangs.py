@@ -13,7 +13,11 @@ in ``tests/data/nccl/captured/hangs``):
   that ends a process (a signature marked ``ends_rank``, e.g. ``torch.OutOfMemoryError``), the
   last such error is named as the rank's own cause;
 - when every rank times out, on different SeqNums, operations or sizes, the ranks called
-  different collectives (a mismatch; NCCL checks neither sizes nor operations).
+  different collectives (a mismatch; NCCL checks neither sizes nor operations);
+- a Gloo ``monitored_barrier`` (SGLang's loading barrier) names the late ranks itself, in rank
+  0's log: ``[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in T ms`` (torch 2.13 Gloo,
+  captured in ``tests/data/nccl/captured/gloo_barrier_late_rank``); a late rank whose own log ends
+  in a process-ending error failed, one without was slow or stuck.
 
 The verdicts' cause and fix are data (``hangs:`` in ``failure_signatures.yml``); this module only
 reads the logs (and the flight-recorder summaries, when the dumps are there) and picks one.
@@ -40,6 +44,9 @@ _TIMEOUT = re.compile(
 _SIGNAL = re.compile(
     r"Received a dump signal due to a collective timeout from\s+rank (\d+).*?"
     r"Last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)"
+)
+_BARRIER = re.compile(
+    r"\[Rank (\d+)\]: Ranks? (\d+(?:, \d+)*) failed to pass monitoredBarrier in (\d+) ms"
 )
 _RANK_IN_LOG = (
     re.compile(r"global rank: (\d+)"),
@@ -90,6 +97,9 @@ class RankLog:
     last_enqueued: int | None = None
     last_completed: int | None = None
     ended_by: Ending | None = None
+    barrier_late: tuple[int, ...] = ()
+    """The ranks this rank's log names as late to a Gloo monitored barrier."""
+    barrier_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +168,12 @@ def read_rank(label: str, text: str, index: int = 0) -> RankLog:
     lines = [line[:MAX_LINE_CHARS] for line in text.splitlines()]
     timeout = None
     signal: re.Match[str] | None = None
+    late: set[int] = set()
+    barrier_ms = None
     for line in lines:
+        if found := _BARRIER.search(line):
+            late.update(int(r) for r in found.group(2).split(", "))
+            barrier_ms = int(found.group(3))
         if timeout is None and (m := _TIMEOUT.search(line)):
             timeout = Timeout(
                 int(m.group(1)),
@@ -171,7 +186,14 @@ def read_rank(label: str, text: str, index: int = 0) -> RankLog:
     rank = _rank_of(label, lines, index)
     ended_by = _ended_by(text)
     if signal is None:
-        return RankLog(label, rank, timeout, ended_by=ended_by)
+        return RankLog(
+            label,
+            rank,
+            timeout,
+            ended_by=ended_by,
+            barrier_late=tuple(sorted(late)),
+            barrier_ms=barrier_ms,
+        )
     return RankLog(
         label,
         rank,
@@ -180,6 +202,8 @@ def read_rank(label: str, text: str, index: int = 0) -> RankLog:
         int(signal.group(2)),
         int(signal.group(3)),
         ended_by,
+        tuple(sorted(late)),
+        barrier_ms,
     )
 
 
@@ -207,10 +231,55 @@ def _finding(kind: str, detail: str, **ranks: object) -> HangFinding:
 def analyse(
     logs: Mapping[str, str], dumps: Mapping[int, DumpSummary] | None = None
 ) -> list[HangFinding]:
-    """The hang verdict of one group's logs (label -> text, one log per rank, rank 0 first):
-    empty when no rank timed out in a collective."""
+    """The hang verdicts of one group's logs (label -> text, one log per rank, rank 0 first):
+    a late rank at a Gloo monitored barrier, then the NCCL collective verdict; empty when no
+    rank waited."""
     dumps = dumps or {}
     ranks = [read_rank(label, text, i) for i, (label, text) in enumerate(logs.items())]
+    return _barrier(ranks) + _collectives(ranks, dumps)
+
+
+def _barrier(ranks: list[RankLog]) -> list[HangFinding]:
+    """The Gloo monitored-barrier verdict: the rank that waited names the late ones; each late
+    rank's own log tells whether it failed (a process-ending error) or was slow."""
+    findings = []
+    by_rank = {r.rank: r for r in ranks}
+    for monitor in (r for r in ranks if r.barrier_late):
+        said = []
+        failed: list[int] = []
+        slow: list[int] = []
+        causes: dict[int, str] = {}
+        for late in monitor.barrier_late:
+            own = by_rank.get(late)
+            if own is None:
+                slow.append(late)
+                said.append(f"rank {late} did not arrive (no log of it given)")
+            elif own.ended_by is not None:
+                failed.append(late)
+                causes[late] = own.ended_by.signature
+                said.append(f"rank {late} failed: its log ends in {own.ended_by}")
+            else:
+                slow.append(late)
+                said.append(
+                    f"rank {late} was late: its log names no error that ends a process "
+                    "(slow or stuck)"
+                )
+        findings.append(
+            _finding(
+                "gloo-barrier-late-rank",
+                f"rank {monitor.rank} waited {monitor.barrier_ms} ms at a Gloo monitored barrier; "
+                + "; ".join(said),
+                waiting=(monitor.rank,),
+                silent=tuple(slow),
+                dead=tuple(failed),
+                causes=causes,
+            )
+        )
+    return findings
+
+
+def _collectives(ranks: list[RankLog], dumps: Mapping[int, DumpSummary]) -> list[HangFinding]:
+    """The NCCL collective verdict: empty when no rank timed out in a collective."""
     waiting = [r for r in ranks if r.timeout is not None]
     if not waiting:
         return []
