@@ -9,9 +9,15 @@ in ``tests/data/nccl/captured/hangs``):
 - a silent rank (alive, not calling the collective) logs no timeout but answers the waiting
   rank's dump signal: ``Received a dump signal due to a collective timeout from rank R ... Last
   enqueued NCCL work: E, last completed NCCL work: C`` with E below S;
-- a dead rank's log just ends: no timeout, no answer to the dump signal;
+- a dead rank's log just ends: no timeout, no answer to the dump signal; when it carries an error
+  that ends a process (a signature marked ``ends_rank``, e.g. ``torch.OutOfMemoryError``), the
+  last such error is named as the rank's own cause;
 - when every rank times out, on different SeqNums, operations or sizes, the ranks called
-  different collectives (a mismatch; NCCL checks neither sizes nor operations).
+  different collectives (a mismatch; NCCL checks neither sizes nor operations);
+- a Gloo ``monitored_barrier`` (SGLang's loading barrier) names the late ranks itself, in rank
+  0's log: ``[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in T ms`` (torch 2.13 Gloo,
+  captured in ``tests/data/nccl/captured/gloo_barrier_late_rank``); a late rank whose own log ends
+  in a process-ending error failed, one without was slow or stuck.
 
 The verdicts' cause and fix are data (``hangs:`` in ``failure_signatures.yml``); this module only
 reads the logs (and the flight-recorder summaries, when the dumps are there) and picks one.
@@ -26,7 +32,7 @@ from functools import lru_cache
 from importlib import resources
 
 from sparkrack.diagnose.flightrecorder import DumpSummary
-from sparkrack.diagnose.signatures import MAX_LINE_CHARS, SIGNATURES_FILE
+from sparkrack.diagnose.signatures import MAX_LINE_CHARS, SIGNATURES_FILE, diagnose, load_signatures
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs import safeyaml
 from sparkrack.sources import expand
@@ -38,6 +44,9 @@ _TIMEOUT = re.compile(
 _SIGNAL = re.compile(
     r"Received a dump signal due to a collective timeout from\s+rank (\d+).*?"
     r"Last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)"
+)
+_BARRIER = re.compile(
+    r"\[Rank (\d+)\]: Ranks? (\d+(?:, \d+)*) failed to pass monitoredBarrier in (\d+) ms"
 )
 _RANK_IN_LOG = (
     re.compile(r"global rank: (\d+)"),
@@ -65,6 +74,19 @@ class Timeout:
 
 
 @dataclass(frozen=True)
+class Ending:
+    """The last process-ending error in a rank's log: the text its signature matched, its line,
+    the signature's id."""
+
+    what: str
+    line: int
+    signature: str
+
+    def __str__(self) -> str:
+        return f"{self.what} (line {self.line}, {self.signature})"
+
+
+@dataclass(frozen=True)
 class RankLog:
     """What one rank's log says about a hang."""
 
@@ -74,6 +96,10 @@ class RankLog:
     signal_from: int | None = None
     last_enqueued: int | None = None
     last_completed: int | None = None
+    ended_by: Ending | None = None
+    barrier_late: tuple[int, ...] = ()
+    """The ranks this rank's log names as late to a Gloo monitored barrier."""
+    barrier_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +113,8 @@ class HangFinding:
     silent: tuple[int, ...] = ()
     dead: tuple[int, ...] = ()
     timeouts: dict[int, str] = field(default_factory=dict)
+    causes: dict[int, str] = field(default_factory=dict)
+    """Dead rank -> the signature id of the error its own log ends in."""
 
     def __str__(self) -> str:
         return (
@@ -140,7 +168,12 @@ def read_rank(label: str, text: str, index: int = 0) -> RankLog:
     lines = [line[:MAX_LINE_CHARS] for line in text.splitlines()]
     timeout = None
     signal: re.Match[str] | None = None
+    late: set[int] = set()
+    barrier_ms = None
     for line in lines:
+        if found := _BARRIER.search(line):
+            late.update(int(r) for r in found.group(2).split(", "))
+            barrier_ms = int(found.group(3))
         if timeout is None and (m := _TIMEOUT.search(line)):
             timeout = Timeout(
                 int(m.group(1)),
@@ -151,11 +184,39 @@ def read_rank(label: str, text: str, index: int = 0) -> RankLog:
         if signal is None:
             signal = _SIGNAL.search(line)
     rank = _rank_of(label, lines, index)
+    ended_by = _ended_by(text)
     if signal is None:
-        return RankLog(label, rank, timeout)
+        return RankLog(
+            label,
+            rank,
+            timeout,
+            ended_by=ended_by,
+            barrier_late=tuple(sorted(late)),
+            barrier_ms=barrier_ms,
+        )
     return RankLog(
-        label, rank, timeout, int(signal.group(1)), int(signal.group(2)), int(signal.group(3))
+        label,
+        rank,
+        timeout,
+        int(signal.group(1)),
+        int(signal.group(2)),
+        int(signal.group(3)),
+        ended_by,
+        tuple(sorted(late)),
+        barrier_ms,
     )
+
+
+def _ended_by(text: str) -> Ending | None:
+    """The last error in ``text`` of a signature marked ``ends_rank``, named by the text its
+    pattern matched (taken from the finding's redacted evidence), its line and its id."""
+    ending = {s.id: s for s in load_signatures() if s.ends_rank}
+    found = [f for f in diagnose(text) if f.id in ending]
+    if not found:
+        return None
+    last = max(found, key=lambda f: f.line)
+    match = ending[last.id].match.search(last.evidence)
+    return Ending(match.group(0) if match else last.id, last.line, last.id)
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -170,10 +231,55 @@ def _finding(kind: str, detail: str, **ranks: object) -> HangFinding:
 def analyse(
     logs: Mapping[str, str], dumps: Mapping[int, DumpSummary] | None = None
 ) -> list[HangFinding]:
-    """The hang verdict of one group's logs (label -> text, one log per rank, rank 0 first):
-    empty when no rank timed out in a collective."""
+    """The hang verdicts of one group's logs (label -> text, one log per rank, rank 0 first):
+    a late rank at a Gloo monitored barrier, then the NCCL collective verdict; empty when no
+    rank waited."""
     dumps = dumps or {}
     ranks = [read_rank(label, text, i) for i, (label, text) in enumerate(logs.items())]
+    return _barrier(ranks) + _collectives(ranks, dumps)
+
+
+def _barrier(ranks: list[RankLog]) -> list[HangFinding]:
+    """The Gloo monitored-barrier verdict: the rank that waited names the late ones; each late
+    rank's own log tells whether it failed (a process-ending error) or was slow."""
+    findings = []
+    by_rank = {r.rank: r for r in ranks}
+    for monitor in (r for r in ranks if r.barrier_late):
+        said = []
+        failed: list[int] = []
+        slow: list[int] = []
+        causes: dict[int, str] = {}
+        for late in monitor.barrier_late:
+            own = by_rank.get(late)
+            if own is None:
+                slow.append(late)
+                said.append(f"rank {late} did not arrive (no log of it given)")
+            elif own.ended_by is not None:
+                failed.append(late)
+                causes[late] = own.ended_by.signature
+                said.append(f"rank {late} failed: its log ends in {own.ended_by}")
+            else:
+                slow.append(late)
+                said.append(
+                    f"rank {late} was late: its log names no error that ends a process "
+                    "(slow or stuck)"
+                )
+        findings.append(
+            _finding(
+                "gloo-barrier-late-rank",
+                f"rank {monitor.rank} waited {monitor.barrier_ms} ms at a Gloo monitored barrier; "
+                + "; ".join(said),
+                waiting=(monitor.rank,),
+                silent=tuple(slow),
+                dead=tuple(failed),
+                causes=causes,
+            )
+        )
+    return findings
+
+
+def _collectives(ranks: list[RankLog], dumps: Mapping[int, DumpSummary]) -> list[HangFinding]:
+    """The NCCL collective verdict: empty when no rank timed out in a collective."""
     waiting = [r for r in ranks if r.timeout is not None]
     if not waiting:
         return []
@@ -227,7 +333,10 @@ def analyse(
         )
     if dead:
         said = "; ".join(
-            f"rank {r.rank} is dead: its log ends with no timeout and no answer to the dump signal"
+            f"rank {r.rank} is dead: its log ends in {r.ended_by}"
+            if r.ended_by
+            else f"rank {r.rank} is dead: its log ends with no timeout and no answer to the dump "
+            "signal"
             for r in dead
         )
         findings.append(
@@ -237,6 +346,7 @@ def analyse(
                 waiting=tuple(r.rank for r in waiting),
                 dead=tuple(r.rank for r in dead),
                 timeouts=timeouts,
+                causes={r.rank: r.ended_by.signature for r in dead if r.ended_by},
             )
         )
     return findings

@@ -59,6 +59,8 @@ class Signature:
     fix: str
     profile_key: str | None
     seed: str
+    ends_rank: bool = False
+    """The error ends the rank's process (``ends_rank: true``): a dead rank's own cause."""
 
 
 def _compile(sig: dict[str, Any], index: int) -> Signature:
@@ -74,6 +76,7 @@ def _compile(sig: dict[str, Any], index: int) -> Signature:
             fix=" ".join(str(sig["fix"]).split()),
             profile_key=sig.get("profile_key"),
             seed=str(sig["seed"]),
+            ends_rank=sig.get("ends_rank", False) is True,
         )
     except (KeyError, re.error, TypeError, ValueError) as exc:
         raise SparkrackError(

@@ -15,7 +15,7 @@ import pytest
 from sparkrack.cli import main
 from sparkrack.diagnose import bundle, flightrecorder, hangs
 from sparkrack.diagnose.redact import MASK, redact
-from sparkrack.diagnose.signatures import diagnose
+from sparkrack.diagnose.signatures import diagnose, load_signatures
 from sparkrack.errors import SparkrackError
 
 HANGS = Path(__file__).resolve().parents[1] / "data" / "nccl" / "captured" / "hangs"
@@ -27,10 +27,13 @@ EXPECTED = {
     "rank1_stops": ("nccl-hang-silent-rank", (0,), (1,), (), {0: 6}),
     "socket_transport_rank1_stops": ("nccl-hang-silent-rank", (0,), (1,), (), {0: 6}),
     "rank1_killed": ("nccl-hang-dead-rank", (0,), (), (1,), {0: 6}),
+    "rank1_oom": ("nccl-hang-dead-rank", (0,), (), (1,), {0: 6}),
     "size_mismatch": ("nccl-collective-mismatch", (0, 1), (), (), {0: 13, 1: 8}),
     "op_mismatch": ("nccl-collective-mismatch", (0, 1), (), (), {0: 9, 1: 13}),
 }
 HEALTHY = ("healthy", "socket_transport", "bad_socket_ifname")
+# scenario -> dead rank -> the signature its own log ends in (none named: the rank was SIGKILLed)
+CAUSES = {"rank1_oom": {1: "cuda-out-of-memory"}}
 
 
 def logs_of(scenario: str) -> dict[str, str]:
@@ -49,6 +52,7 @@ def test_each_hang_is_named_with_its_ranks(scenario: str) -> None:
     assert [f.id for f in found] == [verdict]
     finding = found[0]
     assert (finding.waiting, finding.silent, finding.dead) == (waiting, silent, dead)
+    assert finding.causes == CAUSES.get(scenario, {})
     assert {
         r: int(t.split("SeqNum=")[1].split(",")[0]) for r, t in finding.timeouts.items()
     } == seqs
@@ -82,6 +86,42 @@ def test_the_silent_rank_is_told_from_the_dead_one_by_its_answer_to_the_dump_sig
         line for line in logs["rank1.log"].splitlines() if "Received a dump signal" not in line
     )
     assert [f.id for f in hangs.analyse(logs)] == ["nccl-hang-dead-rank"]
+
+
+def test_the_dead_rank_is_named_with_the_error_its_own_log_ends_in() -> None:
+    found = hangs.analyse(logs_of("rank1_oom"))
+    assert (
+        "rank 1 is dead: its log ends in torch.OutOfMemoryError (line 84, cuda-out-of-memory)"
+        in (found[0].detail)
+    )
+    killed = hangs.analyse(logs_of("rank1_killed"))
+    assert killed[0].causes == {} and "its log ends with no timeout" in killed[0].detail
+
+
+def test_only_a_process_ending_signature_is_a_dead_ranks_cause() -> None:
+    """Negative controls: without its OOM line rank 1's log names no cause, although another
+    signature (nccl-socket-transport, not ``ends_rank``) still matches in it; and the cause is
+    read from the data, not a pattern of its own."""
+    logs = logs_of("rank1_oom")
+    logs["rank1.log"] = "\n".join(
+        line for line in logs["rank1.log"].splitlines() if "OutOfMemoryError" not in line
+    )
+    assert "nccl-socket-transport" in {f.id for f in diagnose(logs["rank1.log"])}
+    found = hangs.analyse(logs)
+    assert [(f.id, f.dead, f.causes) for f in found] == [("nccl-hang-dead-rank", (1,), {})]
+    assert "torch.OutOfMemoryError" not in found[0].detail
+    ends = {s.id for s in load_signatures() if s.ends_rank}
+    assert "cuda-out-of-memory" in ends and "nccl-socket-transport" not in ends
+
+
+def test_the_out_of_memory_signature_is_held_by_the_capture() -> None:
+    """cuda-out-of-memory's source is the capture: rank 1's real log matches, rank 0's (same
+    run, no OOM) does not."""
+    logs = logs_of("rank1_oom")
+    oom = [f for f in diagnose(logs["rank1.log"]) if f.id == "cuda-out-of-memory"]
+    assert [f.line for f in oom] == [84]
+    assert "rank1_oom" in oom[0].seed
+    assert "cuda-out-of-memory" not in {f.id for f in diagnose(logs["rank0.log"])}
 
 
 def test_the_same_collective_on_every_rank_is_not_called_a_different_one() -> None:
@@ -306,6 +346,7 @@ def test_the_cli_names_each_captured_folder(
     assert [(h["id"], h["waiting"], h["silent"], h["dead"]) for h in group["hangs"]] == [
         (verdict, list(waiting), list(silent), list(dead))
     ]
+    assert {int(r): c for r, c in group["hangs"][0]["causes"].items()} == CAUSES.get(scenario, {})
     dumped = sorted(int(p.name[-1]) for p in (HANGS / scenario).glob("fr_dump_rank_?"))
     assert [d["rank"] for d in group["flight_recorder"]] == dumped
 

@@ -248,3 +248,63 @@ def test_the_image_table_takes_torch_from_each_releases_pin() -> None:
 
     for image, facts in IMAGES.items():
         assert facts.torch == TORCH[facts.version], image
+
+
+# --- every shipped multi-rank profile, whichever engine renders its ranks (vLLM across Sparks
+# included: its ranks take the fabric env from the same function as SGLang's) ----------------
+
+RECORDER = FLIGHT_NAMES | {"TORCH_NCCL_DUMP_ON_TIMEOUT"}
+
+
+def shipped_multi_rank_profiles() -> list[Path]:
+    return [
+        path
+        for path in sorted(Path("model_profiles").glob("*.yml"))
+        if len(rank_pod_envs(load_profile(str(path)))[1]) >= 2
+    ]
+
+
+def recorder_of(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k in RECORDER}
+
+
+@pytest.mark.parametrize("path", shipped_multi_rank_profiles(), ids=lambda p: p.stem)
+def test_every_multi_rank_profiles_rank_pods_spell_the_recorder_for_the_images_torch(
+    path: Path,
+) -> None:
+    profile = load_profile(str(path))
+    facts = ENGINES[str(profile.data["engine"])].image_facts(profile.data)
+    assert facts is not None and facts.torch is not None, f"{path}: its image's PyTorch is unknown"
+    dump_dir, envs = rank_pod_envs(profile)
+    expected = flight_recorder_env(facts.torch, dump_dir)
+    for env in envs:
+        assert recorder_of(env) == expected
+
+
+def test_the_vllm_ranks_across_sparks_are_among_them() -> None:
+    engines = {str(yaml.safe_load(p.read_text())["engine"]) for p in shipped_multi_rank_profiles()}
+    assert engines == {"sglang", "vllm"}
+
+
+def test_a_planted_torch_changes_the_vllm_ranks_spelling(tmp_path: Path) -> None:
+    """Negative control: the vLLM ranks' names follow the image's facts, not a constant. vLLM
+    0.19.0 pins torch 2.10.0 (before the rename: both spellings); a stated 2.11.0 drops the old."""
+    path = next(
+        p
+        for p in shipped_multi_rank_profiles()
+        if yaml.safe_load(p.read_text())["engine"] == "vllm"
+    )
+    _, pinned = rank_pod_envs(load_profile(str(path)))
+    dump_dir, stated = rank_pod_envs(planted(tmp_path, path, "2.11.0"))
+    for env in pinned:
+        assert set(recorder_of(env)) == NEW | OLD | {"TORCH_NCCL_DUMP_ON_TIMEOUT"}
+    for env in stated:
+        assert set(recorder_of(env)) == NEW | {"TORCH_NCCL_DUMP_ON_TIMEOUT"}
+        assert recorder_problems(env, "2.11.0", dump_dir) == []
+
+
+def test_the_vllm_image_table_takes_torch_from_each_releases_pin() -> None:
+    from sparkrack.serving.engines.vllm import IMAGES, TORCH
+
+    for image, facts in IMAGES.items():
+        assert facts.torch == TORCH[facts.version], image

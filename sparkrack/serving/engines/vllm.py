@@ -344,9 +344,21 @@ class VLLMMemory:
 
 # --- images and metrics ------------------------------------------------------------------------
 
+TORCH: dict[str, str] = {
+    "0.18.0": "2.10.0",
+    "0.19.0": "2.10.0",
+    "0.33.0": "2.14.0",
+}
+"""The PyTorch each vLLM release the engine check pins requires: the ``Requires-Dist: torch==X`` of
+its PyPI wheel (the wheel the engine check installs). An image built from a release carries its
+pin; one that swapped PyTorch states its own in the profile's ``image_info.torch``. It decides the
+flight recorder's variable names of the ranks across Sparks
+(:func:`sparkrack.fabric.ncclenv.flight_recorder_env`)."""
+
 IMAGES: dict[str, ImageFacts] = {
     "vllm/vllm-openai:cu130-nightly": ImageFacts(
         version="0.19.0",
+        torch=TORCH["0.19.0"],
         cudnn=None,
         source=(
             "src:super-guide (MTP + NVFP4 needs the nightly after release 0.17.1; its speculative "

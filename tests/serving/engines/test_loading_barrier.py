@@ -3,15 +3,19 @@ it leads to (the releases hard-code it: no variable can raise it)."""
 
 from __future__ import annotations
 
+import ast
+import os
 import re
 import zipfile
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from patch_fixtures import wheel_path
 
-from sparkrack.diagnose.signatures import load_signatures
+from sparkrack.diagnose.signatures import diagnose, load_signatures
 from sparkrack.serving.context import context_from_inventory
+from sparkrack.serving.enginecheck import upstream
 from sparkrack.serving.engines.sglang import ENGINE
 from sparkrack.serving.profile.load import load_profile
 from sparkrack.serving.resolution import Resolution, resolve
@@ -63,6 +67,53 @@ def test_negative_control_a_release_that_reads_a_variable_is_told_apart() -> Non
     runner = 'UNBALANCED_MODEL_LOADING_TIMEOUT_S = int(os.getenv("SGLANG_UNBALANCED_MODEL_LOADING_TIMEOUT_S", 480))\n'
     assert barrier_facts(runner, "") == (480.0, "SGLANG_UNBALANCED_MODEL_LOADING_TIMEOUT_S")
     assert barrier_facts("UNBALANCED_MODEL_LOADING_TIMEOUT_S = 300\n", "") == (300.0, None)
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def installed(version: str, path: str) -> str:
+    """A file of the release as the engine check's environment installed it."""
+    os.environ.setdefault("SPARKRACK_CACHE_DIR", str(ROOT / ".cache"))
+    return (upstream.ensure_env("sglang", version) / "engine" / path).read_text()
+
+
+def barrier_message(runner: str, rank: int) -> str:
+    """The message the release raises at its loading barrier, its f-string's placeholders
+    (the TP rank) filled with ``rank``: read with ``ast``, nothing imported."""
+    for node in ast.walk(ast.parse(runner)):
+        if isinstance(node, ast.JoinedStr):
+            parts = [
+                str(v.value) if isinstance(v, ast.Constant) else str(rank) for v in node.values
+            ]
+            text = "".join(parts)
+            if "could finish the model loading" in text:
+                return text
+    raise AssertionError("no loading-barrier message in model_runner.py")
+
+
+@pytest.mark.tools  # the engine check's environments (real SGLang wheels, built on first use)
+@pytest.mark.parametrize("version", PINNED)
+def test_diagnose_names_the_barrier_message_of_each_installed_release(version: str) -> None:
+    runner = installed(version, RUNNER)
+    line = f"ValueError: {barrier_message(runner, 3)}"
+    assert line.startswith("ValueError: TP rank 3 could finish the model loading")
+    assert [f.id for f in diagnose(line)] == ["sglang-loading-barrier"]
+    # negative control: the same message reworded the way a release could change it
+    changed = line.replace("could finish the model loading", "finished loading the model")
+    assert diagnose(changed) == []
+    # the timeout: a literal constant, no variable read anywhere in the installed release
+    seconds, variable = barrier_facts(runner, installed(version, ENVIRON))
+    assert (seconds, variable) == (ENGINE.loading_barrier_s, ENGINE.loading_barrier_env)
+    assert (seconds, variable) == (480.0, None)
+    engine = upstream.ensure_env("sglang", version) / "engine" / "sglang"
+    readers = [
+        p.relative_to(engine).as_posix()
+        for p in engine.rglob("*.py")
+        if "UNBALANCED_MODEL_LOADING" in p.read_text(errors="replace")
+    ]
+    assert readers == ["srt/model_executor/model_runner.py"]
+    assert "SGLANG_UNBALANCED" not in runner
 
 
 def test_diagnose_names_the_barrier_message_the_releases_print() -> None:

@@ -8,13 +8,16 @@ Reads ``sglang/srt/server_args.py`` and ``sglang/srt/environ.py`` out of the PyP
 from __future__ import annotations
 
 import ast
+import os
 import zipfile
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
 from patch_fixtures import wheel_path
 
+from sparkrack.serving.enginecheck import upstream
 from sparkrack.serving.engines import engine
 from sparkrack.serving.profile.images import version_tuple
 from sparkrack.serving.profile.knobs import RuntimeKnob
@@ -127,3 +130,31 @@ def test_the_torch_of_each_release_is_its_wheels_pin(version: str) -> None:
     ]
     assert pins == [TORCH[version]]
     assert {f.torch for f in IMAGES.values() if f.version == version} <= {TORCH[version]}
+
+
+@pytest.mark.parametrize("version", upstream.supported_versions("vllm"))
+def test_the_torch_of_each_vllm_release_is_its_wheels_pin(version: str) -> None:
+    """The PyTorch the vLLM image table gives each release the engine check pins (it spells the
+    flight recorder of the ranks across Sparks) is the ``torch==X`` that release's wheel
+    requires; where the engine check's environment is built, its installed METADATA agrees."""
+    from sparkrack.serving.engines.vllm import IMAGES, TORCH
+
+    with zipfile.ZipFile(wheel_path("vllm", version)) as zf:
+        metadata = zf.read(f"vllm-{version}.dist-info/METADATA").decode()
+    assert torch_pins(metadata) == [TORCH[version]]
+    os.environ.setdefault(
+        "SPARKRACK_CACHE_DIR", str(Path(__file__).resolve().parents[3] / ".cache")
+    )
+    installed = upstream.cache_dir() / "enginecheck" / f"vllm-{version}" / "engine"
+    for meta in installed.glob(f"vllm-{version}.dist-info/METADATA"):
+        assert torch_pins(meta.read_text()) == [TORCH[version]]
+    assert {f.torch for f in IMAGES.values() if f.version == version} <= {TORCH[version]}
+    assert set(TORCH) == set(upstream.supported_versions("vllm"))
+
+
+def torch_pins(metadata: str) -> list[str]:
+    return [
+        line.split("==", 1)[1].split(";")[0].strip()
+        for line in metadata.splitlines()
+        if line.replace(" ", "").startswith("Requires-Dist:torch==")
+    ]
