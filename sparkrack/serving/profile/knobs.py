@@ -64,6 +64,8 @@ class Knob:
     """The value makes the engine load code (:data:`Code`); None: it does not."""
     code_field: str = ""
     """For an object value: the field that names the repo (``speculative_config.model``)."""
+    fields: Mapping[str, Any] | None = None
+    """For an object value: the exact JSON Schema of each field it may hold (None: any)."""
 
     @property
     def section(self) -> str:
@@ -81,7 +83,9 @@ class Knob:
     def schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "description": self.describe()}
         if self.type == "object":
-            out["additionalProperties"] = True
+            out["additionalProperties"] = self.fields is None
+            if self.fields is not None:
+                out["properties"] = dict(self.fields)
         if self.choices:
             out["enum"] = list(self.choices)
         if self.minimum is not None:
@@ -237,6 +241,8 @@ WORD = r"^[^\x00-\x1f\x7f]*(?!\n)$"
 """A command-line word: no control characters (newlines included)."""
 RELEASE = r"^\d+\.\d+\.\d+[a-z0-9.]*$"
 """An engine release: ``major.minor.patch`` and an optional suffix."""
+TOKEN_TREE = r"^[\[\]() ,0-9]{1,4096}(?!\n)$"
+"""A tree of draft-token positions, a Python literal of lists and tuples of digits."""
 ENV_NAME = "^[A-Z_][A-Z0-9_]*$"
 """An environment variable's name."""
 
@@ -252,6 +258,7 @@ PATTERN_WORDS: dict[str, str] = {
     WORD: "text without control characters (no newline, tab or escape)",
     RELEASE: "a release number like 0.5.13",
     ENV_NAME: "an environment variable name: upper-case letters, digits and '_'",
+    TOKEN_TREE: "a list of tuples of positions, e.g. [(0,), (0, 0)]",
     r"^\d{4}-\d{2}-\d{2}$": "a date written YYYY-MM-DD, quoted",
     r"^#[0-9]{1,7}$": "a pull request number written #12345",
     "image-reference": imageref.DESCRIPTION,
