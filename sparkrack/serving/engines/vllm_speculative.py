@@ -55,13 +55,13 @@ SPECULATIVE_REFUSED: Mapping[str, str] = MappingProxyType(
     {
         "draft_load_config": "loads the draft from a directory of its own, with loader plugins "
         "and extra loader config",
-        "code_revision": "picks the revision of the draft repo's Python code, apart from its "
+        "code_revision": "picks the revision of the draft repo's Python code apart from its "
         "weights",
-        "tensor_parallel_size": "vLLM only warns on it (the field is draft_tensor_parallel_size)",
-        "target_model_config": "set by vLLM from the model itself",
-        "target_parallel_config": "set by vLLM from the model itself",
-        "draft_model_config": "set by vLLM from the draft model",
-        "draft_parallel_config": "set by vLLM from the draft model",
+        "tensor_parallel_size": "only makes vLLM warn: the draft's is draft_tensor_parallel_size",
+        "target_model_config": "is filled in by vLLM from the model",
+        "target_parallel_config": "is filled in by vLLM from the model",
+        "draft_model_config": "is filled in by vLLM from the draft model",
+        "draft_parallel_config": "is filled in by vLLM from the draft model",
     }
 )
 """The fields of ``SpeculativeConfig`` a profile may not set, and why (a test holds the two

@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 from sparkrack.inputs import imageref
 
+REFUSED_KEYWORD = "x-refused"
+"""The profile schema's keyword for an object's refused fields (field -> why)."""
 Kind = Literal["value", "bool", "json", "env_bool"]
 Code = Literal["model-file", "repo"]
 """How a knob's value makes the engine load code (:mod:`sparkrack.serving.trust` gates it):
@@ -66,6 +68,9 @@ class Knob:
     """For an object value: the field that names the repo (``speculative_config.model``)."""
     fields: Mapping[str, Any] | None = None
     """For an object value: the exact JSON Schema of each field it may hold (None: any)."""
+    refused_fields: Mapping[str, str] = field(default_factory=dict)
+    """For an object value: fields the engine reads that a profile may not set, and why (the
+    schema's ``x-refused``; the refusal says why instead of "unknown key")."""
 
     @property
     def section(self) -> str:
@@ -86,6 +91,8 @@ class Knob:
             out["additionalProperties"] = self.fields is None
             if self.fields is not None:
                 out["properties"] = dict(self.fields)
+            if self.refused_fields:
+                out[REFUSED_KEYWORD] = dict(self.refused_fields)
         if self.choices:
             out["enum"] = list(self.choices)
         if self.minimum is not None:
