@@ -569,6 +569,35 @@ RULES: list[Entry] = [
         REMOTE_CODE,
         ("vllm.speculative_config.model", "attacker/drafter"),
     ),
+    # vLLM's SpeculativeConfig: the fields that name a path, a loader or the draft's code are
+    # refused; the draft model is a repo id, never a path.
+    S(
+        "vllm-draft-load-config",
+        VLLM,
+        SCHEMA,
+        ("vllm.speculative_config.draft_load_config", {"download_dir": "/root"}),
+    ),
+    S("vllm-draft-code-revision", VLLM, SCHEMA, ("vllm.speculative_config.code_revision", "main")),
+    S(
+        "vllm-draft-model-config",
+        VLLM,
+        SCHEMA,
+        ("vllm.speculative_config.draft_model_config", {"trust_remote_code": True}),
+    ),
+    S("vllm-draft-tokenizer", VLLM, SCHEMA, ("vllm.speculative_config.tokenizer", "attacker/t")),
+    S("vllm-draft-model-path", VLLM, SCHEMA, ("vllm.speculative_config.model", "/root/draft")),
+    S(
+        "vllm-draft-quantization-path",
+        VLLM,
+        SCHEMA,
+        ("vllm.speculative_config.quantization", "/tmp/plugin.py"),
+    ),
+    S(
+        "vllm-draft-token-tree-code",
+        VLLM,
+        SCHEMA,
+        ("vllm.speculative_config.speculative_token_tree", "__import__('os')"),
+    ),
     S(
         "patch-unknown",
         GLM,

@@ -180,3 +180,28 @@ def test_preflight_runs_sparkrack_check_and_refuses_what_it_refuses(
     for line in refusals:
         assert " ".join(line.split()) in output, line
     assert "Traceback" not in output and not (tmp_path / "plan.json").exists()
+
+
+def test_the_play_refuses_what_only_localhost_is_given(
+    ansible_playbook: Playbook, tmp_path: Path
+) -> None:
+    """The serve play runs on localhost: a value written in host_vars/localhost.yml alone is
+    read there, so the preflight play checks it as ``sparkrack check`` does, naming that file."""
+    inventory = tmp_path / "inv"
+    shutil.copytree(ROOT / "inventories" / "lab", inventory)
+    local = inventory / "host_vars" / "localhost.yml"
+    local.parent.mkdir()
+    local.write_text("---\nserving_namespace: kube-system\n")
+    play = run_preflight(ansible_playbook, inventory, tmp_path)
+    assert play.returncode != 0
+    output = " ".join((play.stdout + play.stderr).split())
+    assert f"{local}: serving_namespace: is kube-system, a namespace of the cluster's own" in output
+    assert "Traceback" not in output and not (tmp_path / "plan.json").exists()
+    # Negative control: a namespace of its own there passes (written in group_vars/all too, as
+    # the refusal of a localhost-only value asks).
+    fine = tmp_path / "fine"
+    shutil.copytree(ROOT / "inventories" / "lab", fine)
+    (fine / "host_vars").mkdir()
+    (fine / "host_vars" / "localhost.yml").write_text("---\nserving_namespace: sparkrack\n")
+    (tmp_path / "ok").mkdir()
+    assert run_preflight(ansible_playbook, fine, tmp_path / "ok").returncode == 0

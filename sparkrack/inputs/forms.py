@@ -208,6 +208,8 @@ def _host_dir(value: Any) -> str | None:
         return wrong
     if len(value) > PATH_MAX:
         return f"is {len(value)} characters long (at most {PATH_MAX})"
+    if value.startswith("~"):
+        return f"{shown(value)} is in a home directory (~), a user's files and not a path"
     if not value.startswith("/"):
         return f"{shown(value)} is not an absolute path"
     path = value.rstrip("/") or "/"
@@ -218,12 +220,17 @@ def _host_dir(value: Any) -> str | None:
     for tree in SYSTEM_TREES:
         if path == tree or path.startswith(f"{tree}/"):
             return f"{shown(value)} is under {tree}: the pods would get the node's own files"
+    if path.startswith("/home/"):
+        return (
+            f"{shown(value)} is under /home: a user's files, where the pods would write and "
+            "whose owner can plant links the serve play's root chown would follow"
+        )
     return None
 
 
 HOST_DIR = Form(
     "an absolute path of a directory of its own on the Spark (letters, digits and _.+-, not "
-    "under /etc, /usr, /var/lib/rancher or another system directory)",
+    "under /etc, /usr, /var/lib/rancher, another system directory or /home)",
     _host_dir,
     example="/var/lib/sparkrack/huggingface",
 )

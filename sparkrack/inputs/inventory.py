@@ -169,6 +169,7 @@ class Inventory:
     files: Files = field(default_factory=Files)
     control_vars: dict[str, Any] | None = None
     """The variables the control machine (``localhost``) sees: the serve play's view."""
+    control_origins: dict[str, Where] = field(default_factory=dict)  # as origins, for localhost
 
     @property
     def sparks(self) -> list[str]:
@@ -564,12 +565,12 @@ def load_inventory(path: str | Path, vault_password_file: str | None = None) -> 
             hostvars[str(host.name)], origins[str(host.name)] = plain_vars(raw, inv_path, vault)
         local = manager.get_host("localhost")
         control = variables.get_vars(host=local, include_hostvars=False) if local else {}
-        control_vars, _ = plain_vars(control, inv_path, vault)
+        control_vars, control_origins = plain_vars(control, inv_path, vault)
     except AnsibleError as exc:
         raise SparkrackError(ansible_problem(exc, inv_path)) from None
     finally:
         C.INVENTORY_ENABLED = enabled
-    return Inventory(inv_path, groups, hostvars, origins, files, control_vars)
+    return Inventory(inv_path, groups, hostvars, origins, files, control_vars, control_origins)
 
 
 def inventory_of(
@@ -591,8 +592,8 @@ def inventory_of(
     for host, raw in raw_hostvars.items():
         hostvars[str(host)], origins[str(host)] = plain_vars(raw, root)
     clean = {str(g): [str(h) for h in hs] for g, hs in groups.items()}
-    control_vars = None if control is None else plain_vars(control, root)[0]
-    return Inventory(root, clean, hostvars, origins, files, control_vars)
+    control_vars, control_origins = (None, {}) if control is None else plain_vars(control, root)
+    return Inventory(root, clean, hostvars, origins, files, control_vars, control_origins)
 
 
 class _Opened:
@@ -644,7 +645,9 @@ def plain_vars(
 def _plain(
     value: Any, path: str, origins: dict[str, Where], key: Any, root: Path, vault: Any
 ) -> Any:
-    where = _origin(key, root) or _origin(value, root)
+    # A merged mapping keeps the key of the first file that set it: the value names the winner.
+    named, written = _origin(key, root), _origin(value, root)
+    where = written if named is None or (written and written.file != named.file) else named
     if where is not None:
         origins[path] = where
     if isinstance(value, Mapping):
@@ -683,14 +686,9 @@ def plain(value: Any) -> Any:
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
+    for kind in (bool, int, float, str):  # bool first: a bool is an int too
+        if isinstance(value, kind):
+            return kind(value)
     if isinstance(value, datetime.datetime):
         return datetime.datetime.fromisoformat(value.isoformat())
     if isinstance(value, datetime.date):

@@ -98,6 +98,39 @@ CONTROL_FILE = forms.Form(
 
 SECRET = forms.Form("the secret as one word, without spaces or newlines", _secret)
 
+SYSTEM_NAMESPACES = (
+    "default",
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    contract.MONITORING_NAMESPACE,
+)
+"""Namespaces the serving objects may not share: Kubernetes' own, and the monitoring stack's.
+The serve play labels its namespace privileged and gives the watchdog a Role there, so either
+would reach the cluster's own components."""
+
+
+def _serving_namespace(value: Any) -> str | None:
+    wrong = forms.dns_label().problem(value)
+    if wrong:
+        return wrong
+    if value in SYSTEM_NAMESPACES:
+        return (
+            f"is {value}, a namespace of the cluster's own: the serve play would label it "
+            "privileged and grant the watchdog a Role among its pods"
+        )
+    return None
+
+
+SERVING_NAMESPACE = forms.Form(
+    forms.dns_label().words
+    + ", naming a namespace of its own (not "
+    + ", ".join(SYSTEM_NAMESPACES)
+    + ")",
+    _serving_namespace,
+    example="sparkrack",
+)
+
 
 @dataclass(frozen=True)
 class Variable:
@@ -135,7 +168,7 @@ VARIABLES: tuple[Variable, ...] = (
         "the Spark of a one-Spark engine given by serving_profile (null: the rank-0 Spark)",
     ),
     Variable(
-        "serving_namespace", forms.dns_label(), "namespace of every serving object and the NADs"
+        "serving_namespace", SERVING_NAMESPACE, "namespace of every serving object and the NADs"
     ),
     Variable("serving_api_port", forms.PORT, "OpenAI API port of every deployment's head"),
     Variable("serving_dist_port", forms.PORT, "torch.distributed rendezvous port of the head"),

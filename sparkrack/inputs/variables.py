@@ -172,14 +172,28 @@ def _option(name: str) -> RoleOption | None:
     return None
 
 
+CONTROL_HOST = "localhost"
+"""The control machine, where the serve play and preflight's local plays run."""
+
+
+def views(inv: Inventory) -> Iterator[tuple[str, Mapping[str, Any], Mapping[str, Where]]]:
+    """(host, its variables, where each was written) for every host of ``inv`` and for the
+    control machine: ansible-core gives the implicit ``localhost`` ``group_vars/all`` and
+    ``host_vars/localhost``, so a value written only there is read by the serve play too."""
+    yield from ((h, v, inv.origins.get(h, {})) for h, v in inv.hostvars.items())
+    if inv.control_vars is not None and CONTROL_HOST not in inv.hostvars:
+        yield CONTROL_HOST, inv.control_vars, inv.control_origins
+
+
 def _files(inv: Inventory, name: str) -> Iterator[tuple[str, Any, Where | None]]:
-    """(host, value, where) of variable ``name`` for every host that has it, one per place it
-    was written (a group_vars value seen by every host is checked once)."""
+    """(host, value, where) of variable ``name`` for every host that has it, the control
+    machine included, one per place it was written (a group_vars value seen by every host is
+    checked once)."""
     seen: set[tuple[str, int]] = set()
-    for host, variables in inv.hostvars.items():
+    for host, variables, origins in views(inv):
         if name not in variables:
             continue
-        where = inv.origins.get(host, {}).get(name)
+        where = origins.get(name)
         spot = (where.file, where.line) if where else ("", 0)
         if spot in seen:
             continue
@@ -194,7 +208,7 @@ def check_variables(inv: Inventory, control: Mapping[str, Any] | None = None) ->
     control = inv.control_vars if control is None else control
     found = Findings()
     known = known_names()
-    names = sorted({n for variables in inv.hostvars.values() for n in variables})
+    names = sorted({n for _, variables, _ in views(inv) for n in variables})
     for name in names:
         if not closed(name):
             continue
@@ -227,12 +241,13 @@ def runs_code(inv: Inventory) -> list[Problem]:
     read before a play acts on it. ``check`` evaluates none of it."""
     out: list[Problem] = []
     seen: set[tuple[str, str]] = set()
-    for host, variables in inv.hostvars.items():
+    for host, variables, origins in views(inv):
         for name, value in variables.items():
             why = _code_in(name, value, host)
             if why is None:
                 continue
-            file = inv.source(name, host)
+            where = origins.get(name)
+            file = where.file if where else str(inv.path)
             if (file, name) in seen:
                 continue
             seen.add((file, name))
@@ -379,6 +394,8 @@ def _cluster_wide(inv: Inventory, control: Mapping[str, Any] | None) -> list[Pro
             continue
         seen = {h: v[variable.name] for h, v in inv.hostvars.items() if variable.name in v}
         if not seen:
+            if control is not None and control.get(variable.name) is not None:
+                out.append(_control_only(inv, variable.name))
             continue
         first_host = inv.holder(variable.name) or next(iter(seen))
         first = seen.get(first_host)
@@ -394,9 +411,10 @@ def _cluster_wide(inv: Inventory, control: Mapping[str, Any] | None) -> list[Pro
                     )
                 )
         if control is not None and first is not None and control.get(variable.name) != first:
+            where = inv.control_origins.get(variable.name)
             out.append(
                 Problem(
-                    inv.source(variable.name),
+                    where.file if where else inv.source(variable.name),
                     variable.name,
                     "is not what the control machine sees, where the serve play and preflight "
                     "run: it is set for some hosts only",
@@ -405,6 +423,19 @@ def _cluster_wide(inv: Inventory, control: Mapping[str, Any] | None) -> list[Pro
                 )
             )
     return out
+
+
+def _control_only(inv: Inventory, name: str) -> Problem:
+    where = inv.control_origins.get(name)
+    return Problem(
+        where.file if where else str(inv.path),
+        name,
+        f"is set for the control machine ({CONTROL_HOST}) only: the serve play reads it there "
+        "while the Sparks' roles and the checks of the other hosts take the default",
+        "set it in group_vars/all (or the all group's vars) and remove it from "
+        f"host_vars/{CONTROL_HOST}",
+        RULE,
+    )
 
 
 # --- docs/reference/inventory.md -----------------------------------------------------------------------

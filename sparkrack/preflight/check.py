@@ -24,6 +24,7 @@ from sparkrack.inputs.variables import check_variables
 SECRETS = ("vault_hf_token", "vault_gateway_key")
 RULE_IMAGE = "image-unreachable"
 RULE_SECRET = "inventory-secret"
+RULE_UNDIGESTED = "privileged-image-tag"
 EXAMPLE_PULLABLE = "ghcr.io/<you>/sparkrack:<version>@sha256:<digest>"
 MODEL_VARS = ("serving_deployments", "serving_profile", "serving_profile_file")
 
@@ -183,6 +184,7 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
             f"{', '.join(d.sparks)}{vf}, {per:.1f} GB per Spark, alias {d.alias}, image "
             f"{d.profile.image} ({pin_state(d.profile.image)})"
         )
+    report.warn(undigested_privileged(inv, found))
     for row in rows:
         mark = "OVER" if row.over else "ok"
         report.lines.append(f"memory {row.spark}: {row.total_gb:.1f} / {row.usable_gb:g} GB {mark}")
@@ -221,6 +223,34 @@ def _deployments(inv: Inventory, report: Report, engine_check: bool) -> None:
         report.lines += _engine_check(found.deployments, report)
     else:
         report.lines.append("engine check: NOT RUN (--no-engine-check)")
+
+
+def undigested_privileged(inv: Inventory, found: Any) -> list[Problem]:
+    """One warning naming every image that runs privileged (an engine on the fabric) by a tag,
+    which ``serving_allow_undigested_privileged: true`` lets through: whoever can move the
+    tag chooses what runs as root on the Sparks."""
+    if not found.ctx.trust.allow_undigested_privileged:
+        return []
+    images = sorted(
+        {
+            d.profile.image
+            for d in found.deployments
+            if d.res.engine.uses_fabric and "@sha256:" not in d.profile.image
+        }
+    )
+    if not images:
+        return []
+    return [
+        Problem(
+            inv.source("serving_allow_undigested_privileged"),
+            "serving_allow_undigested_privileged",
+            f"lets {', '.join(printable(i) for i in images)} run privileged by tag: whoever can "
+            "move the tag chooses what runs as root on the Sparks",
+            "pin each by digest (image: <repo>:<tag>@sha256:<digest>) and set "
+            "serving_allow_undigested_privileged: false",
+            RULE_UNDIGESTED,
+        )
+    ]
 
 
 def _unreachable_images(inv: Inventory, found: Any) -> list[Problem]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sparkrack.inputs.inventory import Inventory, Where, load_inventory
-from sparkrack.inputs.variable_table import VARIABLES
+from sparkrack.inputs.variable_table import RULE, SYSTEM_NAMESPACES, VARIABLES
 from sparkrack.inputs.variables import check_variables, closed, doc_text, role_options
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,11 @@ def inventory(extra: dict[str, Any], *, control: dict[str, Any] | None = None) -
     hostvars = {h: {**without_secrets(v), **extra} for h, v in lab.hostvars.items()}
     origins = {h: {name: Where(FILE, 1 + i, 1) for i, name in enumerate(extra)} for h in hostvars}
     seen = {**without_secrets(lab.control_vars or {}), **extra} if control is None else control
-    return Inventory(Path("inv"), lab.groups, hostvars, origins, control_vars=seen)
+    # ansible-core gives the control machine the same group_vars file, so the same origins.
+    written = {n: w for n, w in origins[next(iter(origins))].items() if seen.get(n) == extra.get(n)}
+    return Inventory(
+        Path("inv"), lab.groups, hostvars, origins, control_vars=seen, control_origins=written
+    )
 
 
 def refusals(extra: dict[str, Any], **kw: Any) -> list[tuple[str, str, str]]:
@@ -111,7 +115,7 @@ def test_computed_facts_may_not_be_set() -> None:
 
 
 def test_a_cluster_wide_variable_the_control_machine_does_not_see_is_refused() -> None:
-    lab = load_inventory(ROOT / "inventories" / "lab").control_vars or {}
+    lab = without_secrets(load_inventory(ROOT / "inventories" / "lab").control_vars or {})
     found = refusals({"serving_namespace": "other"}, control=lab)
     assert found == [
         (
@@ -155,3 +159,30 @@ def test_ordinary_connection_settings_are_not_reported() -> None:
         )
     )
     assert found.warnings == []
+
+
+@pytest.mark.parametrize("namespace", SYSTEM_NAMESPACES)
+def test_a_system_namespace_is_refused(namespace: str) -> None:
+    [problem] = check_variables(inventory({"serving_namespace": namespace})).problems
+    assert (problem.file, problem.key, problem.rule) == (FILE, "serving_namespace", RULE)
+    assert "a namespace of the cluster's own" in problem.message
+    assert "sparkrack" in problem.fix
+    assert refusals({"serving_namespace": "sparkrack-team"}) == []  # negative control
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "under"),
+    [
+        ("serving_watchdog_evidence_dir", "/home/owner/evidence", "/home"),
+        ("serving_watchdog_evidence_dir", "/root/evidence", "/root"),
+        ("serving_watchdog_evidence_dir", "~/evidence", "home directory (~)"),
+        ("serving_hf_cache", "/home/owner/.cache/huggingface", "/home"),
+        ("serving_jit_cache", "~owner/jit", "home directory (~)"),
+    ],
+)
+def test_state_under_a_home_directory_is_refused(name: str, path: str, under: str) -> None:
+    [problem] = check_variables(inventory({name: path})).problems
+    assert (problem.file, problem.key) == (FILE, name)
+    assert under in problem.message and "/var/lib/sparkrack" in problem.fix
+    assert refusals({name: "/var/lib/sparkrack/state"}) == []  # negative control
+    assert refusals({name: "/srv/homework"}) == []  # a name that starts like home is not one

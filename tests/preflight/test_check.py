@@ -12,7 +12,7 @@ from hostile_inventory_corpus import owned
 
 from sparkrack.cli import main
 from sparkrack.inputs.inventory import load_inventory
-from sparkrack.preflight.check import Report, check_inventory
+from sparkrack.preflight.check import RULE_UNDIGESTED, Report, check_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 TRTLLM = ROOT / "model_profiles" / "nemotron-3-super-120b-a12b-nvfp4-trtllm.yml"
@@ -78,3 +78,31 @@ def test_check_exits_0_1_and_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["check", "-i", str(tmp_path / "absent")]) == 2
     out = capsys.readouterr().out
     assert "serving_api_port: is the text 'abc', not a whole number" in out
+
+
+@pytest.mark.parametrize("name", ["lab", "example"])
+def test_privileged_images_run_by_tag_are_named_in_one_warning(tmp_path: Path, name: str) -> None:
+    """Both shipped inventories let the SGLang ranks, which run privileged, pull by tag: check
+    says so in one line naming the images (M7)."""
+    inv = tmp_path / "inv"
+    shutil.copytree(ROOT / "inventories" / name, inv)
+    if name == "example":
+        owned(inv)
+    report = check_inventory(load_inventory(inv), engine_check=False)
+    [warning] = [w for w in report.warnings if w.rule == RULE_UNDIGESTED]
+    assert warning.file == str(inv / "group_vars" / "all.yml")
+    assert warning.key == "serving_allow_undigested_privileged"
+    assert "xomoxcc/dgx-spark-sglang:" in warning.message and "\n" not in str(warning)
+    assert "vllm/vllm-openai" not in warning.message  # one Spark, not privileged
+    assert len([line for line in report.text() if RULE_UNDIGESTED in line]) == 1
+    # Negative control: with the switch off the warning goes, and the tag is refused instead.
+    path = inv / "group_vars" / "all.yml"
+    path.write_text(
+        path.read_text().replace(
+            "serving_allow_undigested_privileged: true",
+            "serving_allow_undigested_privileged: false",
+        )
+    )
+    strict = check_inventory(load_inventory(inv), engine_check=False)
+    assert [w for w in strict.warnings if w.rule == RULE_UNDIGESTED] == []
+    assert "privileged-image-digest" in [p.rule for p in strict.problems]

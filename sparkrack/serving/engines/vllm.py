@@ -55,6 +55,7 @@ from sparkrack.serving.engines.vllm_across import (
     ACROSS_RULES,
     SERVER,
 )
+from sparkrack.serving.engines.vllm_speculative import SPECULATIVE_FIELDS, SPECULATIVE_REFUSED
 from sparkrack.serving.names import ObjectNames, deployment_name
 from sparkrack.serving.objects.pod import hardened
 from sparkrack.serving.profile.images import ImageFacts
@@ -169,6 +170,8 @@ KNOBS: tuple[Knob, ...] = (
         # (vllm/config/speculative.py).
         code="repo",
         code_field="model",
+        fields=SPECULATIVE_FIELDS,
+        refused_fields=SPECULATIVE_REFUSED,
     ),
     k(
         "vllm.reasoning_parser_plugin",

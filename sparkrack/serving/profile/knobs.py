@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 from sparkrack.inputs import imageref
 
+REFUSED_KEYWORD = "x-refused"
+"""The profile schema's keyword for an object's refused fields (field -> why)."""
 Kind = Literal["value", "bool", "json", "env_bool"]
 Code = Literal["model-file", "repo"]
 """How a knob's value makes the engine load code (:mod:`sparkrack.serving.trust` gates it):
@@ -64,6 +66,11 @@ class Knob:
     """The value makes the engine load code (:data:`Code`); None: it does not."""
     code_field: str = ""
     """For an object value: the field that names the repo (``speculative_config.model``)."""
+    fields: Mapping[str, Any] | None = None
+    """For an object value: the exact JSON Schema of each field it may hold (None: any)."""
+    refused_fields: Mapping[str, str] = field(default_factory=dict)
+    """For an object value: fields the engine reads that a profile may not set, and why (the
+    schema's ``x-refused``; the refusal says why instead of "unknown key")."""
 
     @property
     def section(self) -> str:
@@ -81,7 +88,11 @@ class Knob:
     def schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "description": self.describe()}
         if self.type == "object":
-            out["additionalProperties"] = True
+            out["additionalProperties"] = self.fields is None
+            if self.fields is not None:
+                out["properties"] = dict(self.fields)
+            if self.refused_fields:
+                out[REFUSED_KEYWORD] = dict(self.refused_fields)
         if self.choices:
             out["enum"] = list(self.choices)
         if self.minimum is not None:
@@ -237,6 +248,8 @@ WORD = r"^[^\x00-\x1f\x7f]*(?!\n)$"
 """A command-line word: no control characters (newlines included)."""
 RELEASE = r"^\d+\.\d+\.\d+[a-z0-9.]*$"
 """An engine release: ``major.minor.patch`` and an optional suffix."""
+TOKEN_TREE = r"^[\[\]() ,0-9]{1,4096}(?!\n)$"
+"""A tree of draft-token positions, a Python literal of lists and tuples of digits."""
 ENV_NAME = "^[A-Z_][A-Z0-9_]*$"
 """An environment variable's name."""
 
@@ -252,6 +265,7 @@ PATTERN_WORDS: dict[str, str] = {
     WORD: "text without control characters (no newline, tab or escape)",
     RELEASE: "a release number like 0.5.13",
     ENV_NAME: "an environment variable name: upper-case letters, digits and '_'",
+    TOKEN_TREE: "a list of tuples of positions, e.g. [(0,), (0, 0)]",
     r"^\d{4}-\d{2}-\d{2}$": "a date written YYYY-MM-DD, quoted",
     r"^#[0-9]{1,7}$": "a pull request number written #12345",
     "image-reference": imageref.DESCRIPTION,

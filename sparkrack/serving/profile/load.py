@@ -11,7 +11,7 @@ import jsonschema
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs import forms, imageref, safeyaml
 from sparkrack.serving.engines import DEFAULT_ENGINE, ENGINES, Engine
-from sparkrack.serving.profile.knobs import PATTERN_WORDS
+from sparkrack.serving.profile.knobs import PATTERN_WORDS, REFUSED_KEYWORD
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.schema import build_schema
 
@@ -60,8 +60,13 @@ def schema_problems(data: Any, source: str) -> list[Problem]:
         path = ".".join(str(p) for p in err.absolute_path) or "(root)"
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            refused = err.schema.get(REFUSED_KEYWORD, {})
             for key in extra:
                 where = f"{path}.{key}" if path != "(root)" else str(key)
+                if key in refused:
+                    why = f"is not for a profile to set: it {refused[key]}"
+                    problems.append(Problem(source, where, why, "remove it", "schema"))
+                    continue
                 fix = forms.unknown_key_fix(key, err.schema.get("properties", {}))
                 problems.append(Problem(source, where, "unknown key", fix, "schema"))
             continue
