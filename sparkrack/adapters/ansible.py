@@ -488,9 +488,27 @@ def node_script(name: str) -> str:
     return scripts.text(name)
 
 
+def converge_flush(
+    read: Mapping[str, Any] | None,
+    node: str,
+    kubeconfig_exists: bool,
+    flush_on_serving: bool = False,
+) -> dict[str, Any]:
+    """``{{ spark_base_engine_pods | sparkrack_converge_flush(inventory_hostname, exists, switch) }}``
+    -> ``{flush, why}``: whether the converge's settle step may drop this Spark's page cache."""
+    from sparkrack.node.settle import converge_flush as decide
+
+    decision = _guard(
+        "settle step",
+        lambda: decide(str(node), read, bool(kubeconfig_exists), bool(flush_on_serving)),
+    )
+    return {"flush": decision.flush, "why": decision.why}
+
+
 FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_contract": contract,
     "sparkrack_node_script": node_script,
+    "sparkrack_converge_flush": converge_flush,
     "sparkrack_image_archive": image_archive,
     "sparkrack_fabric_plan": fabric_plan,
     "sparkrack_inventory_check": inventory_check,
