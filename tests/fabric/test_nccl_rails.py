@@ -182,3 +182,31 @@ def test_the_gate_filter_reports_every_sweep() -> None:
     assert not result["passed"]  # rail1's "sweep" ran over NVLink inside one host
     assert any("fabric check rail1" in w and "LOW" in w for w in result["warnings"])
     assert all("fabric check rail1" in p for p in result["problems"])
+
+
+def test_the_cli_reports_each_rail_and_fails_the_rail_below_its_floor(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from sparkrack.cli import main
+
+    # relabelled: nccl-tests' socket sweep stands for rail1
+    args = [
+        "fabric-check",
+        "--requested",
+        "socket",
+        "--log",
+        str(SWEEP / "fabric-check-socket.log"),
+        "--rail-log",
+        f"rocep1s0f0v0={SWEEP / 'fabric-check-socket.log'}",
+        "--rail-log",
+        f"roceP2p1s0f0v0={SWEEP / 'all_reduce_perf-socket.log'}",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "rail1: small messages: peak 1.93 GB/s at 1048576 B, latency 45.0 us at 8192 B" in out
+    assert "rail0: small messages: peak 2.21 GB/s" in out and out.rstrip().endswith("PASS")
+    assert main([*args, "--min-small-busbw", "2"]) == 1
+    fails = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 1 and "fabric check rail1" in fails[0]
+    assert "nccl-small-message-floor" in fails[0]
+    assert main([*args[:-1], "roceP2p1s0f0v0"]) == 2  # not DEVICE=FILE
