@@ -28,6 +28,10 @@ ROLE_SPARK: Final = "spark"
 LABEL_PROFILE: Final = "sparkrack.io/profile"
 LABEL_DEPLOYMENT: Final = "sparkrack.io/deployment"
 LABEL_RANK: Final = "sparkrack.io/rank"
+ENGINE_SELECTOR: Final = f"{LABEL_COMPONENT}={COMPONENT_SERVING},{LABEL_RANK}"
+"""Label selector of the engine (rank) pods of every deployment."""
+LABEL_FABRIC_SWEEP: Final = "sparkrack.io/fabric-sweep"
+"""On a fabric-check pod: the gate's sweep it belongs to (all-rails, rail0, rail1, ...)."""
 LABEL_SPARK_INDEX: Final = "sparkrack.io/spark-index"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 MULTUS_NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
@@ -314,6 +318,7 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "component_gateway": COMPONENT_GATEWAY,
         "component_fabric_check": COMPONENT_FABRIC_CHECK,
         "fabric_check_selector": f"{LABEL_COMPONENT}={COMPONENT_FABRIC_CHECK}",
+        "engine_selector": ENGINE_SELECTOR,
         "spark_selector": f"{LABEL_ROLE}={ROLE_SPARK}",
         "label_profile": LABEL_PROFILE,
         "label_deployment": LABEL_DEPLOYMENT,

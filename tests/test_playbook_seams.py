@@ -242,7 +242,7 @@ CLUSTER_SEAMS = {
     "k3s_agent": "main.yml",
     "cluster_addons": "main.yml",
     "serving": "deployment.yml",
-    "fabric_gate": "main.yml",
+    "fabric_gate": "sweep.yml",
     "monitoring": "apply.yml",
 }
 

@@ -18,13 +18,21 @@ from sparkrack.contract import contract_fact
 from sparkrack.errors import Problem, SparkrackError, printable
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput, nodes_from_hostvars
 from sparkrack.fabric.layout import compute_plan
-from sparkrack.fabric.nccl import check_transport, gate
+from sparkrack.fabric.nccl import (
+    ALL_RAILS,
+    Sweep,
+    Verdict,
+    check_transport,
+    fabric_sweeps,
+    gate,
+    gate_sweeps,
+)
 from sparkrack.fabric.ncclenv import TRANSPORTS, Transport
 from sparkrack.fabric.netplan import fabric_interfaces, netplan_config
 from sparkrack.fabric.rdma import pair_rounds, rail_verdict
 from sparkrack.k3s import config as k3s
 from sparkrack.k8s import render_addons, validated, waits
-from sparkrack.k8s.fabric_check import render_fabric_check
+from sparkrack.k8s.fabric_check import render_fabric_check, sweep_selector
 from sparkrack.k8s.options import options_from
 from sparkrack.k8s.reconcile import (
     dry_run_objects,
@@ -223,11 +231,14 @@ def cluster_manifests(
     )
 
 
-def fabric_check_manifests(
+def fabric_check_sweeps(
     plan_fact: Mapping[str, Any],
     options: Mapping[str, Any] | None = None,
     transport: str = "roce",
 ) -> list[dict[str, Any]]:
+    """The gate's sweeps in the order they run: ``[{name, devices, selector, manifests}]`` (every
+    rail at once, then each rail alone when there are several), manifests validated."""
+
     def run() -> list[dict[str, Any]]:
         if transport not in TRANSPORTS:
             raise SparkrackError(
@@ -235,35 +246,24 @@ def fabric_check_manifests(
                     "fabric_check", "fabric_check_transport", f"{transport!r}", "roce or socket"
                 )
             )
-        docs = render_fabric_check(_plan(plan_fact), options_from(options), transport)
-        return validated(docs, "fabric check")
+        plan, opts = _plan(plan_fact), options_from(options)
+        return [
+            {
+                "name": sweep.name,
+                "devices": list(sweep.devices),
+                "selector": sweep_selector(sweep),
+                "manifests": validated(
+                    render_fabric_check(plan, opts, transport, sweep=sweep),
+                    f"fabric check {sweep.name}",
+                ),
+            }
+            for sweep in fabric_sweeps(plan)
+        ]
 
-    return _guard("fabric-check manifests", run)
+    return _guard("fabric-check sweeps", run)
 
 
-def fabric_gate(
-    text: str,
-    requested: str,
-    min_busbw_gbps: float | str | None = None,
-    plan_fact: Mapping[str, Any] | None = None,
-    min_small_busbw_gbps: float | str | None = None,
-) -> dict[str, Any]:
-    """Parse the NCCL log and judge it: ``{passed, problems, transport, busbw_gbps, rails, ...}``.
-
-    With ``plan_fact`` every rail's serving VF must carry traffic and the default floor scales
-    with the rails; ``min_busbw_gbps`` None = that default.
-    """
-    if requested not in TRANSPORTS:
-        raise AnsibleFilterError(
-            f"fabric gate: requested transport {requested!r} is not roce|socket"
-        )
-    hcas: tuple[str, ...] = ()
-    if plan_fact:
-        plan = _guard("fabric gate", lambda: _plan(plan_fact))
-        hcas = tuple(vf.rdma_device for vf in plan.head.rail_vfs(plan.serving_vf_index))
-    floor = None if min_busbw_gbps in (None, "") else float(min_busbw_gbps)
-    small = None if min_small_busbw_gbps in (None, "") else float(min_small_busbw_gbps)
-    verdict = gate(text, requested, floor, hcas=hcas, min_small_busbw_gbps=small)
+def _verdict_fact(verdict: Verdict) -> dict[str, Any]:
     report = verdict.report
     return {
         "passed": verdict.passed,
@@ -278,10 +278,54 @@ def fabric_gate(
             for dev, used, channels in verdict.rail_use()
         ],
         "floor_gbps": verdict.floor_gbps,
+        "small_floor_gbps": verdict.small_floor_gbps,
         "nccl_version": report.nccl_version,
         "busbw_gbps": report.busbw_gbps,
         "avg_busbw_gbps": report.avg_busbw_gbps,
         "evidence": list(report.lines[:20]),
+    }
+
+
+def fabric_gate(
+    logs: str | Mapping[str, str],
+    requested: str,
+    min_busbw_gbps: float | str | None = None,
+    plan_fact: Mapping[str, Any] | None = None,
+    min_small_busbw_gbps: float | str | None = None,
+) -> dict[str, Any]:
+    """Judge the fabric check's NCCL logs: ``{passed, problems, warnings, sweeps, ...}``.
+
+    ``logs``: the log of every sweep by its name (``sparkrack_fabric_check_sweeps``), or one log
+    (the all-rails sweep alone). With ``plan_fact`` every rail's serving VF must carry traffic
+    and the default floor scales with the rails; ``min_busbw_gbps`` None = that default;
+    ``min_small_busbw_gbps`` is one rail's small-message floor. The top-level keys other than
+    ``passed``, ``problems``, ``warnings`` and ``sweeps`` describe the all-rails sweep.
+    """
+    if requested not in TRANSPORTS:
+        raise AnsibleFilterError(
+            f"fabric gate: requested transport {requested!r} is not roce|socket"
+        )
+    floor = None if min_busbw_gbps in (None, "") else float(min_busbw_gbps)
+    small = None if min_small_busbw_gbps in (None, "") else float(min_small_busbw_gbps)
+    transport: Transport = "roce" if requested == "roce" else "socket"
+    if not plan_fact:
+        if not isinstance(logs, str):
+            raise AnsibleFilterError("fabric gate: logs by sweep need the plan (sparkrack_plan)")
+        alone = gate(logs, transport, floor, min_small_busbw_gbps=small)
+        judged = [(Sweep(ALL_RAILS, (), alone.rails), alone)]
+    else:
+        sweeps = _guard("fabric gate", lambda: fabric_sweeps(_plan(plan_fact)))
+        if isinstance(logs, str):
+            sweeps, logs = sweeps[:1], {ALL_RAILS: logs}
+        by_name = {str(k): str(v) for k, v in logs.items()}
+        judged = gate_sweeps(by_name, sweeps, transport, floor, small)
+    facts = [{"name": s.name, "devices": list(s.devices), **_verdict_fact(v)} for s, v in judged]
+    return {
+        **facts[0],
+        "passed": all(f["passed"] for f in facts),
+        "problems": [p for f in facts for p in f["problems"]],
+        "warnings": [w for f in facts for w in f["warnings"]],
+        "sweeps": facts,
     }
 
 
@@ -444,9 +488,27 @@ def node_script(name: str) -> str:
     return scripts.text(name)
 
 
+def converge_flush(
+    read: Mapping[str, Any] | None,
+    node: str,
+    kubeconfig_exists: bool,
+    flush_on_serving: bool = False,
+) -> dict[str, Any]:
+    """``{{ spark_base_engine_pods | sparkrack_converge_flush(inventory_hostname, exists, switch) }}``
+    -> ``{flush, why}``: whether the converge's settle step may drop this Spark's page cache."""
+    from sparkrack.node.settle import converge_flush as decide
+
+    decision = _guard(
+        "settle step",
+        lambda: decide(str(node), read, bool(kubeconfig_exists), bool(flush_on_serving)),
+    )
+    return {"flush": decision.flush, "why": decision.why}
+
+
 FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_contract": contract,
     "sparkrack_node_script": node_script,
+    "sparkrack_converge_flush": converge_flush,
     "sparkrack_image_archive": image_archive,
     "sparkrack_fabric_plan": fabric_plan,
     "sparkrack_inventory_check": inventory_check,
@@ -465,8 +527,8 @@ FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_kubeconfig_rewrite": kubeconfig_rewrite,
     "sparkrack_k3s_node": k3s_node,
     "sparkrack_cluster_manifests": cluster_manifests,
-    "sparkrack_fabric_check_manifests": fabric_check_manifests,
     "sparkrack_fabric_gate": fabric_gate,
+    "sparkrack_fabric_check_sweeps": fabric_check_sweeps,
     "sparkrack_serving_render": serving_render,
     "sparkrack_fetch_secret_data": fetch_secret_data,
     "sparkrack_dry_run_objects": api_dry_run_objects,

@@ -19,11 +19,12 @@ Lines may carry a ``host:pid:tid [dev]`` prefix and an ``srun``-style `` 0: `` r
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from sparkrack.errors import Problem
+from sparkrack.fabric.addressplan import FabricPlan
 from sparkrack.fabric.ncclenv import TRANSPORTS, Transport
 
 NcclNet = Literal["IB", "Socket"]
@@ -578,3 +579,78 @@ def check_fabric(
             )
         )
     return report, problems
+
+
+ALL_RAILS = "all-rails"
+"""Name of the sweep over every rail at once (the way serving ranks use the fabric)."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One all-reduce sweep of the fabric gate: the rails NCCL is given in it."""
+
+    name: str
+    rails: tuple[int, ...]
+    """Positions in ``fabric.rails``."""
+    devices: tuple[str, ...]
+    """The head's RDMA device of each of those rails (what ``NCCL_IB_HCA`` lists)."""
+
+    @property
+    def one_rail(self) -> bool:
+        return self.name != ALL_RAILS
+
+
+def fabric_sweeps(plan: FabricPlan, vf_index: int | None = None) -> tuple[Sweep, ...]:
+    """The sweeps the gate runs, one after another (each needs every Spark's GPU): every rail at
+    once, then, with more than one rail, each rail alone. A mis-spanned or weak rail hides in
+    the combined sweep, where the other rail carries the large messages; alone it shows."""
+    index = plan.serving_vf_index if vf_index is None else vf_index
+    vfs = plan.head.rail_vfs(index)
+    combined = Sweep(ALL_RAILS, tuple(vf.rail for vf in vfs), tuple(vf.rdma_device for vf in vfs))
+    if len(vfs) < 2:
+        return (combined,)
+    return (combined, *(Sweep(f"rail{vf.rail}", (vf.rail,), (vf.rdma_device,)) for vf in vfs))
+
+
+def gate_sweeps(
+    logs: Mapping[str, str],
+    sweeps: Sequence[Sweep],
+    requested: Transport,
+    min_busbw_gbps: float | None = None,
+    min_small_busbw_per_rail_gbps: float | None = None,
+) -> list[tuple[Sweep, Verdict]]:
+    """The fabric gate on every sweep's log (``logs`` by sweep name).
+
+    Floors of the combined sweep: ``min_busbw_gbps`` (None: :func:`default_min_busbw` for its
+    rails) and ``min_small_busbw_per_rail_gbps`` times its rails. Floors of a one-rail sweep:
+    the combined floor's share of one rail, and ``min_small_busbw_per_rail_gbps`` itself. A
+    sweep without a log fails."""
+    verdicts: list[tuple[Sweep, Verdict]] = []
+    count = max((len(s.rails) for s in sweeps), default=1) or 1
+    for sweep in sweeps:
+        source = f"fabric check {sweep.name}"
+        rails = len(sweep.rails) or 1
+        if min_busbw_gbps is None:
+            floor = default_min_busbw(requested, rails)
+        else:
+            floor = min_busbw_gbps * rails / count
+        small = None
+        if min_small_busbw_per_rail_gbps is not None:
+            small = min_small_busbw_per_rail_gbps * (rails if requested == "roce" else 1)
+        text = logs.get(sweep.name)
+        if text is None:
+            problem = Problem(
+                source,
+                "log",
+                f"no NCCL log for the {sweep.name} sweep",
+                "run the fabric check's sweeps (playbooks/fabric_check.yml) and pass every log",
+                "nccl-no-result",
+            )
+            empty = NcclReport(transport=None)
+            verdicts.append((sweep, Verdict(empty, [problem], sweep.devices, floor)))
+            continue
+        hcas = sweep.devices if requested == "roce" else ()
+        verdicts.append(
+            (sweep, gate(text, requested, floor, source, hcas, min_small_busbw_gbps=small))
+        )
+    return verdicts

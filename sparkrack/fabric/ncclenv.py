@@ -22,13 +22,14 @@ Serving pods (``sparkrack.serving``) and the fabric-check pods (``sparkrack.k8s`
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal
 
 from sparkrack import contract
 from sparkrack.contract import POD_FABRIC_IFNAME
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric import gidtable
-from sparkrack.fabric.addressplan import FabricPlan, NodePlan
+from sparkrack.fabric.addressplan import FabricPlan, NodePlan, VfPlan
 
 Transport = Literal["roce", "socket"]
 """The NCCL transport a profile, the fabric check or the gate asks for (the one definition)."""
@@ -76,10 +77,39 @@ def _release(version: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def hca_list(plan: FabricPlan, node: NodePlan, vf_index: int | None = None) -> str:
-    """``NCCL_IB_HCA`` of a rank: ``=<VF vf_index of rail 0>,<... of rail 1>`` (exact match)."""
+def rank_vfs(
+    plan: FabricPlan,
+    node: NodePlan,
+    vf_index: int | None = None,
+    rails: Sequence[int] | None = None,
+) -> tuple[VfPlan, ...]:
+    """The VFs one rank is given: VF ``vf_index`` (None = the serving VF) of every rail, or of
+    the rails numbered in ``rails`` only (the fabric gate's one-rail sweeps)."""
     index = plan.serving_vf_index if vf_index is None else vf_index
-    return "=" + ",".join(vf.rdma_device for vf in node.rail_vfs(index))
+    vfs = node.rail_vfs(index)
+    if rails is None:
+        return vfs
+    unknown = [r for r in rails if not 0 <= r < len(plan.rails)]
+    if unknown or not rails:
+        raise SparkrackError(
+            Problem(
+                "fabric",
+                "rails",
+                f"rail(s) {unknown or 'none'} asked for, the plan has {len(plan.rails)}",
+                f"name rails 0..{len(plan.rails) - 1} of fabric.rails",
+            )
+        )
+    return tuple(vf for vf in vfs if vf.rail in rails)
+
+
+def hca_list(
+    plan: FabricPlan,
+    node: NodePlan,
+    vf_index: int | None = None,
+    rails: Sequence[int] | None = None,
+) -> str:
+    """``NCCL_IB_HCA`` of a rank: ``=<VF vf_index of rail 0>,<... of rail 1>`` (exact match)."""
+    return "=" + ",".join(vf.rdma_device for vf in rank_vfs(plan, node, vf_index, rails))
 
 
 def rank_env(
@@ -89,13 +119,17 @@ def rank_env(
     transport: str,
     gid_override: int | None = None,
     vf_index: int | None = None,
+    rails: Sequence[int] | None = None,
 ) -> dict[str, str]:
-    """NCCL/Gloo environment of the rank on ``node`` using VF ``vf_index`` of every rail.
+    """NCCL/Gloo environment of the rank on ``node`` using VF ``vf_index`` of every rail (or of
+    the rails numbered in ``rails``: the fabric gate's sweep of one rail).
 
     ``NCCL_IB_GID_INDEX`` is not in it: the index moves when the VFs are re-created, so the rank
     reads it from sysfs at start (:func:`gid_env`); ``gid_override`` (an inventory's per-node
     value) or else the plan's ``fabric.gid_index`` is handed to it as an override.
-    ``vf_index`` None = the plan's serving VF.
+    ``vf_index`` None = the plan's serving VF. With one rail of several in ``rails``, RoCE
+    traffic goes over that rail's device alone; a socket sweep binds NCCL to that rail's pod
+    interface (Gloo and the rendezvous stay on the first rail's, where MASTER_ADDR lives).
     """
     if transport not in TRANSPORTS:
         raise SparkrackError(
@@ -111,24 +145,31 @@ def rank_env(
         "NCCL_SOCKET_IFNAME": POD_FABRIC_IFNAME,
         "GLOO_SOCKET_IFNAME": POD_FABRIC_IFNAME,
     }
+    vfs = rank_vfs(plan, node, vf_index, rails)
     if transport == "socket":
         env.update({"NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1"})
+        if rails is not None and len(vfs) == 1:
+            env["NCCL_SOCKET_IFNAME"] = contract.pod_ifname(vfs[0].rail)
         return env
-    env.update({"NCCL_NET": "IB", "NCCL_IB_HCA": hca_list(plan, node, vf_index)})
-    if len(plan.rails) > 1:
+    env.update({"NCCL_NET": "IB", "NCCL_IB_HCA": hca_list(plan, node, vf_index, rails)})
+    if len(vfs) > 1:
         env["NCCL_IB_MERGE_NICS"] = "1"
-    env.update(gid_env(plan, node, vf_index, gid_override))
+    env.update(gid_env(plan, node, vf_index, gid_override, rails))
     return env
 
 
 def gid_env(
-    plan: FabricPlan, node: NodePlan, vf_index: int | None = None, override: int | None = None
+    plan: FabricPlan,
+    node: NodePlan,
+    vf_index: int | None = None,
+    override: int | None = None,
+    rails: Sequence[int] | None = None,
 ) -> dict[str, str]:
     """What the rank's GID resolver (:mod:`sparkrack.fabric.gidtable`, run in the rank's container
     before the engine) reads to set ``NCCL_IB_GID_INDEX``: the RDMA device and planned IPv4 of
     every rail's VF, and the override (a node's own, else the plan's ``fabric.gid_index``)."""
-    index = plan.serving_vf_index if vf_index is None else vf_index
-    targets = ",".join(f"{vf.rdma_device}={vf.address}" for vf in node.rail_vfs(index))
+    vfs = rank_vfs(plan, node, vf_index, rails)
+    targets = ",".join(f"{vf.rdma_device}={vf.address}" for vf in vfs)
     env = {gidtable.TARGETS_ENV: targets}
     chosen = override if override is not None else plan.gid_index
     if chosen is not None:

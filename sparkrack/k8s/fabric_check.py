@@ -14,6 +14,7 @@ from pathlib import Path
 from sparkrack import contract
 from sparkrack.fabric import gidtable
 from sparkrack.fabric.addressplan import FabricPlan
+from sparkrack.fabric.nccl import ALL_RAILS, Sweep, fabric_sweeps
 from sparkrack.fabric.ncclenv import Transport, rank_env
 from sparkrack.k8s import scanner
 from sparkrack.k8s.common import HOSTNAME_LABEL, Manifest, metadata
@@ -29,8 +30,15 @@ GID_FILE = GID_SCRIPT.name
 POD_PREFIX = "sparkrack-fabric-check-"
 
 
-def pod_name(node_name: str) -> str:
-    return f"{POD_PREFIX}{node_name}"
+def pod_name(node_name: str, sweep: str = ALL_RAILS) -> str:
+    if sweep == ALL_RAILS:
+        return f"{POD_PREFIX}{node_name}"
+    return f"{POD_PREFIX}{sweep}-{node_name}"
+
+
+def sweep_selector(sweep: Sweep) -> str:
+    """Label selector of one sweep's pods."""
+    return f"{contract.LABEL_COMPONENT}={COMPONENT},{contract.LABEL_FABRIC_SWEEP}={sweep.name}"
 
 
 def render_fabric_check(
@@ -38,20 +46,24 @@ def render_fabric_check(
     opts: ClusterOptions,
     transport: Transport = "roce",
     vf_index: int | None = None,
+    sweep: Sweep | None = None,
 ) -> list[Manifest]:
-    """ConfigMap with the all-reduce script + one pod per Spark (rank = plan rank).
+    """ConfigMap with the all-reduce script + one pod per Spark (rank = plan rank) for one sweep
+    of :func:`sparkrack.fabric.nccl.fabric_sweeps` (None = every rail at once).
 
     Each pod gets VF ``vf_index`` (None = the serving VF) of every rail and the NCCL environment
-    :func:`sparkrack.fabric.ncclenv.rank_env` gives a serving rank on the same VF.
+    :func:`sparkrack.fabric.ncclenv.rank_env` gives a rank on the sweep's rails: on every rail,
+    the environment of a serving rank on the same VF.
     """
     ns = opts.namespace
+    sweep = sweep or fabric_sweeps(plan, vf_index)[0]
     extra = {contract.LABEL_COMPONENT: COMPONENT}
     master = plan.head.rail_vfs(plan.serving_vf_index if vf_index is None else vf_index)[0].address
     docs: list[Manifest] = [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": metadata(SCRIPT_CONFIGMAP, COMPONENT, ns, extra),
+            "metadata": metadata(SCRIPT_CONFIGMAP, COMPONENT, ns, extra),  # shared by the sweeps
             "data": {
                 "nccl_allreduce.py": SCRIPT.read_text(),
                 GID_FILE: GID_SCRIPT.read_text(),
@@ -66,6 +78,7 @@ def render_fabric_check(
                 node,
                 transport=transport,
                 vf_index=vf_index,
+                rails=sweep.rails if sweep.one_rail else None,
             ),
             "RANK": str(node.rank),
             "WORLD_SIZE": str(world),
@@ -117,10 +130,14 @@ def render_fabric_check(
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": metadata(
-                    pod_name(node.name),
+                    pod_name(node.name, sweep.name),
                     COMPONENT,
                     ns,
-                    {**extra, "sparkrack.io/rank": str(node.rank)},
+                    {
+                        **extra,
+                        contract.LABEL_FABRIC_SWEEP: sweep.name,
+                        contract.LABEL_RANK: str(node.rank),
+                    },
                     {
                         "k8s.v1.cni.cncf.io/networks": pod_network_annotation(node, ns, vf_index),
                         **scanner.skips(

@@ -157,12 +157,27 @@ def test_sparkrack_cluster_manifests_render_one_nad_per_vf_in_use() -> None:
         FILTERS["sparkrack_cluster_manifests"](PLAN, {"no_such_option": 1})
 
 
-def test_sparkrack_fabric_check_manifests_one_pod_per_spark_and_a_bad_transport() -> None:
-    docs = FILTERS["sparkrack_fabric_check_manifests"](PLAN, {}, "roce")
-    pods = [d for d in docs if d["kind"] == "Pod"]
-    assert len(pods) == len(LAB.sparks)
+def test_sparkrack_fabric_check_sweeps_one_pod_per_spark_and_rail_and_a_bad_transport() -> None:
+    sweeps = FILTERS["sparkrack_fabric_check_sweeps"](PLAN, {}, "roce")
+    # the lab has two rails: every rail at once, then each alone
+    assert [s["name"] for s in sweeps] == ["all-rails", "rail0", "rail1"]
+    assert len(PLAN["rails"]) == 2
+    for sweep in sweeps:
+        pods = [d for d in sweep["manifests"] if d["kind"] == "Pod"]
+        assert len(pods) == len(LAB.sparks)
+        labels = {p["metadata"]["labels"]["sparkrack.io/fabric-sweep"] for p in pods}
+        assert labels == {sweep["name"]} and sweep["selector"].endswith(f"={sweep['name']}")
+        hcas = {
+            e["value"]
+            for p in pods
+            for e in p["spec"]["containers"][0]["env"]
+            if e["name"] == "NCCL_IB_HCA"
+        }
+        assert all(h.count(",") == len(sweep["devices"]) - 1 for h in hcas)
+    names = [p["metadata"]["name"] for s in sweeps for p in s["manifests"] if p["kind"] == "Pod"]
+    assert len(set(names)) == len(names)
     with pytest.raises(AnsibleFilterError, match="roce or socket"):
-        FILTERS["sparkrack_fabric_check_manifests"](PLAN, {}, "tcp")
+        FILTERS["sparkrack_fabric_check_sweeps"](PLAN, {}, "tcp")
 
 
 def test_sparkrack_contract_carries_names_and_the_kubeconfig_under_home() -> None:

@@ -151,7 +151,8 @@ def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(
     proc = run_playbook(ansible_playbook, play, tmp_path, "-e", "fabric_gate_transport=socket")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "FABRIC GATE NOT RUN" in proc.stdout
-    assert "5 manifests" in proc.stdout  # script ConfigMap + one pod per Spark
+    # the lab has two rails: every rail at once, then each alone
+    assert "The pods of 3 sweep(s) (all-rails, rail0, rail1) rendered" in proc.stdout
 
 
 def test_rdma_preflight_says_not_run_in_the_lab(ansible_playbook: Playbook, tmp_path: Path) -> None:
