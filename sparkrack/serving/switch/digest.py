@@ -74,7 +74,7 @@ def head_manifest(
                 "metadata": {
                     "name": str(deployment["manifest_configmap"]),
                     "namespace": namespace,
-                    "labels": dict(deployment.get("secret_labels") or {}),
+                    "labels": dict(deployment.get("manifest_labels") or {}),
                 },
                 "data": {contract.FETCH_MANIFEST_KEY: digest},
             },

@@ -262,6 +262,8 @@ def switch_objects(res: Resolution) -> Switch:
         "fetch_port": plan.port,
         "fetch_secret": secret,
         "manifest_configmap": names.manifest,
+        # Labelled as the switch ConfigMap: a serving object of the deployment, removed with it.
+        "manifest_labels": dict(res.labels),
         # The switch estimate, printed beside the measured timeline (seconds, None: not
         # predicted; how it was reckoned, from which rates).
         "predicted": [

@@ -18,7 +18,7 @@ DEPLOYMENT = {
     "name": "gemma",
     "fetch_job": "sparkrack-gemma-fetch",
     "manifest_configmap": "sparkrack-gemma-fetch-manifest",
-    "secret_labels": {contract.LABEL_DEPLOYMENT: "gemma"},
+    "manifest_labels": {contract.LABEL_DEPLOYMENT: "gemma", contract.LABEL_PROFILE: "gemma-4"},
 }
 
 
@@ -52,7 +52,7 @@ def test_the_downloads_report_becomes_the_receivers_configmap() -> None:
     assert cm["metadata"] == {
         "name": "sparkrack-gemma-fetch-manifest",
         "namespace": "serving",
-        "labels": {contract.LABEL_DEPLOYMENT: "gemma"},
+        "labels": {contract.LABEL_DEPLOYMENT: "gemma", contract.LABEL_PROFILE: "gemma-4"},
     }
     assert cm["data"] == {contract.FETCH_MANIFEST_KEY: DIGEST}
 
@@ -82,3 +82,48 @@ def test_a_download_without_a_report_or_failing_past_the_retries_fails() -> None
         pod("p9", ended(0, f"sparkrack-manifest {DIGEST}"), created="2026-11-26T11:00:00Z"),
     ]
     assert read(DEPLOYMENT, retried, "serving")["state"] == "done"
+
+
+def test_the_lab_render_mounts_the_configmap_the_play_writes_and_the_prune_keeps_it() -> None:
+    """Against the lab inventory's render: each receiver mounts the ConfigMap this filter
+    writes and reads the key it carries, the head's download reports where the API shows it,
+    and the prune of stale serving objects keeps the ConfigMap while its deployment is listed
+    (negative control: once the deployment left the list, it goes)."""
+    from sparkrack.k8s.reconcile import stale_serving
+    from sparkrack.serving.deployments.bundle import from_inventory, render_serving
+
+    rendered = render_serving(from_inventory("inventories/lab"))
+    copying = [d for d in rendered["deployments"] if d["receiver_jobs"]]
+    assert copying
+    jobs = {j["metadata"]["name"]: j for j in rendered["fetch"] if j["kind"] == "Job"}
+    for deployment in copying:
+        head = jobs[deployment["fetch_job"]]["spec"]["template"]["spec"]
+        download = next(c for c in head["initContainers"] if c["name"] == "download")
+        argv = download.get("args") or download.get("command")
+        assert argv[argv.index("--phases") + 1] == contract.PHASE_FILE
+        for name in deployment["receiver_jobs"]:
+            spec = jobs[name]["spec"]["template"]["spec"]
+            volume = next(v for v in spec["volumes"] if v["name"] == "fetch-manifest")
+            assert volume["configMap"] == {
+                "name": deployment["manifest_configmap"],
+                "optional": True,
+            }
+            receive = spec["containers"][0]
+            argv = receive.get("args") or receive.get("command")
+            path = argv[argv.index("--manifest-sha256-file") + 1]
+            mount = next(m for m in receive["volumeMounts"] if m["name"] == "fetch-manifest")
+            assert path == f"{mount['mountPath']}/{contract.FETCH_MANIFEST_KEY}"
+        message = f"sparkrack-manifest {DIGEST}"
+        made = read(deployment, [pod("p", ended(0, message), job=deployment["fetch_job"])], "ns")
+        cm = made["configmap"]
+        everything = rendered["manifests"] + rendered["fetch"]
+        assert stale_serving(everything, {"ConfigMap": [cm]}) == []
+        others = [
+            d
+            for d in everything
+            if (d.get("metadata") or {}).get("labels", {}).get(contract.LABEL_DEPLOYMENT)
+            != deployment["name"]
+        ]
+        assert stale_serving(others, {"ConfigMap": [cm]}) == [
+            {"kind": "ConfigMap", "namespace": "ns", "name": deployment["manifest_configmap"]}
+        ]
