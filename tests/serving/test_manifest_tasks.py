@@ -10,6 +10,7 @@ written through the status subresource as a kubelet would write it.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,3 +138,65 @@ def test_a_download_that_reported_nothing_stops_the_play_naming_the_job(
     assert "the download container of sparkrack-super-fetch ended without reporting" in out
     names = [c.metadata.name for c in core.list_namespaced_config_map(namespace).items]
     assert DEPLOYMENT["manifest_configmap"] not in names
+
+
+KWOK_DIGEST = "6b776f6b" * 8
+"""What the lab's KWOK stage reports for a ``download`` init container (lab/kwok/stages.yaml):
+no container runs on a KWOK node, so a fixed stand-in."""
+
+
+def test_the_lab_kwok_download_reports_a_digest_the_filter_reads(kube_api: Any) -> None:
+    """The lab's stand-in kubelet (KWOK, lab/kwok/stages.yaml) gives a fetch Job's ``download``
+    init container a termination message with a digest, so the serve play's carriage runs in the
+    lab; another init container ends without one (negative control)."""
+    from kube_api import controlplane_module
+
+    from sparkrack.serving.switch.digest import head_manifest
+
+    cp = controlplane_module()
+
+    api = kube_api.client()
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    node = {
+        "metadata": {
+            "name": "manifest-test-node",
+            "labels": {cp.MANAGED_NODES: "spark", "kubernetes.io/hostname": "manifest-test-node"},
+        },
+        "status": {
+            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+        },
+    }
+    core.create_node(node)
+    ns = kube_api.namespace("manifest", {"pod-security.kubernetes.io/enforce": "baseline"})
+    try:
+        for name, init in (("sparkrack-super-fetch", "download"), ("other", "prepare")):
+            spec = {
+                "restartPolicy": "Never",
+                "initContainers": [{"name": init, "image": "x.invalid/y:1"}],
+                "containers": [{"name": "push", "image": "x.invalid/y:1"}],
+                "nodeSelector": {"kubernetes.io/hostname": "manifest-test-node"},
+            }
+            batch.create_namespaced_job(
+                ns, {"metadata": {"name": name}, "spec": {"template": {"spec": spec}}}
+            )
+        deadline = time.monotonic() + 60
+        pods: list[Any] = []
+        while time.monotonic() < deadline:
+            pods = [
+                api.sanitize_for_serialization(p)
+                for p in core.list_namespaced_pod(ns).items
+                if p.status.init_container_statuses
+            ]
+            if len(pods) == 2:
+                break
+            time.sleep(0.5)
+        assert len(pods) == 2, "the KWOK stage did not start the pods"
+        got = head_manifest(DEPLOYMENT, pods, ns)
+        assert got["state"] == "done", got
+        assert got["configmap"]["data"] == {FETCH_MANIFEST_KEY: KWOK_DIGEST}
+        other = next(p for p in pods if p["metadata"]["labels"]["job-name"] == "other")
+        ended = other["status"]["initContainerStatuses"][0]["state"]["terminated"]
+        assert ended["exitCode"] == 0 and not ended.get("message")
+    finally:
+        core.delete_node("manifest-test-node")
