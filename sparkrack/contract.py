@@ -134,6 +134,12 @@ FETCH_PORT_SPAN: Final = 1000
 """Each deployment's receivers listen on one port of [serving_fetch_port, + FETCH_PORT_SPAN)."""
 FETCH_SECRET_MOUNT: Final = "/etc/sparkrack/fetch-secret"
 """Where the rsync Secret is mounted in the fetch and receiver Jobs."""
+FETCH_MANIFEST_MOUNT: Final = "/etc/sparkrack/fetch-manifest"
+"""Where a receiver mounts its deployment's manifest ConfigMap (optional: the serve play writes it
+once the head's download reported the manifest's sha256)."""
+FETCH_MANIFEST_KEY: Final = "sha256"
+"""Key of the manifest ConfigMap: the sha256 of the manifest the head's download computed."""
+FETCH_MANIFEST_FILE: Final = f"{FETCH_MANIFEST_MOUNT}/{FETCH_MANIFEST_KEY}"
 PHASE_FILE: Final = "/dev/termination-log"
 """Where the fetch step's containers write their phase records (``--phases``): the file
 Kubernetes reads as the container's termination message, so the serve play finds the records

@@ -53,6 +53,13 @@ def confined() -> list[str]:
     return ["setpriv", f"--bounding-set={bounding}", "--no-new-privs"]
 
 
+def manifest_digest(head: Path) -> str:
+    """The sha256 of the manifest of REPO@main a head's cache holds (what its download reports)."""
+    return hashlib.sha256(
+        (head / fetch_base.manifest_relpath(REPO, "main")).read_bytes()
+    ).hexdigest()
+
+
 def password_file(tmp: Path) -> Path:
     """The bare password (what a pusher reads), in ``tmp``."""
     pw = tmp / "password"
@@ -69,17 +76,23 @@ def start_receive(
     port: int | None = None,
     relay_to: tuple[str, ...] = (),
     phases: Path | None = None,
+    expect: str | Path | None = None,
 ) -> Peer:
     """``receive`` into ``cache`` from ``allow``, one daemon per address; with ``relay_to`` (the
-    next receiver's addresses, rail order) a hop of a chain."""
+    next receiver's addresses, rail order) a hop of a chain. ``expect``: the manifest sha256 the
+    receiver verifies the push against (what the serve play writes out of band), or the head's
+    cache to take it from (None: not written, a round waits for it)."""
     secrets = tmp / "rsyncd.secrets"
     secrets.write_text(f"{fetch_base.RSYNC_USER}:{PASSWORD}\n")
+    expected = tmp / "manifest.sha256"
+    if expect is not None:
+        expected.write_text(manifest_digest(expect) if isinstance(expect, Path) else expect)
     port = port or free_port()
     argv = fetchplan.receive_argv(
         str(cache), 1_000_000, str(secrets), REPO, "main", allow, port=port,
         address=list(addresses), timeout_s=timeout, interval_s=5,
         relay_to=list(relay_to), relay_password_file=str(password_file(tmp)) if relay_to else None,
-        phases=str(phases) if phases else None,
+        phases=str(phases) if phases else None, manifest_sha256_file=str(expected),
     )  # fmt: skip
     proc = subprocess.Popen(
         [*confined(), sys.executable, str(SCRIPT), *argv[2:]],

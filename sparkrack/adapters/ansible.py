@@ -423,6 +423,17 @@ def fetch_secret_data(password: str) -> dict[str, str]:
     return rsync_secret_data(str(password))
 
 
+def head_manifest(
+    deployment: Mapping[str, Any], pods: list[Mapping[str, Any]], namespace: str
+) -> dict[str, Any]:
+    """``{{ deployment | sparkrack_head_manifest(fetch_pods, namespace) }}``: the manifest
+    sha256 the head's download reported, as the ConfigMap the receivers mount (state done,
+    waiting or failed, with the reason)."""
+    from sparkrack.serving.switch.digest import head_manifest as read
+
+    return _guard("manifest", lambda: read(deployment, list(pods or []), str(namespace)))
+
+
 def switch_timeline(
     deployments: list[Mapping[str, Any]],
     jobs: list[Mapping[str, Any]],
@@ -538,6 +549,7 @@ FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "sparkrack_stale_serving": serving_stale,
     "sparkrack_stale_watchdogs": watchdog_stale,
     "sparkrack_switch_timeline": switch_timeline,
+    "sparkrack_head_manifest": head_manifest,
     "sparkrack_nccl_problems": nccl_problems,
     "sparkrack_diagnose": diagnose_lines,
     "sparkrack_redact": redact_lines,

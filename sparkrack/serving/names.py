@@ -49,6 +49,12 @@ class ObjectNames:
         """The ConfigMap of one of the engine's file sets (named by its volume)."""
         return f"{self.headless}-{volume}"
 
+    @property
+    def manifest(self) -> str:
+        """The ConfigMap of the manifest sha256 the head's download reported (the serve play
+        writes it; the receivers mount it)."""
+        return f"{self.fetch}-manifest"
+
     def receiver(self, node: NodePlan) -> str:
         """The receiver Job of one non-head Spark."""
         return f"{self.headless}-recv-{node.spark_index}"

@@ -50,6 +50,7 @@ SHARD_MIB = 32
 RATE_MBIT = 100
 """R: 12.5 MB/s per rail; the 268 MB model takes 11 s per hop over two rails."""
 SECRETS = "/run/sparkrack-rsync"
+MANIFEST_FILE = f"{SECRETS}/manifest.sha256"
 PORT = fetchplan.DEFAULT_PORT
 TOLERANCE = 0.35
 """How far the chain estimate may be from the measured copy: the hops overlap, and each relay
@@ -77,6 +78,11 @@ def chain(lab: ModuleType) -> Iterator[tuple[fetchlab.Fabric, str]]:
                 boxes[0], fetchlab.snapshot_script(REPO, REVISION, SHARDS, SHARD_MIB), timeout=300
             )
             assert made.returncode == 0, made.stderr
+            # The head manifest's sha256, where the serve play's ConfigMap puts it for receivers.
+            manifest = f"/cache/{fetch_base.manifest_relpath(REPO, REVISION)}"
+            digest = fetchlab.sh(boxes[0], f"sha256sum {manifest}").stdout.split()[0]
+            for box in boxes[1:]:
+                fetchlab.put(box, MANIFEST_FILE, digest, "0644")
             fetchlab.shape(fab, RATE_MBIT)
             yield fab, password
         finally:
@@ -100,7 +106,7 @@ def run_chain(fab: fetchlab.Fabric) -> tuple[float, str, list[str]]:
             timeout_s=600, interval_s=30,
             relay_to=list(fab.addresses[after]) if after else [],
             relay_password_file=f"{SECRETS}/{fetchplan.PASSWORD_KEY}" if after else None,
-            phases="/tmp/phases" if after else None,
+            phases="/tmp/phases" if after else None, manifest_sha256_file=MANIFEST_FILE,
         )  # fmt: skip
         procs.append(
             subprocess.Popen(

@@ -37,6 +37,7 @@ import pytest
 from hubcache import COMMIT, REPO, make_repo, sha_of
 
 from sparkrack.inputs.inventory import load_inventory
+from sparkrack.serving.scripts import fetch_base
 from sparkrack.serving.switch import plan as fetchplan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,6 +141,7 @@ def test_two_colocated_deployments_of_one_model_switch_together(fabric: fetchlab
         argv = fetchplan.receive_argv(
             "/cache", need, f"{secrets_dir(name)}/{fetchplan.SECRETS_KEY}", REPO, "main",
             head_rails, ports[name], address=peer_rails, timeout_s=120, interval_s=5,
+            manifest_sha256_file=f"{secrets_dir(name)}/manifest.sha256",
         )  # fmt: skip
         receivers[name] = subprocess.Popen(
             ["docker", "exec", PEER, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -173,6 +175,10 @@ def test_two_colocated_deployments_of_one_model_switch_together(fabric: fetchlab
         results[name].append(done)
         if done.returncode != 0:
             return
+        # What the serve play does: the download's reported digest into the receiver's file.
+        digest = fetch_base.read_manifest_digest(done.stdout)
+        assert digest is not None, done.stdout
+        fetchlab.put(PEER, f"{secrets_dir(name)}/manifest.sha256", digest, "0644")
         push = fetchplan.push_argv(
             "/cache", REPO, "main", peer_rails[:1],
             f"{secrets_dir(name)}/{fetchplan.PASSWORD_KEY}", ports[name],

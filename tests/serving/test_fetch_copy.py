@@ -57,6 +57,7 @@ DISK_FACTOR = 6
 (``/cache``, ``/estimate``, ``/resume``), the receiver's free-space margin, one spare."""
 PORT = fetchplan.DEFAULT_PORT
 SECRETS_DIR = "/run/sparkrack-rsync"
+MANIFEST_FILE = f"{SECRETS_DIR}/manifest.sha256"
 SMALL = "/small"
 HUB1 = "/opt/hub1"
 
@@ -155,6 +156,15 @@ def pair(lab: ModuleType) -> Iterator[Pair]:
             made = fetchlab.sh(boxes[0], make_snapshot_script(mib), timeout=300)
             assert made.returncode == 0, made.stderr
             made_s = time.monotonic() - made_at
+            # The head manifest's sha256, where the serve play's ConfigMap puts it for a receiver.
+            digest = fetchlab.docker("exec", boxes[0], "sha256sum", "/cache/manifest.json").split()[
+                0
+            ]
+            put = subprocess.run(
+                ["docker", "exec", "-i", boxes[1], "sh", "-c", f"cat > {MANIFEST_FILE}"],
+                input=digest, text=True, capture_output=True, timeout=30, check=False,
+            )  # fmt: skip
+            assert put.returncode == 0, put.stderr
             found = Pair(boxes[0], boxes[1], peer_ip, head_ip, password, mib)
             print(
                 f"{found.total / 1e9:.2f} GB random snapshot ({mib} MiB shards) in {made_s:.0f} s"
@@ -251,6 +261,7 @@ def start_receive(pair: Pair, cache: str, timeout: float = 150) -> subprocess.Po
     argv = fetchplan.receive_argv(
         cache, pair.total, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION, pair.head_ip,
         PORT, address=pair.peer_ip, timeout_s=timeout, interval_s=2,
+        manifest_sha256_file=MANIFEST_FILE,
     )  # fmt: skip
     proc = subprocess.Popen(
         step(pair.peer, argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -381,7 +392,7 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(pair: Pair) -> None:
 def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:
     argv = fetchplan.receive_argv(
         f"{SMALL}/cache", pair.total, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
-        pair.head_ip, PORT + 1, timeout_s=30,
+        pair.head_ip, PORT + 1, timeout_s=30, manifest_sha256_file=MANIFEST_FILE,
     )  # fmt: skip
     refused = subprocess.run(
         step(pair.peer, argv), capture_output=True, text=True, timeout=60, check=False
@@ -399,7 +410,7 @@ def test_receive_refuses_a_small_disk_with_the_numbers(pair: Pair) -> None:
     # times out after 1 s, as nobody pushes).
     ok = fetchplan.receive_argv(
         "/roomy", pair.total, f"{SECRETS_DIR}/{fetchplan.SECRETS_KEY}", REPO, REVISION,
-        pair.head_ip, PORT + 1, timeout_s=1,
+        pair.head_ip, PORT + 1, timeout_s=1, manifest_sha256_file=MANIFEST_FILE,
     )  # fmt: skip
     fits = subprocess.run(
         step(pair.peer, ok), capture_output=True, text=True, timeout=60, check=False

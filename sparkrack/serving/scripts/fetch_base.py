@@ -102,7 +102,12 @@ PHASES = ("download", "verify", "copy", "peer-verify", "wait-weights", "wait-mem
 """The phases the fetch step measures in a pod (the serve play's timeline reads them)."""
 PHASE_MESSAGE_MAX = 4096
 """Kubernetes keeps at most this many bytes of a container's termination message."""
+MANIFEST_TAG = "sparkrack-manifest"
+"""Opens the line by which the head's ``download`` reports the sha256 of the manifest it
+computed from the Hub's metadata: ``sparkrack-manifest <64 hex>``. The serve play reads it from
+that container's termination message and hands it to the receivers (never through the pusher)."""
 _recorded: list[dict[str, object]] = []
+_reported: list[str] = []
 
 
 def phase(
@@ -137,6 +142,22 @@ def phase(
     return record
 
 
+def report_manifest(digest: str) -> None:
+    """Report a manifest's sha256: a log line, and the first line :func:`write_phases` writes."""
+    _reported.append(f"{MANIFEST_TAG} {digest}")
+    print(_reported[-1], flush=True)
+
+
+def read_manifest_digest(text: str) -> str | None:
+    """The manifest sha256 a termination message or log reports (the last well-formed one)."""
+    found = None
+    for line in text.splitlines():
+        head, _, body = line.strip().partition(" ")
+        if head == MANIFEST_TAG and is_sha256(body.strip()):
+            found = body.strip()
+    return found
+
+
 def recorded_phases() -> list[dict[str, object]]:
     return list(_recorded)
 
@@ -145,7 +166,7 @@ def write_phases(path: Path) -> None:
     """Every record of this process into ``path`` (the container's termination message file),
     one line each, whole lines only, at most :data:`PHASE_MESSAGE_MAX` bytes. A path that cannot
     be written costs the records, never the step."""
-    text = ""
+    text = "".join(line + "\n" for line in _reported[-1:])
     for record in _recorded:
         line = f"{PHASE_TAG} {json.dumps(record, sort_keys=True)}\n"
         if len(text) + len(line) > PHASE_MESSAGE_MAX:
@@ -386,6 +407,11 @@ def read_manifest(data: bytes, where: str) -> dict[str, dict[str, object]]:
     return dict(files)
 
 
+def is_sha256(text: str) -> bool:
+    """``text`` is a sha256 in hex (64 lowercase digits)."""
+    return bool(_STORE_HASH_RE.match(text))
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -480,10 +506,13 @@ def read_marker(path: Path) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
-def check_marker(cache: Path, repo: str, revision: str) -> tuple[bool, str]:
+def check_marker(cache: Path, repo: str, revision: str, content: bool = False) -> tuple[bool, str]:
     """(ok, why): the marker names this (repo, revision) and the sha256 of the manifest beside
-    it, and every file of that manifest is in the snapshot with its recorded size. What
-    ``wait`` and a cached ``download`` accept; a marker alone proves nothing."""
+    it, and every file of that manifest is in the snapshot with its recorded size. With
+    ``content``, every byte too: each file hashed against the manifest, and each blob the Hub
+    names by its sha256 (``blobs/<sha256>``, the shared store's files behind them included)
+    against its name. What ``wait`` and a cached ``download`` accept; a marker alone proves
+    nothing, and sizes alone prove nothing of a file another writer of the cache replaced."""
     marker = marker_path(cache, repo, revision)
     data = read_marker(marker)
     if data is None:
@@ -511,10 +540,38 @@ def check_marker(cache: Path, repo: str, revision: str) -> tuple[bool, str]:
             return False, f"{marker} refused: {name} has {size} bytes, the manifest {entry['size']}"
     if set(have) - set(files):
         return False, f"{marker} refused: the snapshot has files the manifest does not list"
+    if content:
+        bad = content_problems(cache, snap, files)
+        if bad:
+            return False, f"{marker} refused: " + "; ".join(
+                f"{name} ({have.get(name, '?')}): {why}" for name, why in sorted(bad.items())[:3]
+            )
     return (
         True,
-        f"{marker}: {snap.files} files, {gb(snap.bytes)}, manifest {data['manifest_sha256']}",
+        f"{marker}: {snap.files} files, {gb(snap.bytes)}, manifest {data['manifest_sha256']}"
+        + (", every byte verified" if content else ""),
     )
+
+
+def content_problems(
+    cache: Path, snap: Snapshot, files: dict[str, dict[str, object]]
+) -> dict[str, str]:
+    """{file: what is wrong} of every byte of ``snap``: :func:`verify` against the manifest, and
+    each blob named by a sha256 against that name (hashed once: where the manifest's sha256 is
+    the name, verifying against the manifest checks the name)."""
+    bad, have = verify(cache, snap, files), dict(snap.contents)
+    for name in sorted(set(have) - set(bad)):
+        # The Hub's name of the blob: the entry's link target in the model's blobs/<etag>.
+        entry = cache / repo_folder(snap.repo) / "snapshots" / snap.commit / name
+        etag = Path(os.readlink(entry)).name if entry.is_symlink() else ""
+        listed = files.get(name, {}).get("sha256")
+        if not is_sha256(etag) or listed == etag:
+            continue
+        if isinstance(listed, str):
+            bad[name] = f"blob named {etag}, the manifest says sha256 {listed}"
+        elif (digest := file_digest(cache / have[name], {"sha256": etag})[1]) != etag:
+            bad[name] = f"blob named by sha256 {etag} holds sha256 {digest}"
+    return bad
 
 
 # --- free space -----------------------------------------------------------------------------
@@ -587,9 +644,15 @@ def poll(
 
 
 def wait(cache: Path, repo: str, revision: str, timeout: float, interval: float) -> None:
+    """Wait for the marker, then check every byte it vouches for once (:func:`check_marker`
+    with ``content``): a file replaced in the cache after it was marked is refused, by name."""
     start = time.monotonic()
     say("wait", poll("wait", lambda: check_marker(cache, repo, revision), timeout, interval))
+    ok, why = check_marker(cache, repo, revision, content=True)
     phase("wait-weights", time.monotonic() - start)
+    if not ok:
+        raise StepError(why)
+    say("wait", why)
 
 
 @contextmanager

@@ -1,7 +1,9 @@
 """The receiving side of a copy between Sparks (STDLIB ONLY, plus the rsync binary): ``receive``
 serves the HF cache through a real ``rsync --daemon`` per fabric rail (``fetch_daemon.py``'s
-configuration) until a pushed round verifies against the pushed manifest, then writes the
-marker. With a :class:`fetch_relay.Relay` (a chain), it passes every file on to the next Spark
+configuration) until a pushed round verifies, then writes the marker. The pushed manifest is
+taken only when its sha256 is the one the head's download computed, which reaches the receiver
+out of band (``--manifest-sha256-file``: a ConfigMap the serve play writes from the head's
+download container's termination message; the pusher cannot write it). With a :class:`fetch_relay.Relay` (a chain), it passes every file on to the next Spark
 while it arrives, and once its own copy verifies runs ``fetch_push.push`` to that Spark.
 
 Shipped verbatim beside ``fetch_step.py`` (the entry point) and the other ``fetch_*.py``.
@@ -53,10 +55,12 @@ def receive(
     timeout: float,
     interval: float,
     relay: relaying.Relay | None = None,
+    expect_file: Path | None = None,
 ) -> list[pushing.PushResult]:
     """Serve ``expect`` (repo, revision) to the pusher at ``allow`` (its address on every rail):
     one daemon per address of ``addresses`` (this Spark's rail addresses; empty: one daemon on
-    every address), until a round verifies. With ``relay``, pass the model on to the next Spark
+    every address), until a round verifies against the manifest whose sha256 ``expect_file``
+    holds (``None``: refused, there is nothing to verify against). With ``relay``, pass the model on to the next Spark
     of a chain while it arrives, then push it there; returns that hop's result (none without)."""
     try:
         lines = secrets_file.read_text(encoding="utf-8").splitlines()
@@ -73,6 +77,8 @@ def receive(
         )
     if not allow:
         raise common.StepError("--allow names no address")
+    if expect_file is None:
+        raise common.StepError("no --manifest-sha256-file: nothing to verify the push against")
     for flag, hosts in (("--allow", allow), ("--address", addresses)):
         for host in hosts:
             if not common.HOST_RE.match(host):
@@ -145,7 +151,10 @@ def receive(
                     daemons.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL))
                 if relayer is not None:
                     relayer.start()
-                _serve(cache, repo, revision, daemons, meta, status, logs, start, left, interval)
+                _serve(
+                    cache, (repo, revision), expect_file, daemons, meta, status, logs, start,
+                    left, interval,
+                )  # fmt: skip
             finally:
                 if relayer is not None:
                     relayer.halt()
@@ -200,10 +209,19 @@ def _state(path: Path) -> tuple[int, int] | None:
     return st.st_ino, st.st_ctime_ns
 
 
+def expected_digest(path: Path) -> str | None:
+    """The manifest sha256 in ``path`` (64 hex digits), or None while it is not there."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return text if common.is_sha256(text) else None
+
+
 def _serve(
     cache: Path,
-    repo: str,
-    revision: str,
+    expect: tuple[str, str],
+    expect_file: Path,
     daemons: Sequence[subprocess.Popen[bytes]],
     meta: Path,
     status: Path,
@@ -212,12 +230,15 @@ def _serve(
     timeout: float,
     interval: float,
 ) -> None:
-    """Serve until a round's files verify: per round (the pusher's ``meta/round``), check the
-    pushed files against the pushed manifest (every file the first time, the bad ones after),
-    answer in ``status/verdict.json``; when nothing is bad write manifest and marker."""
+    """Serve until a round's files verify: per round (the pusher's ``meta/round``), once
+    ``expect_file`` holds the head's manifest sha256, refuse a pushed manifest with another,
+    check the pushed files against it (every file the first time, the bad ones after), answer in
+    ``status/verdict.json``; when nothing is bad write manifest and marker."""
+    repo, revision = expect
     last = start
     tail = _LogTail(logs)
     seen = _state(meta / rsyncd.ROUND_FILE)
+    held = seen
     bad: dict[str, str] = {}
     while True:
         tail.echo()
@@ -230,12 +251,16 @@ def _serve(
                 + (f": {tail.last}" if tail.last else "")
             )
         state = _state(meta / rsyncd.ROUND_FILE)
-        if state is not None and state != seen:
+        digest = expected_digest(expect_file)
+        if state is not None and state != seen and digest is None and state != held:
+            held = state
+            common.say("receive", f"a round waits for the head's manifest sha256 in {expect_file}")
+        if state is not None and state != seen and digest is not None:
             seen = state
             _drain(daemons, 60.0)
             tail.echo()
             tail.sent.clear()  # from here on, a "send verdict.json" is this round's
-            bad, raw, snap = _check_round(cache, repo, revision, meta, bad)
+            bad, raw, snap = _check_round(cache, repo, revision, meta, bad, digest)
             round_ = (meta / rsyncd.ROUND_FILE).read_text(encoding="utf-8").strip()
             verdict = {"round": round_, "bad": sorted(bad)}
             common.write_atomic(status / rsyncd.VERDICT_FILE, json.dumps(verdict).encode())
@@ -265,14 +290,20 @@ def _serve(
 
 
 def _check_round(
-    cache: Path, repo: str, revision: str, meta: Path, bad: dict[str, str]
+    cache: Path, repo: str, revision: str, meta: Path, bad: dict[str, str], digest: str
 ) -> tuple[dict[str, str], bytes, common.Snapshot | None]:
-    """(bad files, manifest bytes, snapshot) of one round: links checked, files verified."""
+    """(bad files, manifest bytes, snapshot) of one round: the pushed manifest refused unless
+    its sha256 is ``digest`` (the head's), links checked, files verified against it."""
     raw = (
         (meta / rsyncd.MANIFEST_FILE).read_bytes()
         if (meta / rsyncd.MANIFEST_FILE).is_file()
         else b""
     )
+    if common.sha256_hex(raw) != digest:
+        raise common.StepError(
+            f"the pushed manifest has sha256 {common.sha256_hex(raw)}, the head computed "
+            f"{digest}: refused, nothing of this push is marked"
+        )
     files = common.read_manifest(raw, "the pushed manifest")
     doc = json.loads(raw)
     if (doc.get("repo"), doc.get("revision")) != (repo, revision):

@@ -12,10 +12,12 @@ the marker, waits, verify), ``fetch_daemon.py`` (the receiver's rsync daemon con
 Subcommands (each prints progress lines, is bounded by ``--timeout``, exits 0 on success and
 non-zero with one ``FAILED:`` line naming the numbers otherwise; a token is never printed):
 
-* ``download``  on the head Spark: unless the completion marker of (repo, revision) exists,
-                check free space, ``snapshot_download`` into the HF cache, write the marker;
+* ``download``  on the head Spark: unless the completion marker of (repo, revision) holds
+                (every byte verified), check free space, ``snapshot_download`` into the HF
+                cache, write the marker; report the manifest's sha256 (``sparkrack-manifest``);
 * ``receive``   on every other Spark: check free space, serve the cache through a real
-                ``rsync --daemon`` (write-only modules) until a pushed round verifies; in a
+                ``rsync --daemon`` (write-only modules) until a pushed round verifies against
+                the manifest whose sha256 the head reported (``--manifest-sha256-file``); in a
                 chain (``--relay-to``) pass each file on to the next Spark as it arrives, then
                 push the model there;
 * ``push``      on the head: rsync the snapshot to its peers (in parallel, one stream per
@@ -138,22 +140,42 @@ def _hops(entry: Path) -> list[Path]:
 def download(
     repo: str, revision: str, cache: Path, need: int, timeout: float, interval: float
 ) -> None:
-    ok, why = common.check_marker(cache, repo, revision)
-    if ok:
-        common.say("download", f"cached: {why} - no download")
-        common.phase("download", 0.0, 0)
-        return
-    if common.read_marker(common.marker_path(cache, repo, revision)) is not None:
-        common.say("download", f"{why}: checking and completing the download")
     cache.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with common.node_lock(cache, repo, revision, timeout, interval, "download"):
-        ok, why = common.check_marker(cache, repo, revision)
-        if ok:  # a co-located deployment downloaded it while this one waited
-            common.say("download", f"cached: {why} - downloaded by another deployment meanwhile")
+        # A cached copy is reused only once every byte verifies (the cache is shared: another
+        # deployment's download writes the same blob store); the lock keeps a co-located
+        # deployment's download from changing it meanwhile.
+        ok, why = common.check_marker(cache, repo, revision, content=True)
+        if ok:
+            common.say("download", f"cached: {why} - no download")
             common.phase("download", time.monotonic() - start, 0)
+            common.report_manifest(_marked_manifest(cache, repo, revision))
             return
+        if common.read_marker(common.marker_path(cache, repo, revision)) is not None:
+            common.say("download", f"{why}: checking and completing the download")
+            _forget_bad(cache, repo, revision)
         _download_locked(repo, revision, cache, need, start + timeout, interval)
+
+
+def _marked_manifest(cache: Path, repo: str, revision: str) -> str:
+    """The sha256 of the manifest beside a marker that :func:`common.check_marker` accepted."""
+    return common.sha256_hex((cache / common.manifest_relpath(repo, revision)).read_bytes())
+
+
+def _forget_bad(cache: Path, repo: str, revision: str) -> None:
+    """Remove the files of a marked snapshot whose bytes differ from the manifest beside the
+    marker or from their blob's sha256 name, so that the download fetches them again."""
+    try:
+        raw = (cache / common.manifest_relpath(repo, revision)).read_bytes()
+        files = common.read_manifest(raw, "the marked manifest")
+        snap = common.find_snapshot(cache, repo, revision)
+    except (OSError, common.StepError):
+        return
+    bad = common.content_problems(cache, snap, files)
+    for name, problem in sorted(bad.items()):
+        common.say("download", f"bad: {name}: {problem}; fetching it again")
+    forget(cache, snap, set(bad))
 
 
 def _download_locked(
@@ -216,6 +238,7 @@ def _download_locked(
         )
     snap = common.find_snapshot(cache, repo, revision)
     path = common.write_marker(cache, snap, manifest)
+    common.report_manifest(common.sha256_hex(manifest))
     common.say(
         "download",
         f"done: {snap.files} files, {common.gb(snap.bytes)} (commit {snap.commit}) verified; "
@@ -382,6 +405,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--relay-password-file", type=Path, help="the password the next Spark's daemon takes"
     )
+    p.add_argument(
+        "--manifest-sha256-file",
+        required=True,
+        type=Path,
+        help="holds the sha256 of the manifest the head's download computed (written out of "
+        "band, never by the pusher): a pushed manifest with another is refused; a round waits "
+        "until the file is there",
+    )
     p.add_argument("--repo", required=True)
     p.add_argument("--revision", required=True)
     bounded(p, "receive")
@@ -458,6 +489,7 @@ def run(args: argparse.Namespace) -> None:
             args.timeout,
             args.interval,
             relay,
+            args.manifest_sha256_file,
         )
         copy_phases(hop, via=args.address[0] if args.address else "")
     elif step == "push":

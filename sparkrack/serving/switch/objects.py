@@ -13,7 +13,11 @@ Per deployment (:func:`switch_objects`, validated offline like every other manif
   marker last). A one-Spark deployment only downloads;
 * one receiver Job per other Spark: an rsync daemon on the host network (so it listens on the
   fabric PF address) on the deployment's own port, taking connections from the head's PF address
-  only, which verifies what arrived against the pushed manifest and writes the marker itself. The
+  only, which verifies what arrived and writes the marker itself. It takes the pushed manifest
+  only when its sha256 is the one the head's ``download`` reported in its termination message:
+  the serve play reads that from the pod's status and writes it into the deployment's manifest
+  ConfigMap (``names.manifest``), which the receivers mount (optional: a round waits until the
+  kubelet shows it). The pusher has no API access and no way to that ConfigMap. The
   rsync password comes from the deployment's own Secret, which the serve play writes with a
   fresh password before the Jobs start; only the reference is rendered here.
 
@@ -84,6 +88,7 @@ RECEIVER_SKIPS = scanner.skips(
 )
 PREPULL_SKIPS = scanner.skips(scanner.IMAGES, scanner.BOUNDED_JOB)
 SECRET_VOLUME = "fetch-secret"
+MANIFEST_VOLUME = "fetch-manifest"
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,16 @@ def switch_objects(res: Resolution) -> Switch:
         "name": SECRET_VOLUME,
         "mountPath": contract.FETCH_SECRET_MOUNT,
         "readOnly": True,
+    }
+    manifest_mount = {
+        "name": MANIFEST_VOLUME,
+        "mountPath": contract.FETCH_MANIFEST_MOUNT,
+        "readOnly": True,
+    }
+    manifest_volume = {
+        "name": MANIFEST_VOLUME,
+        # Optional: the serve play writes it once the head's download reported the digest.
+        "configMap": {"name": names.manifest, "optional": True},
     }
     init_mounts = [hf_cache_mount(read_only=True), script_mount]
     # The waits and the settle sidecar run the fetch step in the serving image: python3 is all
@@ -213,7 +228,7 @@ def switch_objects(res: Resolution) -> Switch:
                 ctx.fetch_image,
                 argv,
                 ports=[{"name": "rsync", "containerPort": plan.port}],
-                volumeMounts=[hf_mount, script_mount, secret_mount],
+                volumeMounts=[hf_mount, script_mount, secret_mount, manifest_mount],
             )
         )
         # The receiver starts as root to chroot and to hand the model's folder to the transfer
@@ -225,7 +240,7 @@ def switch_objects(res: Resolution) -> Switch:
                 "nodeSelector": node_selector(node),
                 "hostNetwork": True,
                 "containers": [receive],
-                "volumes": [*volumes, secret_volume],
+                "volumes": [*volumes, secret_volume, manifest_volume],
             },
             nonroot=False,
         )
@@ -246,6 +261,9 @@ def switch_objects(res: Resolution) -> Switch:
         "copy_shape": plan.shape,
         "fetch_port": plan.port,
         "fetch_secret": secret,
+        "manifest_configmap": names.manifest,
+        # Labelled as the switch ConfigMap: a serving object of the deployment, removed with it.
+        "manifest_labels": dict(res.labels),
         # The switch estimate, printed beside the measured timeline (seconds, None: not
         # predicted; how it was reckoned, from which rates).
         "predicted": [

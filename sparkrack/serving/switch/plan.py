@@ -124,9 +124,11 @@ def receive_argv(
     relay_to: Sequence[str] = (),
     relay_password_file: str | None = None,
     phases: str | None = None,
+    manifest_sha256_file: str = contract.FETCH_MANIFEST_FILE,
 ) -> list[str]:
     """``receive`` of (repo, revision) from the pusher at ``allow`` only (its address on every
-    rail); with ``address`` one daemon per address listens on it only (the Spark's fabric PFs,
+    rail), verified against the manifest whose sha256 ``manifest_sha256_file`` holds (the head's,
+    written there by the serve play); with ``address`` one daemon per address listens on it only (the Spark's fabric PFs,
     one per rail). With ``relay_to`` (the next Spark's address on every rail, rail order) a hop
     of a chain: it passes the model on as it arrives, authenticated by ``relay_password_file``."""
     if bool(relay_to) != (relay_password_file is not None):
@@ -141,6 +143,7 @@ def receive_argv(
         "--allow", ",".join(allowed),
         "--repo", repo,
         "--revision", revision,
+        "--manifest-sha256-file", manifest_sha256_file,
     ]  # fmt: skip
     for bound in [address] if isinstance(address, str) else address or []:
         argv += ["--address", bound]

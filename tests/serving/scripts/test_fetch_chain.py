@@ -74,7 +74,7 @@ def test_a_chain_relays_each_file_while_receiving_and_every_hop_verifies(tmp_pat
         (tmp_path / d).mkdir()
     last = start_receive(
         tmp_path / "p2", tmp_path / "p2" / "cache", allow=",".join(P1), addresses=P2, port=port,
-        timeout=120,
+        timeout=120, expect=tmp_path / "head",
     )  # fmt: skip
     # The second peer takes nothing from the head itself: only the Spark before it may push.
     canary = tmp_path / "canary"
@@ -89,7 +89,7 @@ def test_a_chain_relays_each_file_while_receiving_and_every_hop_verifies(tmp_pat
     phases = tmp_path / "p1" / "phases"
     first = start_receive(
         tmp_path / "p1", tmp_path / "p1" / "cache", allow=HEAD, addresses=P1, port=port,
-        timeout=120, relay_to=P2, phases=phases,
+        timeout=120, relay_to=P2, phases=phases, expect=tmp_path / "head",
     )  # fmt: skip
     pushed = push_to_first(tmp_path / "head", port, tmp_path)
     relayed = first.output(180)
@@ -142,11 +142,12 @@ def test_a_shared_blob_snapshot_travels_the_chain_and_loads_offline_at_its_end(
     for d in ("p1", "p2"):
         (tmp_path / d).mkdir()
     last = start_receive(
-        tmp_path / "p2", tmp_path / "p2" / "cache", allow=",".join(P1), addresses=P2, port=port
-    )
+        tmp_path / "p2", tmp_path / "p2" / "cache", allow=",".join(P1), addresses=P2, port=port,
+        expect=head,
+    )  # fmt: skip
     first = start_receive(
         tmp_path / "p1", tmp_path / "p1" / "cache", allow=HEAD, addresses=P1, port=port,
-        relay_to=P2,
+        relay_to=P2, expect=head,
     )  # fmt: skip
     argv = fetchplan.push_argv(
         str(head), REPO, "main", [P1[0]], str(password_file(tmp_path)), port=port,
@@ -179,8 +180,9 @@ def test_without_a_relay_the_first_peer_passes_nothing_on(tmp_path: Path) -> Non
     port = free_port()
     (tmp_path / "p1").mkdir()
     first = start_receive(
-        tmp_path / "p1", tmp_path / "p1" / "cache", allow=HEAD, addresses=P1, port=port
-    )
+        tmp_path / "p1", tmp_path / "p1" / "cache", allow=HEAD, addresses=P1, port=port,
+        expect=tmp_path / "head",
+    )  # fmt: skip
     pushed = push_to_first(tmp_path / "head", port, tmp_path)
     out = first.output(120)
     assert pushed.returncode == 0 and first.proc.returncode == 0, out

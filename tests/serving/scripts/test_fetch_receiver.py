@@ -18,6 +18,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from rsyncpeer import (
     PASSWORD,
     SCRIPT,
     free_port,
+    manifest_digest,
     password_file,
     sized_snapshot,
     start_receive,
@@ -79,7 +81,7 @@ def test_shared_blob_snapshot_copied_verified_and_loadable(
     head: tuple[Path, fakehub.FakeRepo], tmp_path: Path
 ) -> None:
     cache, repo = head
-    peer = start_receive(tmp_path, tmp_path / "peer")
+    peer = start_receive(tmp_path, tmp_path / "peer", expect=cache)
     pushed = push(cache, peer.port, tmp_path)
     received = peer.output()
     print(pushed.stdout, pushed.stderr, received, sep="\n")
@@ -123,7 +125,7 @@ def test_shared_blob_snapshot_copied_verified_and_loadable(
     data[12345] ^= 0x01
     blob.write_bytes(bytes(data))
     os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns))
-    peer = start_receive(tmp_path, peer.cache)
+    peer = start_receive(tmp_path, peer.cache, expect=cache)
     again = push(cache, peer.port, tmp_path)
     received = peer.output()
     print(again.stdout, again.stderr, received, sep="\n")
@@ -136,6 +138,69 @@ def test_shared_blob_snapshot_copied_verified_and_loadable(
     sent_files = {name for name, _size in recv if not name.endswith(("manifest.json", "round"))}
     assert sent_files == {f"{xet[:2]}/{xet}"}, recv
     assert offline_sums(peer.cache, hubversions.HUB_1)["sums"] == sha_of(repo)
+
+
+def test_a_pusher_with_a_doctored_manifest_is_refused(tmp_path: Path) -> None:
+    """The pusher holds the password, so it can send any manifest with files to match. The
+    receiver takes only the manifest whose sha256 the head's download reported (out of band):
+    a doctored one is refused, both digests named, nothing marked. Negative control: told the
+    doctored digest, the same receiver takes the same push."""
+    sized_snapshot(tmp_path / "genuine", (1_000, 2_000))
+    sized_snapshot(tmp_path / "doctored", (1_000, 2_000))  # same repo, other bytes, own manifest
+    want, got = manifest_digest(tmp_path / "genuine"), manifest_digest(tmp_path / "doctored")
+    assert want != got
+    outcome = {}
+    for told in (want, got):
+        run = tmp_path / told[:8]
+        run.mkdir()
+        peer = start_receive(run, run / "peer", timeout=30, expect=told)
+        argv = fetchplan.push_argv(
+            str(tmp_path / "doctored"), REPO, "main", ["127.0.0.1"], str(password_file(run)),
+            port=peer.port, timeout_s=15, interval_s=5,
+        )  # fmt: skip
+        pushed = subprocess.run(
+            [sys.executable, str(SCRIPT), *argv[2:]],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        outcome[told] = (peer.output(), peer.proc.returncode, pushed.returncode, run / "peer")
+    received, code, pushed_code, cache = outcome[want]
+    assert code == 1 and pushed_code != 0, received
+    assert f"the pushed manifest has sha256 {got}, the head computed {want}: refused" in received
+    assert not fetch_base.marker_path(cache, REPO, "main").exists()
+    assert "every file verified" not in received
+    received, code, pushed_code, cache = outcome[got]
+    assert code == 0 and pushed_code == 0, received
+    assert fetch_base.check_marker(cache, REPO, "main", content=True)[0]
+
+
+def test_a_round_waits_for_the_heads_digest(tmp_path: Path) -> None:
+    """The digest reaches the receiver after it started (the play writes it once the head's
+    download ended): a round that comes first waits for it, then verifies."""
+    sized_snapshot(tmp_path / "head", (1_000,))
+    rounds = Path(tempfile.gettempdir()).glob
+    before = set(rounds("sparkrack-rsyncd-*"))
+    peer = start_receive(tmp_path, tmp_path / "peer", timeout=60)
+    (work,) = set(rounds("sparkrack-rsyncd-*")) - before
+    argv = fetchplan.push_argv(
+        str(tmp_path / "head"), REPO, "main", ["127.0.0.1"], str(password_file(tmp_path)),
+        port=peer.port, timeout_s=50, interval_s=1,
+    )  # fmt: skip
+    pushing = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *argv[2:]],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (work / "meta" / fetch_daemon.ROUND_FILE).exists():
+        assert time.monotonic() < deadline and pushing.poll() is None
+        time.sleep(0.2)
+    time.sleep(1)  # the receiver's next look at the round (it looks every 0.2 s)
+    assert pushing.poll() is None  # no verdict without the digest
+    assert not fetch_base.marker_path(peer.cache, REPO, "main").exists()
+    (tmp_path / "manifest.sha256").write_text(manifest_digest(tmp_path / "head"))
+    out, _ = pushing.communicate(timeout=60)
+    received = peer.output()
+    assert pushing.returncode == 0 and peer.proc.returncode == 0, out + received
+    assert "waits for the head's manifest sha256" in received
 
 
 def rail_summary(pushed: str) -> dict[str, Any]:
@@ -151,7 +216,9 @@ def test_two_rails_carry_the_files_split_by_bytes(
     rail; both carry file data, balanced by bytes; the peer verifies the whole snapshot."""
     cache, repo = head
     rails = ("127.0.0.1", "127.0.0.2")
-    peer = start_receive(tmp_path, tmp_path / "peer", allow=",".join(rails), addresses=rails)
+    peer = start_receive(
+        tmp_path, tmp_path / "peer", allow=",".join(rails), addresses=rails, expect=cache
+    )
     pushed = push(cache, peer.port, tmp_path, other_rails=rails[1:])
     received = peer.output()
     print(pushed.stdout, pushed.stderr, received, sep="\n")
@@ -167,7 +234,7 @@ def test_two_rails_carry_the_files_split_by_bytes(
     assert min(literal) > 0 and abs(literal[0] - literal[1]) <= largest
     assert offline_sums(peer.cache, hubversions.HUB_1)["sums"] == sha_of(repo)
     # Negative control: one rail only carries everything on rail 0.
-    peer = start_receive(tmp_path, tmp_path / "peer1")
+    peer = start_receive(tmp_path, tmp_path / "peer1", expect=cache)
     single = push(cache, peer.port, tmp_path)
     peer.output()
     assert single.returncode == 0, single.stderr
@@ -213,7 +280,7 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(tmp_path: Path) -> None:
 
     total = sized_snapshot(tmp_path / "head", (24_000_000, 8_000_000))
     kib_s = 4_000  # 32 MB at 4.1 MB/s: about 8 s
-    peer = start_receive(tmp_path, tmp_path / "peer")
+    peer = start_receive(tmp_path, tmp_path / "peer", expect=tmp_path / "head")
     pw = tmp_path / "password"
     pw.write_text(PASSWORD + "\n")
     argv = fetchplan.push_argv(

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 import fakehub
 import pytest
 
+from sparkrack import contract
 from sparkrack.serving.scripts import fetch_base, fetch_push, fetch_step
 from sparkrack.serving.switch import plan as fetchplan
 
@@ -284,6 +285,96 @@ def test_download_skips_a_cached_revision_and_redoes_a_broken_one(tmp_path: Path
     assert redo.returncode == 1 and "cannot read the Hub's file list" in last_line(redo)
 
 
+def shared_snapshot(cache: Path) -> dict[str, Path]:
+    """huggingface_hub 1.x's layout, marked: each file's repo blob ``blobs/<sha256>`` a link into
+    the cache-wide shared store ``blobs/<xx>/<xet hash>``; returns each file's shared blob."""
+    base = cache / "models--org--model"
+    snap = base / "snapshots" / REV
+    store = cache / "blobs"
+    for folder in (snap, base / "blobs", base / "refs", store):
+        folder.mkdir(parents=True)
+    (store / ".huggingface-shared-blobs").write_text("1\n")
+    (base / "refs" / "main").write_text(REV)
+    files: dict[str, dict[str, object]] = {}
+    shared: dict[str, Path] = {}
+    for i, size in enumerate((1000, 3000)):
+        data = bytes([i + 7]) * size
+        sha = hashlib.sha256(data).hexdigest()
+        xet = hashlib.sha256(b"xet" + data).hexdigest()  # a stand-in Xet hash
+        (store / xet[:2]).mkdir(exist_ok=True)
+        (store / xet[:2] / xet).write_bytes(data)
+        (base / "blobs" / sha).symlink_to(f"../../blobs/{xet[:2]}/{xet}")
+        name = f"model-{i}.safetensors"
+        (snap / name).symlink_to(f"../../blobs/{sha}")
+        files[name] = {"size": size, "sha256": sha, "xet_hash": xet}
+        shared[name] = store / xet[:2] / xet
+    (cache / "manifest.json").write_bytes(fetch_base.manifest_bytes(REPO, REV, REV, files))
+    mark(cache)
+    return shared
+
+
+def plant(blob: Path) -> None:
+    """What another writer of the shared store could leave: other bytes, same size and mtime."""
+    st = blob.stat()
+    blob.write_bytes(b"\xee" * st.st_size)
+    os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_a_planted_shared_blob_is_caught_by_wait_and_by_a_cached_download(
+    tmp_path: Path,
+) -> None:
+    shared = shared_snapshot(tmp_path)
+    wait = fetchplan.wait_argv(str(tmp_path), REPO, REV, timeout_s=5)[2:]
+    download = fetchplan.download_argv(REPO, REV, str(tmp_path), 4000)[2:]
+    # Negative control: the untouched snapshot passes both, every byte verified.
+    ok = run_step(*wait)
+    assert ok.returncode == 0 and "every byte verified" in ok.stdout, ok.stdout + ok.stderr
+    message = tmp_path / "termination-log"
+    cached = run_step(*download, "--phases", str(message))
+    assert cached.returncode == 0 and "no download" in cached.stdout, cached.stderr
+    # The head reports the sha256 of the manifest it vouches for where the play reads it.
+    digest = hashlib.sha256((tmp_path / "manifest.json").read_bytes()).hexdigest()
+    assert fetch_base.read_manifest_digest(message.read_text()) == digest
+    assert message.read_text().startswith(f"sparkrack-manifest {digest}\n")
+    plant(shared["model-1.safetensors"])
+    # Sizes alone still agree: the marker's own check is not fooled once bytes are read.
+    assert fetch_base.check_marker(tmp_path, REPO, REV)[0]
+    refused = run_step(*wait)
+    assert refused.returncode == 1, refused.stdout
+    assert "model-1.safetensors" in last_line(refused) and "sha256" in last_line(refused)
+    # The download reuses nothing it has not verified: the planted blob is named, removed, and
+    # fetched again (from the Hub, unreachable here).
+    redo = run_step(*download, env={"HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert "no download" not in redo.stdout
+    assert "bad: model-1.safetensors: sha256" in redo.stdout, redo.stdout
+    assert not shared["model-1.safetensors"].exists()
+    assert shared["model-0.safetensors"].exists()
+    assert redo.returncode == 1 and "cannot read the Hub's file list" in last_line(redo)
+
+
+def test_a_blob_is_checked_against_its_sha256_name_not_only_the_manifest(
+    tmp_path: Path,
+) -> None:
+    """A writer of the cache who also rewrites manifest and marker to match its blob: the
+    manifest now agrees with the bytes, the blob's own name (its sha256, the Hub's) does not."""
+    shared = shared_snapshot(tmp_path)
+    blob = shared["model-0.safetensors"]
+    plant(blob)
+    doc = json.loads((tmp_path / "manifest.json").read_bytes())
+    named = doc["files"]["model-0.safetensors"]["sha256"]
+    doc["files"]["model-0.safetensors"]["sha256"] = hashlib.sha256(blob.read_bytes()).hexdigest()
+    forged = fetch_base.manifest_bytes(REPO, REV, REV, doc["files"])
+    (tmp_path / "manifest.json").write_bytes(forged)
+    mark(tmp_path)  # verifies against the forged manifest: it agrees with the bytes
+    ok, why = fetch_base.check_marker(tmp_path, REPO, REV, content=True)
+    assert not ok and f"model-0.safetensors ({blob.relative_to(tmp_path)})" in why
+    assert f"blob named {named}" in why
+    # Negative control: blob and name agree again, the forged manifest entry is the only lie.
+    fresh = shared_snapshot(tmp_path / "fresh")
+    assert fetch_base.check_marker(tmp_path / "fresh", REPO, REV, content=True)[0]
+    assert fresh
+
+
 def test_push_and_receive_refuse_bad_inputs(tmp_path: Path) -> None:
     fake_snapshot(tmp_path)
     pw = tmp_path / "pw"
@@ -374,6 +465,7 @@ def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
     receive = parser.parse_args(built["receive"][2:])
     assert (receive.address, receive.repo, receive.port) == (["10.0.0.3"], REPO, 9000)
     assert receive.allow == "10.0.0.1"
+    assert receive.manifest_sha256_file == Path(contract.FETCH_MANIFEST_FILE)
     rails = parser.parse_args(built["receive-rails"][2:])
     assert (rails.address, rails.allow) == (["10.0.0.3", "10.0.1.3"], "10.0.0.1,10.0.1.1")
     relay = parser.parse_args(built["receive-relay"][2:])
@@ -383,6 +475,11 @@ def test_every_argv_fetchplan_builds_parses_as_the_script_reads_it() -> None:
         fetchplan.receive_argv("/c", 5, "/s", REPO, REV, "10.0.0.1", relay_to=["10.0.0.4"])
     with pytest.raises(SystemExit):
         parser.parse_args(["receive", "--cache", "/c", "--need-bytes", "0", "--secrets-file", "s"])
+    # A receiver without the head's manifest digest is not a receiver: the flag is required.
+    without = [a for a in built["receive"][2:] if a != "--manifest-sha256-file"]
+    without.remove(contract.FETCH_MANIFEST_FILE)
+    with pytest.raises(SystemExit):
+        parser.parse_args(without)
 
 
 def test_shipped_scripts_import_the_standard_library_and_each_other_only() -> None:
