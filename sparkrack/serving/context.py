@@ -210,7 +210,7 @@ def context_from_vars(
         trust=trust_of(variables),
         watchdog=watchdog_settings(v),
         memguard=memguard_settings(v),
-        settings={name: v.get(name) for name in SETTINGS},
+        settings={name: v.get(name, BY_NAME[name].default) for name in SETTINGS},
     )
 
 

@@ -135,3 +135,15 @@ def test_a_new_setting_is_one_row_plus_its_use(tmp_path: Path) -> None:
     # Negative control: the checkout itself knows no such setting.
     assert "serving_planted_knob" not in SETTINGS
     assert "serving_planted_knob" not in (ROOT / serving_role.DEFAULTS).read_text()
+
+
+def test_the_context_carries_every_setting_the_inventory_leaves_unset_at_its_default() -> None:
+    from sparkrack.inputs.inventory import load_inventory
+    from sparkrack.serving.context import context_from_vars
+
+    plan = load_inventory(ROOT / "inventories" / "lab").plan()
+    settings = context_from_vars(plan, {}).settings
+    assert list(settings) == list(SETTINGS)
+    assert all(settings[v.name] == v.default for v in SERVING if v.setting)
+    given = context_from_vars(plan, {"serving_fetch_port": 9000}).settings
+    assert given["serving_fetch_port"] == 9000 != settings["serving_fetch_port"]
