@@ -9,8 +9,6 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
-
 # --- labels ----------------------------------------------------------------------------------
 LABEL_PART_OF: Final = "app.kubernetes.io/part-of"
 PART_OF_VALUE: Final = "sparkrack"
@@ -232,39 +230,6 @@ K3S_CNI_CONF_DIR: Final = "/var/lib/rancher/k3s/agent/etc/cni/net.d"
 K3S_CNI_BIN_DIR: Final = "/var/lib/rancher/k3s/data/cni"
 """The CNI layout K3s uses instead of /etc/cni/net.d and /opt/cni/bin."""
 
-SERVING_DEFAULTS: Final[dict[str, Any]] = {
-    "serving_namespace": "sparkrack",
-    "serving_api_port": 30000,
-    "serving_dist_port": 20000,
-    "serving_hf_cache": "/var/lib/sparkrack/huggingface",
-    "serving_shm_size": "32Gi",
-    "serving_hf_token_secret": "sparkrack-hf-token",
-    "serving_startup_timeout": 1800,
-    "serving_liveness_timeout": 120,
-    "serving_gateway_key_secret": "sparkrack-gateway-key",
-    "serving_jit_cache": "/var/lib/sparkrack/jit",
-    "serving_fetch_secret": "sparkrack-fetch-rsync",
-    "serving_fetch_port": 8873,
-    "serving_fetch_timeout": 14400,
-    "serving_memwait_timeout": 600,
-    "serving_rail_mbit_s": 100_000,
-    "serving_download_mbit_s": 1_000,
-    "serving_disk_mbyte_s": 3_000,
-    "serving_prepull": False,
-    "serving_prepull_timeout": 3600,
-    "serving_rdma_access": "privileged",
-    "serving_rdma_resource": "rdma/hca_shared_devices_a",
-    "serving_watchdog_stall_s": 10,
-    "serving_watchdog_interval_s": 10,
-    "serving_watchdog_max_restarts": 3,
-    "serving_watchdog_restart_window_s": 1800,
-    "serving_watchdog_evidence_dir": "/var/lib/sparkrack/evidence",
-    # The memory guard acts below the planner's OS headroom, or at PSI full avg10 of 10 %
-    # (every task stalled a tenth of the last ten seconds: a chosen default).
-    "serving_memguard_floor": f"{DEFAULT_OS_HEADROOM_GB:g}G",
-    "serving_memguard_psi_full": 10,
-}
-
 LABEL_VALUE_MAX: Final = 63
 STATEFULSET_NAME_MAX: Final = 52
 """A StatefulSet's pods carry ``controller-revision-hash: <name>-<10-character hash>``, a label
@@ -354,7 +319,6 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "kubelet_sysctls": dict(KUBELET_SYSCTLS),
         "k3s_cni_conf_dir": K3S_CNI_CONF_DIR,
         "k3s_cni_bin_dir": K3S_CNI_BIN_DIR,
-        "serving_defaults": dict(SERVING_DEFAULTS),
         "flight_recorder_dir": FLIGHT_RECORDER_DIR,
         "flight_recorder_dump_prefix": FLIGHT_RECORDER_DUMP_PREFIX,
         "deployment_name_max": DEPLOYMENT_NAME_MAX,

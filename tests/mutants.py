@@ -83,6 +83,36 @@ MUTATIONS: tuple[Mutation, ...] = (
         "::test_a_chain_relays_each_file_while_receiving_and_every_hop_verifies",
     ),
     Mutation(
+        # A per-stream overhead five times the estimate's: inside the tolerance of an 8 s copy,
+        # most of the figure for a copy of one small file.
+        "copy-overhead-five-times",
+        "sparkrack/planner/switch.py",
+        "RAIL_OVERHEAD_S = 0.3",
+        "RAIL_OVERHEAD_S = 1.5",
+        "tests/serving/scripts/test_fetch_receiver.py"
+        "::test_the_copy_estimate_matches_a_rate_limited_copy",
+    ),
+    Mutation(
+        # The chain rendered as a plain fan-out (the head pushes to every peer, none relays): the
+        # Docker lab's rate bar is met by a fan-out too; the rendered argv tell them apart.
+        "chain-rendered-as-fan-out",
+        "sparkrack/serving/switch/plan.py",
+        "pushed_to = copy_rails if not chain else [rail[:1] for rail in copy_rails]",
+        "pushed_to = copy_rails",
+        "tests/serving/switch/test_switch_manifests.py"
+        "::test_slow_rails_render_a_chain_each_receiver_taking_from_the_one_before",
+        also=(
+            (
+                "upstream = [head, *peers[:-1]] if chain else [head] * len(peers)",
+                "upstream = [head] * len(peers)",
+            ),
+            (
+                "downstream: list[tuple[str, ...]] = [*peers[1:], ()] if chain else [()] * len(peers)",
+                "downstream: list[tuple[str, ...]] = [()] * len(peers)",
+            ),
+        ),
+    ),
+    Mutation(
         "memguard-without-node-filter",
         MEMGUARD,
         'field_selector=f"spec.nodeName={self.node}",',

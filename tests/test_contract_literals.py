@@ -21,6 +21,8 @@ import pytest
 import yaml
 
 from sparkrack import contract
+from sparkrack.adapters.ansible import contract as fact
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ("roles", "playbooks")
@@ -55,7 +57,7 @@ def contract_strings() -> set[str]:
     for name, value in vars(contract).items():
         if name.isupper():
             add(value)
-    add(contract.contract_fact())
+    add(fact(""))
     return {s for s in out if s}
 
 
@@ -119,7 +121,7 @@ def test_the_scanner_knows_the_names_of_this_issue() -> None:
         contract.PART_OF_VALUE,
         f"{contract.LAUNCHER_MOUNT}/{contract.SMOKE_FILE}",
         f"{contract.LABEL_COMPONENT}={contract.COMPONENT_FABRIC_CHECK}",
-        contract.SERVING_DEFAULTS["serving_hf_token_secret"],
+        SERVING_DEFAULTS["serving_hf_token_secret"],
     ):
         assert name in names
 

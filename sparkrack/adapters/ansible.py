@@ -14,7 +14,6 @@ from typing import Any, Final, TypeVar, cast
 
 from ansible.errors import AnsibleFilterError
 
-from sparkrack.contract import contract_fact
 from sparkrack.errors import Problem, SparkrackError, printable
 from sparkrack.fabric.addressplan import FabricPlan, NodeInput, nodes_from_hostvars
 from sparkrack.fabric.layout import compute_plan
@@ -30,6 +29,7 @@ from sparkrack.fabric.nccl import (
 from sparkrack.fabric.ncclenv import TRANSPORTS, Transport
 from sparkrack.fabric.netplan import fabric_interfaces, netplan_config
 from sparkrack.fabric.rdma import pair_rounds, rail_verdict
+from sparkrack.inputs.variable_table import contract_fact
 from sparkrack.k3s import config as k3s
 from sparkrack.k8s import render_addons, validated, waits
 from sparkrack.k8s.fabric_check import render_fabric_check, sweep_selector

@@ -21,6 +21,7 @@ import os
 
 from sparkrack import contract
 from sparkrack.bench.server import spawn
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 from sparkrack.serving.scripts import smoke_chat
 
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--key-secret", default=None, help="the deployment's key Secret")
-    parser.add_argument("--namespace", default=contract.SERVING_DEFAULTS["serving_namespace"])
+    parser.add_argument("--namespace", default=SERVING_DEFAULTS["serving_namespace"])
     parser.add_argument("--kubeconfig", default=None)
     parser.add_argument(
         "--api-key-env",

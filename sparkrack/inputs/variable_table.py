@@ -14,7 +14,7 @@ from sparkrack import contract
 from sparkrack.contract import HOST_PORTS, NODE_PORT_RANGE
 from sparkrack.errors import shown
 from sparkrack.inputs import forms
-from sparkrack.planner.memory import GB, GB10_MEMORY_GB
+from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB, GB, GB10_MEMORY_GB
 
 RULE = "inventory-schema"
 RULE_YAML = "inventory-yaml"
@@ -143,6 +143,28 @@ class Variable:
     """One value for the whole cluster (read once, by the Sparks and the control machine)."""
     secret: bool = False
     """Never shown; may be a template (a lookup); reported when written in plain text."""
+    default: Any = None
+    """A ``serving_*`` variable's value when the inventory leaves it unset: the serving role's
+    default (``roles/serving/defaults/main.yml`` is written from it) and the render's."""
+    spec: str = ""
+    """A ``serving_*`` variable's argument-spec type, ``type`` or ``list/<elements>``; empty:
+    taken from the default's (a text, a whole number, a switch or a list of texts)."""
+    setting: bool = True
+    """A ``serving_*`` variable the render reads from the inventory (the serve role passes it in
+    ``serving_settings``); False for the four that choose the deployments."""
+
+    @property
+    def spec_type(self) -> tuple[str, str]:
+        """(type, elements) of the serving role's argument spec for this variable."""
+        if self.spec:
+            kind, _, elements = self.spec.partition("/")
+            return kind, elements
+        for python, kind in ((bool, "bool"), (int, "int"), (str, "str")):
+            if isinstance(self.default, python):
+                return kind, ""
+        if isinstance(self.default, list):
+            return "list", "str"
+        raise ValueError(f"{self.name}: no spec and a default of no known type: give spec")
 
 
 VARIABLES: tuple[Variable, ...] = (
@@ -150,116 +172,175 @@ VARIABLES: tuple[Variable, ...] = (
         "serving_profile",
         forms.NAME_TEXT,
         "the one model: a profile of model_profiles/ (name, path or HF id)",
+        default="",
+        setting=False,
     ),
     Variable(
         "serving_deployments",
         forms.Form("a list of deployments (docs/guide/several-models.md)", lambda v: None),
         "several models: a list of {name, profile, sparks, vf, topology, alias} "
         "(docs/guide/several-models.md)",
+        default=[],
+        spec="list/dict",
+        setting=False,
     ),
     Variable(
         "serving_profile_file",
         forms.NAME_TEXT,
         "a profile file for one run (-e, sparkrack matrix); replaces the two above",
+        default="",
+        setting=False,
     ),
     Variable(
         "serving_spark",
         forms.NAME_TEXT,
         "the Spark of a one-Spark engine given by serving_profile (null: the rank-0 Spark)",
+        default=None,
+        spec="str",
+        setting=False,
     ),
     Variable(
-        "serving_namespace", SERVING_NAMESPACE, "namespace of every serving object and the NADs"
+        "serving_namespace",
+        SERVING_NAMESPACE,
+        "namespace of every serving object and the NADs",
+        default="sparkrack",
     ),
-    Variable("serving_api_port", forms.PORT, "OpenAI API port of every deployment's head"),
-    Variable("serving_dist_port", forms.PORT, "torch.distributed rendezvous port of the head"),
-    Variable("serving_hf_cache", forms.HOST_DIR, "the Hugging Face cache on every Spark"),
-    Variable("serving_jit_cache", forms.HOST_DIR, "the kernel caches on every Spark, per image"),
+    Variable(
+        "serving_api_port", forms.PORT, "OpenAI API port of every deployment's head", default=30000
+    ),
+    Variable(
+        "serving_dist_port",
+        forms.PORT,
+        "torch.distributed rendezvous port of the head",
+        default=20000,
+    ),
+    Variable(
+        "serving_hf_cache",
+        forms.HOST_DIR,
+        "the Hugging Face cache on every Spark",
+        default="/var/lib/sparkrack/huggingface",
+    ),
+    Variable(
+        "serving_jit_cache",
+        forms.HOST_DIR,
+        "the kernel caches on every Spark, per image",
+        default="/var/lib/sparkrack/jit",
+    ),
     Variable(
         "serving_shm_size",
         forms.memory_size(GB10_MEMORY_GB * GB, f"a Spark's {GB10_MEMORY_GB:g} GB"),
         "/dev/shm of every rank",
+        default="32Gi",
     ),
     Variable(
-        "serving_hf_token_secret", forms.SUBDOMAIN, "the Secret with the HF token (key token)"
+        "serving_hf_token_secret",
+        forms.SUBDOMAIN,
+        "the Secret with the HF token (key token)",
+        default="sparkrack-hf-token",
     ),
     Variable(
         "serving_gateway_key_secret",
         forms.SUBDOMAIN,
         "the Secret with the gateway's master key (key key)",
+        default="sparkrack-gateway-key",
     ),
-    Variable("serving_fetch_secret", forms.SUBDOMAIN, "the Secret with the rsync password"),
-    Variable("serving_fetch_port", FETCH_PORT, "the receivers' rsync port on the fabric PFs"),
+    Variable(
+        "serving_fetch_secret",
+        forms.SUBDOMAIN,
+        "the Secret with the rsync password",
+        default="sparkrack-fetch-rsync",
+    ),
+    Variable(
+        "serving_fetch_port",
+        FETCH_PORT,
+        "the receivers' rsync port on the fabric PFs",
+        default=8873,
+    ),
     Variable(
         "serving_fetch_image",
         forms.IMAGE,
         "the weight copy's image (python3 + rsync), pinned by digest",
+        default="",
     ),
     Variable(
         "serving_startup_timeout",
         forms.seconds(1, WEEK_S),
         "startup-probe budget: weight load and graph capture",
+        default=1800,
     ),
     Variable(
         "serving_liveness_timeout",
         forms.seconds(1, WEEK_S),
         "seconds a stuck group lives before liveness restarts it",
+        default=120,
     ),
     Variable(
         "serving_fetch_timeout",
         forms.seconds(1, WEEK_S),
         "seconds the download and copy of one model may take",
+        default=14400,
     ),
     Variable(
         "serving_memwait_timeout",
         forms.seconds(1, WEEK_S),
         "seconds a rank waits for its memory to be free",
+        default=600,
     ),
     Variable(
         "serving_memguard_floor",
         forms.memory_size(GB10_MEMORY_GB * GB, f"a Spark's {GB10_MEMORY_GB:g} GB"),
         "the memory guard stops a Spark's largest engine pod when MemFree falls below "
         "this (default: the planner's OS headroom)",
+        default=f"{DEFAULT_OS_HEADROOM_GB:g}G",
     ),
     Variable(
         "serving_memguard_psi_full",
         forms.Form("a percentage from 1 to 100", forms.integer_between(1, 100), example="10"),
         "the memory guard also acts when memory PSI full avg10 reaches this percentage",
+        default=10,
     ),
     Variable(
         "serving_rail_mbit_s",
         MBIT_S,
         "what the weight copy reaches on one fabric rail (sparkrack plan -i's switch estimate)",
+        default=100000,
     ),
     Variable(
         "serving_download_mbit_s",
         MBIT_S,
         "what the head Spark downloads from the Hub at (sparkrack plan -i's switch estimate)",
+        default=1000,
     ),
     Variable(
         "serving_disk_mbyte_s",
         MBYTE_S,
         "what a Spark's disk reads and writes the weights at (sparkrack plan -i's switch estimate)",
+        default=3000,
     ),
     Variable(
         "serving_trusted_images",
         forms.IMAGE_PREFIXES,
         "image repository prefixes a profile may name (docs/design/trust.md)",
+        default=[],
     ),
     Variable(
         "serving_allow_undigested_privileged",
         forms.SWITCH,
         "let a privileged image (SGLang ranks) be named by tag instead of digest",
+        default=False,
     ),
     Variable(
         "serving_remote_code_repos",
         forms.HF_REPOS,
         "the model repos whose code an engine may run: the model (trust_remote_code), a plugin "
         "file of it, a draft model",
+        default=[],
     ),
     Variable(
         "serving_gateway_clients",
         forms.CIDRS,
         "who may call the gateway (empty: every pod of the cluster)",
+        default=[],
     ),
     Variable(
         "serving_image_archive",
@@ -271,6 +352,7 @@ VARIABLES: tuple[Variable, ...] = (
         "the sparkrack image the serve play imports into every node's containerd; the fetch, "
         "watchdog and memory-guard containers name it by digest unless serving_fetch_image or "
         "serving_watchdog_image name an image of your registry",
+        default="",
     ),
     Variable(
         "serving_gateway_node_port",
@@ -282,6 +364,8 @@ VARIABLES: tuple[Variable, ...] = (
         "opens the gateway (the OpenAI endpoint, key required) on the control-plane node's LAN "
         "address at this port; unset: reachable from the cluster's pods only. Needs "
         "serving_gateway_clients (docs/guide/gateway-lan.md)",
+        default=None,
+        spec="int",
     ),
     Variable(
         "serving_rdma_access",
@@ -291,6 +375,7 @@ VARIABLES: tuple[Variable, ...] = (
             example=contract.RDMA_ACCESS[0],
         ),
         "how NCCL ranks reach RDMA: privileged, or an RDMA device plugin with IPC_LOCK only",
+        default="privileged",
     ),
     Variable(
         "serving_rdma_resource",
@@ -302,40 +387,52 @@ VARIABLES: tuple[Variable, ...] = (
             example="rdma/hca_shared_devices_a",
         ),
         "the RDMA device plugin's resource each rank asks for (serving_rdma_access: device-plugin)",
+        default="rdma/hca_shared_devices_a",
     ),
     Variable(
         "serving_watchdog_image",
         forms.IMAGE,
         "the stall watchdog's image (carries sparkrack), pinned by digest; empty: no watchdog",
+        default="",
     ),
     Variable(
         "serving_watchdog_stall_s",
         forms.seconds(1, 600),
         "seconds without a token after which the watchdog calls a deployment stalled",
+        default=10,
     ),
     Variable(
         "serving_watchdog_interval_s",
         forms.seconds(1, 3600),
         "seconds between the watchdog's probes of each deployment",
+        default=10,
     ),
     Variable(
         "serving_watchdog_max_restarts",
         forms.Form("a whole number from 0 to 100", forms.integer_between(0, 100), example="3"),
         "group restarts allowed per restart window; past them the deployment is marked failed",
+        default=3,
     ),
     Variable(
         "serving_watchdog_restart_window_s",
         forms.seconds(60, WEEK_S),
         "the window (seconds) of the watchdog's restart budget",
+        default=1800,
     ),
     Variable(
         "serving_watchdog_evidence_dir",
         forms.HOST_DIR,
         "host directory of the evidence bundles on the control-plane node (owned by uid 65532)",
+        default="/var/lib/sparkrack/evidence",
     ),
-    Variable("serving_prepull", forms.SWITCH, "pre-pull every image before a switch"),
     Variable(
-        "serving_prepull_timeout", forms.seconds(1, WEEK_S), "seconds the pre-pull Jobs may take"
+        "serving_prepull", forms.SWITCH, "pre-pull every image before a switch", default=False
+    ),
+    Variable(
+        "serving_prepull_timeout",
+        forms.seconds(1, WEEK_S),
+        "seconds the pre-pull Jobs may take",
+        default=3600,
     ),
     Variable(
         "vault_hf_token",
@@ -408,6 +505,38 @@ VARIABLES: tuple[Variable, ...] = (
 argument specs); the rows for issue-specific variables are added here, with their doc."""
 
 BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
+SERVING: tuple[Variable, ...] = tuple(v for v in VARIABLES if v.name.startswith("serving_"))
+"""The inventory's ``serving_*`` variables: every one an option of the serving role."""
+SETTINGS: tuple[str, ...] = tuple(v.name for v in SERVING if v.setting)
+"""The inventory settings a render reads: the serve role passes each one (``serving_settings``
+in ``roles/serving/tasks/main.yml``), the CLI reads them from the inventory."""
+
+
+def serving_defaults(rows: tuple[Variable, ...] = VARIABLES) -> dict[str, Any]:
+    """The render's defaults: each setting's default that is a value (not empty, not null)."""
+    return {
+        v.name: v.default
+        for v in rows
+        if v.name.startswith("serving_") and v.setting and v.default not in (None, "", [])
+    }
+
+
+SERVING_DEFAULTS: dict[str, Any] = serving_defaults()
+"""What a render uses for a setting the inventory leaves unset; the contract fact exports it
+(``sparkrack_contract.serving_defaults``) to the roles that read a serving name."""
+
+
+def contract_fact(home: str | None = None) -> dict[str, Any]:
+    """The ``sparkrack_contract`` fact preflight sets: every name of
+    :func:`sparkrack.contract.contract_fact`, the render's defaults (the serving role's defaults
+    read them) and the names of the settings the serve role passes to the render."""
+    return {
+        **contract.contract_fact(home),
+        "serving_defaults": dict(SERVING_DEFAULTS),
+        "serving_settings": list(SETTINGS),
+    }
+
+
 CLOSED_PREFIXES = ("serving_", "sparkrack_")
 COMPUTED = {
     "sparkrack_plan": "the address plan the preflight play computes",

@@ -34,7 +34,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sparkrack import contract
 from sparkrack.errors import Problem, shown
 from sparkrack.inputs import forms, safeyaml
 from sparkrack.inputs.inventory import Inventory, Where
@@ -45,6 +44,7 @@ from sparkrack.inputs.variable_table import (
     RULE,
     RULE_SECRET,
     RULE_YAML,
+    SERVING_DEFAULTS,
     VARIABLES,
 )
 
@@ -455,7 +455,7 @@ def doc_text() -> str:
         "|---|---|---|---|",
     ]
     for v in VARIABLES:
-        default = contract.SERVING_DEFAULTS.get(v.name)
+        default = SERVING_DEFAULTS.get(v.name)
         shown_default = (
             ""
             if default is None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from sparkrack import contract
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 from sparkrack.observe.metrics import s
 from sparkrack.observe.scrape import DEPLOYMENT, GROUP_BY, PROFILE
 from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
@@ -349,7 +350,7 @@ def rule_groups() -> dict[str, Any]:
 
 
 def prometheus_rule(
-    namespace: str = contract.SERVING_DEFAULTS["serving_namespace"],
+    namespace: str = SERVING_DEFAULTS["serving_namespace"],
 ) -> dict[str, Any]:
     """The same groups as a Prometheus Operator ``PrometheusRule``."""
     return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkrack import contract
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 
 EVIDENCE_DIR = "/var/lib/sparkrack/evidence"
 
@@ -28,9 +29,9 @@ class MemguardSettings:
     """The memory guard's settings (``serving_memguard_*``); its image is the watchdog's."""
 
     image: str
-    floor: str = str(contract.SERVING_DEFAULTS["serving_memguard_floor"])
+    floor: str = str(SERVING_DEFAULTS["serving_memguard_floor"])
     """MemFree below which the guard acts (the planner's OS headroom by default)."""
-    psi_full: float = float(contract.SERVING_DEFAULTS["serving_memguard_psi_full"])
+    psi_full: float = float(SERVING_DEFAULTS["serving_memguard_psi_full"])
     interval_s: float = 2.0
     grace_s: int = 10
 

@@ -15,9 +15,9 @@ from sparkrack.errors import Problem, SparkrackError, shown
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan, nodes_from_hostvars
 from sparkrack.inputs.forms import switch_on
 from sparkrack.inputs.inventory import Inventory, load_inventory
-from sparkrack.inputs.variable_table import BY_NAME, RULE
+from sparkrack.inputs.variable_table import BY_NAME, RULE, SERVING_DEFAULTS, SETTINGS
 from sparkrack.serving.agent_settings import MemguardSettings, WatchdogSettings
-from sparkrack.serving.trust import TRUST_VARS, Trust, trust_of
+from sparkrack.serving.trust import Trust, trust_of
 
 
 @dataclass(frozen=True)
@@ -25,38 +25,38 @@ class ServingContext:
     """Everything outside the profile a rank's command/env/manifests depend on."""
 
     plan: FabricPlan
-    namespace: str = contract.SERVING_DEFAULTS["serving_namespace"]
-    api_port: int = contract.SERVING_DEFAULTS["serving_api_port"]
-    dist_port: int = contract.SERVING_DEFAULTS["serving_dist_port"]
-    hf_cache: str = contract.SERVING_DEFAULTS["serving_hf_cache"]
-    shm_size: str = contract.SERVING_DEFAULTS["serving_shm_size"]
-    hf_token_secret: str = contract.SERVING_DEFAULTS["serving_hf_token_secret"]
-    gateway_key_secret: str = contract.SERVING_DEFAULTS["serving_gateway_key_secret"]
+    namespace: str = SERVING_DEFAULTS["serving_namespace"]
+    api_port: int = SERVING_DEFAULTS["serving_api_port"]
+    dist_port: int = SERVING_DEFAULTS["serving_dist_port"]
+    hf_cache: str = SERVING_DEFAULTS["serving_hf_cache"]
+    shm_size: str = SERVING_DEFAULTS["serving_shm_size"]
+    hf_token_secret: str = SERVING_DEFAULTS["serving_hf_token_secret"]
+    gateway_key_secret: str = SERVING_DEFAULTS["serving_gateway_key_secret"]
     """Secret with the gateway's master key (created by the serve play)."""
-    startup_timeout: int = contract.SERVING_DEFAULTS["serving_startup_timeout"]
-    liveness_timeout: int = contract.SERVING_DEFAULTS["serving_liveness_timeout"]
-    jit_cache: str = contract.SERVING_DEFAULTS["serving_jit_cache"]
+    startup_timeout: int = SERVING_DEFAULTS["serving_startup_timeout"]
+    liveness_timeout: int = SERVING_DEFAULTS["serving_liveness_timeout"]
+    jit_cache: str = SERVING_DEFAULTS["serving_jit_cache"]
     """Host directory under which each Spark keeps one JIT-cache directory per image."""
-    fetch_secret: str = contract.SERVING_DEFAULTS["serving_fetch_secret"]
+    fetch_secret: str = SERVING_DEFAULTS["serving_fetch_secret"]
     """Secret with the rsync password of the fetch step (created by the serve play)."""
-    fetch_port: int = contract.SERVING_DEFAULTS["serving_fetch_port"]
+    fetch_port: int = SERVING_DEFAULTS["serving_fetch_port"]
     """TCP port of the receivers' rsync daemon on the fabric PF addresses."""
-    fetch_timeout: int = contract.SERVING_DEFAULTS["serving_fetch_timeout"]
+    fetch_timeout: int = SERVING_DEFAULTS["serving_fetch_timeout"]
     """Seconds the download + copy of one model may take."""
-    memwait_timeout: int = contract.SERVING_DEFAULTS["serving_memwait_timeout"]
+    memwait_timeout: int = SERVING_DEFAULTS["serving_memwait_timeout"]
     """Seconds a rank waits for MemFree, after a flush, to cover its planned footprint."""
-    rail_mbit_s: int = contract.SERVING_DEFAULTS["serving_rail_mbit_s"]
+    rail_mbit_s: int = SERVING_DEFAULTS["serving_rail_mbit_s"]
     """What the weight copy reaches on one fabric rail (the switch estimate)."""
-    download_mbit_s: int = contract.SERVING_DEFAULTS["serving_download_mbit_s"]
+    download_mbit_s: int = SERVING_DEFAULTS["serving_download_mbit_s"]
     """What the head Spark downloads from the Hub at (the switch estimate)."""
-    disk_mbyte_s: int = contract.SERVING_DEFAULTS["serving_disk_mbyte_s"]
+    disk_mbyte_s: int = SERVING_DEFAULTS["serving_disk_mbyte_s"]
     """What a Spark's disk reads and writes the weights at (the switch estimate)."""
-    prepull: bool = contract.SERVING_DEFAULTS["serving_prepull"]
+    prepull: bool = SERVING_DEFAULTS["serving_prepull"]
     """Render one image pre-pull Job per Spark, applied before a switch."""
-    prepull_timeout: int = contract.SERVING_DEFAULTS["serving_prepull_timeout"]
-    rdma_access: str = contract.SERVING_DEFAULTS["serving_rdma_access"]
+    prepull_timeout: int = SERVING_DEFAULTS["serving_prepull_timeout"]
+    rdma_access: str = SERVING_DEFAULTS["serving_rdma_access"]
     """How an NCCL rank reaches RDMA (one of :data:`~sparkrack.contract.RDMA_ACCESS`)."""
-    rdma_resource: str = contract.SERVING_DEFAULTS["serving_rdma_resource"]
+    rdma_resource: str = SERVING_DEFAULTS["serving_rdma_resource"]
     """The RDMA device plugin's resource a rank asks for with ``rdma_access: device-plugin``."""
     fetch_image: str = ""
     """Image of the push and receiver containers (``serving_fetch_image``; no default)."""
@@ -91,6 +91,10 @@ class ServingContext:
     watchdog: WatchdogSettings | None = None
     """The stall watchdog of every deployment (``serving_watchdog_*``; None: no image given,
     no watchdog)."""
+    settings: dict[str, Any] = field(default_factory=lambda: dict(SERVING_DEFAULTS))
+    """Every setting the render reads (:data:`~sparkrack.inputs.variable_table.SETTINGS`),
+    checked against its form, the table's default where the inventory leaves it unset: a
+    setting with no field of its own above is read here by its name."""
     memguard: MemguardSettings | None = None
     """The memory guard of every Spark (``serving_memguard_*``, the watchdog's image; None: no
     watchdog image, no guard)."""
@@ -169,7 +173,7 @@ def context_from_vars(
     if problems:
         raise SparkrackError(problems)
     from_archive = archive_images(given, sources or {})
-    v = {**contract.SERVING_DEFAULTS, **from_archive, **given}
+    v = {**SERVING_DEFAULTS, **from_archive, **given}
     return ServingContext(
         plan=plan,
         image_reference=from_archive.get("serving_fetch_image", ""),
@@ -206,6 +210,7 @@ def context_from_vars(
         trust=trust_of(variables),
         watchdog=watchdog_settings(v),
         memguard=memguard_settings(v),
+        settings={name: v.get(name, BY_NAME[name].default) for name in SETTINGS},
     )
 
 
@@ -275,7 +280,7 @@ def setting_problems(given: Mapping[str, Any], sources: Mapping[str, str]) -> li
             )
     if problems:
         return problems
-    v = {**contract.SERVING_DEFAULTS, **given}
+    v = {**SERVING_DEFAULTS, **given}
     source = sources.get
     if int(v["serving_api_port"]) == int(v["serving_dist_port"]):
         problems.append(
@@ -350,17 +355,6 @@ def rdma_access(value: Any) -> str:
     return str(value)
 
 
-SETTINGS = (
-    *contract.SERVING_DEFAULTS,
-    "serving_fetch_image",
-    "serving_watchdog_image",
-    "serving_gateway_clients",
-    "serving_gateway_node_port",
-    "serving_image_archive",
-    *TRUST_VARS,
-)
-"""The inventory settings a render reads: the serve role passes each one (``serving_settings``
-in ``roles/serving/tasks/main.yml``), the CLI reads them from the inventory."""
 SERVING_VARS = (*SETTINGS, "serving_spark")
 
 

@@ -27,10 +27,11 @@ from typing import Any
 
 from sparkrack import contract
 from sparkrack.inputs.forms import memory_bytes
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB, GB
 from sparkrack.serving.scripts import memsettle
 
-DEFAULT_FULL_AVG10 = float(contract.SERVING_DEFAULTS["serving_memguard_psi_full"])
+DEFAULT_FULL_AVG10 = float(SERVING_DEFAULTS["serving_memguard_psi_full"])
 """PSI ``full`` avg10 (percent) at which the guard acts (``serving_memguard_psi_full``)."""
 SERVING_SELECTOR = contract.LABEL_RANK
 """Pods that carry a rank label are engine pods (the serving render's ranks)."""

@@ -14,6 +14,7 @@ import yaml
 from sparkrack import contract
 from sparkrack.cli import main
 from sparkrack.diagnose import bundle
+from sparkrack.inputs.variable_table import contract_fact
 
 if TYPE_CHECKING:
     import pytest
@@ -38,7 +39,7 @@ def _run(runner: Playbook, tmp_path: Path, root: Path, extra: dict[str, Any]) ->
     inventory.write_text(
         yaml.safe_dump({"all": {"children": {"sparks": {"hosts": {"s1": local, "s2": local}}}}})
     )
-    fact = {**contract.contract_fact(), "flight_recorder_dir": str(root)}
+    fact = {**contract_fact(), "flight_recorder_dir": str(root)}
     variables = {"sparkrack_contract": fact, **extra}
     return runner("-i", str(inventory), str(_play(tmp_path)), "-e", json.dumps(variables))
 

@@ -283,7 +283,7 @@ def spark_sysctl_file(extra: dict[str, Any] | None = None) -> dict[str, str]:
     """The spark_base sysctl file as its template renders it (the role's defaults)."""
     import jinja2
 
-    from sparkrack.contract import contract_fact
+    from sparkrack.inputs.variable_table import contract_fact
 
     defaults = yaml.safe_load((ROOT / "roles/spark_base/defaults/main.yml").read_text())
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from sparkrack import contract
+from sparkrack.inputs.variable_table import contract_fact
 from sparkrack.observe import stack
 from sparkrack.observe.scrape import scrape_config
 
@@ -64,9 +65,7 @@ def run_role(playbook: Playbook, tmp_path: Path, enabled: bool) -> subprocess.Co
         )
     )
     # The fact preflight exports to every play (the role reads its kubeconfig path from it).
-    facts = json.dumps(
-        {"sparkrack_contract": contract.contract_fact(str(tmp_path)), "k3s_api_ready": False}
-    )
+    facts = json.dumps({"sparkrack_contract": contract_fact(str(tmp_path)), "k3s_api_ready": False})
     return playbook("-i", "localhost,", "-c", "local", "-e", facts, str(play), timeout=300)
 
 

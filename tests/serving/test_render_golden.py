@@ -33,8 +33,8 @@ import yaml
 
 from sparkrack.adapters.ansible import FILTERS
 from sparkrack.cli import main
-from sparkrack.contract import SERVING_DEFAULTS
 from sparkrack.inputs.inventory import load_inventory
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 from sparkrack.serving.context import SETTINGS
 from sparkrack.serving.trust import TRUST_VARS
 

@@ -1,7 +1,8 @@
 """The serve role passes every setting the render reads.
 
-``roles/serving/tasks/main.yml`` hands the filter ``serving_settings``; a setting it leaves out
-silently falls back to the contract's default. The render's settings are
+``roles/serving/tasks/main.yml`` hands the filter ``serving_settings``, built from the names the
+contract fact carries (the variable table's settings) as the play resolves them; a setting it left
+out would silently fall back to the table's default. The render's settings are
 :data:`sparkrack.serving.context.SETTINGS`, and each of them changes what the render returns
 (so the list is what the render reads, not a list kept beside it).
 """
@@ -9,6 +10,8 @@ silently falls back to the contract's default. The render's settings are
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ from test_image_archive import _docker_save
 
 from sparkrack.adapters.ansible import FILTERS
 from sparkrack.inputs.inventory import load_inventory
-from sparkrack.serving.context import SETTINGS
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS, SETTINGS
 from sparkrack.serving.image_archive import to_oci
 from sparkrack.serving.trust import TRUST_VARS
 
@@ -29,10 +32,47 @@ ROLE_TASKS = ROOT / "roles" / "serving" / "tasks" / "main.yml"
 FILTER = "sparkrack_serving_render"
 
 
-def role_settings(tasks: list[dict[str, Any]]) -> set[str]:
-    """The keys of ``serving_settings`` of the task that calls the serving render filter."""
+def settings_expression(tasks: list[dict[str, Any]]) -> str:
+    """The ``serving_settings`` of the task that calls the serving render filter."""
     [task] = [t for t in tasks if FILTER in json.dumps(t)]
-    return set(task["vars"]["serving_settings"])
+    return str(task["vars"]["serving_settings"])
+
+
+def role_settings(expression: str, tmp: Path, **given: Any) -> dict[str, Any]:
+    """What ``expression`` gives as the serve role evaluates it: a play on localhost with the
+    role's defaults, the contract fact from the filter, ``given`` as extra variables."""
+    out = tmp / "settings.json"
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars_files": [str(ROOT / "roles" / "serving" / "defaults" / "main.yml")],
+            "vars": {
+                "sparkrack_contract": "{{ lookup('ansible.builtin.env', 'HOME') | sparkrack_contract }}",
+                "serving_settings": expression,
+            },
+            "tasks": [
+                {
+                    "name": "Write the settings",
+                    "ansible.builtin.copy": {
+                        "content": "{{ serving_settings | to_json }}",
+                        "dest": str(out),
+                        "mode": "0600",
+                    },
+                }
+            ],
+        }
+    ]
+    (tmp / "play.yml").write_text(yaml.safe_dump(play))
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         "-e", json.dumps({"ansible_python_interpreter": sys.executable, **given}),
+         str(tmp / "play.yml")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    settings: dict[str, Any] = json.loads(out.read_text())
+    return settings
 
 
 def unpassed(passed: set[str], read: tuple[str, ...]) -> list[str]:
@@ -42,17 +82,21 @@ def unpassed(passed: set[str], read: tuple[str, ...]) -> list[str]:
     )
 
 
-def test_the_role_passes_every_setting_the_render_reads() -> None:
+def test_the_role_passes_every_setting_the_render_reads(tmp_path: Path) -> None:
     tasks = yaml.safe_load(ROLE_TASKS.read_text())
-    assert unpassed(role_settings(tasks), SETTINGS) == []
+    passed = role_settings(settings_expression(tasks), tmp_path, serving_api_port=31000)
+    assert unpassed(set(passed), SETTINGS) == []
+    # Each as the play resolves it: the inventory's value, else the role's default.
+    assert passed["serving_api_port"] == 31000
+    assert passed["serving_dist_port"] == SERVING_DEFAULTS["serving_dist_port"]
+    assert passed["serving_memguard_floor"] == SERVING_DEFAULTS["serving_memguard_floor"]
 
 
-def test_a_dropped_setting_is_found() -> None:
-    tasks = yaml.safe_load(ROLE_TASKS.read_text())
-    [task] = [t for t in tasks if FILTER in json.dumps(t)]
-    del task["vars"]["serving_settings"]["serving_fetch_port"]
-    task["vars"]["serving_settings"]["serving_fetch_prot"] = "{{ serving_fetch_port }}"
-    assert unpassed(role_settings(tasks), SETTINGS) == [
+def test_a_dropped_setting_is_found(tmp_path: Path) -> None:
+    names = [k for k in SETTINGS if k != "serving_fetch_port"] + ["serving_fetch_prot"]
+    hand_list = f"{{{{ dict({names} | zip(query('vars', *{names}, default=''))) }}}}"
+    passed = role_settings(hand_list, tmp_path)
+    assert unpassed(set(passed), SETTINGS) == [
         "not passed: serving_fetch_port",
         "read by nothing: serving_fetch_prot",
     ]
@@ -117,8 +161,6 @@ def base() -> str:
 
 @pytest.mark.parametrize("key", SETTINGS)
 def test_every_setting_changes_the_render(key: str, base: str) -> None:
-    from sparkrack.contract import SERVING_DEFAULTS
-
     value = OTHER.get(key, SERVING_DEFAULTS.get(key, 0))
     changed = value + 100 if isinstance(value, int) and not isinstance(value, bool) else value
     try:

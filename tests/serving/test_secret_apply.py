@@ -28,8 +28,8 @@ from sparkrack.contract import (
     LABEL_COMPONENT,
     LABEL_DEPLOYMENT,
     PART_OF,
-    contract_fact,
 )
+from sparkrack.inputs.variable_table import contract_fact
 
 if TYPE_CHECKING:
     from conftest import Playbook

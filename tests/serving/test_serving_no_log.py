@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from sparkrack.contract import contract_fact
+from sparkrack.inputs.variable_table import contract_fact
 
 if TYPE_CHECKING:
     from conftest import Playbook

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from kubernetes import client
 
-from sparkrack.contract import contract_fact
+from sparkrack.inputs.variable_table import contract_fact
 
 if TYPE_CHECKING:
     from conftest import Playbook

@@ -16,6 +16,7 @@ from conftest import KUBECONFIG, ROOT, host_of, kube, plan
 from kubernetes import client
 
 from sparkrack import contract
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 
 NS = yaml.safe_load((ROOT / "inventories/lab/group_vars/all.yml").read_text())["serving_namespace"]
 LAB_VARS = yaml.safe_load((ROOT / "inventories/lab/group_vars/all.yml").read_text())
@@ -106,9 +107,7 @@ def test_the_serving_namespace_enforces_its_pod_security_level() -> None:
 
 def test_no_secret_value_sits_in_an_annotation() -> None:
     core = client.CoreV1Api(kube())
-    secret = core.read_namespaced_secret(
-        contract.SERVING_DEFAULTS["serving_gateway_key_secret"], NS
-    )
+    secret = core.read_namespaced_secret(SERVING_DEFAULTS["serving_gateway_key_secret"], NS)
     value = LAB_VARS["vault_gateway_key"]
     assert base64.b64decode(secret.data[contract.GATEWAY_KEY_KEY]).decode() == value
     encoded = base64.b64encode(value.encode()).decode()

@@ -14,9 +14,10 @@ from typing import Any
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.inputs.inventory import Inventory, load_inventory
+from sparkrack.inputs.variable_table import SETTINGS, contract_fact
 from sparkrack.k8s.reconcile import WATCHDOG_KINDS
 from sparkrack.k8s.validate import validate_manifests
-from sparkrack.serving.context import SETTINGS, ServingContext, context_of
+from sparkrack.serving.context import ServingContext, context_of
 from sparkrack.serving.deployments import gateway
 from sparkrack.serving.deployments.load import KEY, Deployment, SourceFiles, load_deployments
 from sparkrack.serving.deployments.plan import deployment_plan, summary
@@ -172,7 +173,7 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
         # What the sparkrack_image role imported into every node (empty: no archive).
         "image_archive_reference": ctx.image_reference,
         "manifests": docs,
-        "contract": contract.contract_fact(),
+        "contract": contract_fact(),
         # Objects of deployments that left the list: removed by label, never from a kept list.
         # The watchdogs and the memory guard: their kinds (removal order) and labels, the
         # deployments that keep a watchdog, whether the guard stays, the evidence directory the

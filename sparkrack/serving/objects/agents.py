@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from sparkrack import contract
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 from sparkrack.k8s import scanner
 from sparkrack.serving.agent_settings import (
     EVIDENCE_DIR,
@@ -135,7 +136,7 @@ def manifests(
     alias: str,
     settings: WatchdogSettings,
     head: dict[str, str] | None = None,
-    api_port: int = contract.SERVING_DEFAULTS["serving_api_port"],
+    api_port: int = SERVING_DEFAULTS["serving_api_port"],
     key_secret: str | None = None,
     ranks: int = 1,
     api_address: str = "",

@@ -18,6 +18,7 @@ from typing import Final
 from sparkrack import contract
 from sparkrack.errors import Problem
 from sparkrack.fabric.addressplan import FabricPlan, NodePlan
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 from sparkrack.planner.switch import CHAIN, Rates, Shape, SwitchPrediction, copy_shape, predict
 from sparkrack.serving import scripts
 from sparkrack.serving.resolution import Resolution
@@ -46,7 +47,7 @@ UNPINNED: Final = "main"
 """The revision the fetch step resolves when a profile pins none (the marker records the commit
 it resolved; a switch back to the model finds the marker and downloads nothing)."""
 
-DEFAULT_PORT: Final[int] = contract.SERVING_DEFAULTS["serving_fetch_port"]
+DEFAULT_PORT: Final[int] = SERVING_DEFAULTS["serving_fetch_port"]
 """TCP port of the receivers' rsync daemon on the fabric PF addresses."""
 RSYNC_USER: Final = fetch_base.RSYNC_USER
 SPACE_MARGIN_BYTES: Final = fetch_base.SPACE_MARGIN_BYTES

@@ -11,6 +11,7 @@ import yaml
 
 from sparkrack import contract
 from sparkrack.errors import SparkrackError
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 from sparkrack.serving.deployments import gateway
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 
@@ -55,7 +56,7 @@ def test_the_switch_opens_a_node_port_on_the_control_plane_only(tmp_path: Path) 
     assert service["metadata"]["name"] == contract.API_SERVICE
     spec = service["spec"]
     assert spec["type"] == "NodePort"
-    api_port = contract.SERVING_DEFAULTS["serving_api_port"]
+    api_port = SERVING_DEFAULTS["serving_api_port"]
     assert spec["ports"] == [
         {"name": "http", "port": api_port, "targetPort": "http", "nodePort": 30400}
     ]
@@ -69,7 +70,7 @@ def test_the_switch_opens_a_node_port_on_the_control_plane_only(tmp_path: Path) 
     assert rule["ports"] == [{"protocol": "TCP", "port": gateway.PORT}]
     # The key is still required: the proxy's master key comes from the gateway Secret.
     assert _key_env(docs) == _key_env(_gateway(tmp_path / "closed"))
-    secret = contract.SERVING_DEFAULTS["serving_gateway_key_secret"]
+    secret = SERVING_DEFAULTS["serving_gateway_key_secret"]
     assert _key_env(docs)["valueFrom"]["secretKeyRef"]["name"] == secret
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from sparkrack import contract
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.serving.deployments.gateway import PORT as GATEWAY_PORT
 from sparkrack.serving.engines import engine_of
@@ -128,7 +129,7 @@ def test_engine_ports_admit_the_gateway_monitoring_and_own_ranks_only(
     rendered: dict[str, Any], gateway_pod: Peer
 ) -> None:
     docs = rendered["manifests"]
-    api, dist = contract.SERVING_DEFAULTS["serving_api_port"], 20000
+    api, dist = SERVING_DEFAULTS["serving_api_port"], 20000
     pods = rank_pods(rendered)
     prometheus: Peer = ({"app": "prometheus"}, contract.MONITORING_NAMESPACE)
     stranger: Peer = ({"app": "x"}, "default")
@@ -150,7 +151,7 @@ def test_engine_ports_admit_the_gateway_monitoring_and_own_ranks_only(
 
 def test_an_engine_port_admits_its_own_watchdog_only(rendered: dict[str, Any]) -> None:
     docs = rendered["manifests"]
-    api, dist = contract.SERVING_DEFAULTS["serving_api_port"], 20000
+    api, dist = SERVING_DEFAULTS["serving_api_port"], 20000
     pods = rank_pods(rendered)
 
     def watchdog(deployment: str) -> Peer:
@@ -210,7 +211,7 @@ def test_engines_send_to_dns_and_their_own_ranks_only(
     rendered: dict[str, Any], gateway_pod: Peer
 ) -> None:
     docs = rendered["manifests"]
-    api, dist = contract.SERVING_DEFAULTS["serving_api_port"], 20000
+    api, dist = SERVING_DEFAULTS["serving_api_port"], 20000
     coredns: Peer = ({"k8s-app": "kube-dns"}, "kube-system")
     pods = rank_pods(rendered)
     for name, ranks in pods.items():
@@ -227,7 +228,7 @@ def test_engines_send_to_dns_and_their_own_ranks_only(
 
 def test_the_gateway_sends_to_the_engines_only(rendered: dict[str, Any], gateway_pod: Peer) -> None:
     docs = rendered["manifests"]
-    api, dist = contract.SERVING_DEFAULTS["serving_api_port"], 20000
+    api, dist = SERVING_DEFAULTS["serving_api_port"], 20000
     for ranks in rank_pods(rendered).values():
         assert sends(docs, gateway_pod, api, ranks[0])
         assert not sends(docs, gateway_pod, dist, ranks[0])

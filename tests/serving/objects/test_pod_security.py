@@ -33,6 +33,7 @@ from kubernetes.dynamic import DynamicClient
 
 from sparkrack import contract
 from sparkrack.inputs.inventory import load_inventory
+from sparkrack.inputs.variable_table import SERVING_DEFAULTS
 from sparkrack.k8s.reconcile import WORKLOADS, template_pod
 from sparkrack.serving.context import SERVING_VARS, context_from_vars
 from sparkrack.serving.deployments.bundle import (
@@ -262,7 +263,7 @@ def test_containers_without_a_gpu_see_none(render: tuple[str, list[Pod]]) -> Non
 
 def test_privilege_only_where_rdma_needs_it(render: tuple[str, list[Pod]]) -> None:
     rdma, all_pods = render
-    resource = contract.SERVING_DEFAULTS["serving_rdma_resource"]
+    resource = SERVING_DEFAULTS["serving_rdma_resource"]
     assert needless_privilege(all_pods, rdma, resource) == []
 
 
