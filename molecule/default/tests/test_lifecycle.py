@@ -20,7 +20,10 @@ from sparkrack import contract
 
 SERVE = "playbooks/serve.yml"
 NS = yaml.safe_load((ROOT / "inventories/lab/group_vars/all.yml").read_text())["serving_namespace"]
-SWITCH = ("    profile: gemma-4-31b-it\n", "    profile: nemotron-3-super-120b-a12b-nvfp4\n")
+# The one-line switch crosses engines: gemma's two Sparks go from SGLang to vLLM across Sparks
+# (head and headless rank), and the way back returns them to SGLang.
+VLLM_ACROSS = "nemotron-3-super-120b-a12b-nvfp4-vllm4"
+SWITCH = ("    profile: gemma-4-31b-it\n", f"    profile: {VLLM_ACROSS}\n")
 DROP = (
     "  - name: super-trtllm\n    profile: nemotron-3-super-120b-a12b-nvfp4-trtllm\n"
     "    sparks: [spark4]\n    alias: nemotron-3-super-trtllm\n",
@@ -173,16 +176,26 @@ def test_a_one_line_model_switch_replaces_only_that_deployment(tmp_path: Path) -
         assert of(after, untouched) == of(before, untouched), f"{untouched} was touched"
     apps = client.AppsV1Api(admin())
     head = apps.read_namespaced_stateful_set("sparkrack-gemma-r0", NS)
-    assert head.metadata.labels[contract.LABEL_PROFILE] == "nemotron-3-super-120b-a12b-nvfp4"
+    assert head.metadata.labels[contract.LABEL_PROFILE] == VLLM_ACROSS
+    worker = apps.read_namespaced_stateful_set("sparkrack-gemma-r1", NS)
+    argv = {
+        rank: " ".join([*(c.command or []), *(c.args or [])])
+        for rank, sts in ((0, head), (1, worker))
+        for c in sts.spec.template.spec.containers
+        if "--model" in (c.args or [])
+    }
+    assert "--node-rank 0" in argv[0] and "--nnodes 2" in argv[0], argv
+    assert "--headless" not in argv[0], argv
+    assert "--headless" in argv[1] and "--node-rank 1" in argv[1], argv
     pods = client.CoreV1Api(admin()).list_namespaced_pod(
         # The rank pods (the deployment's watchdog carries its label too, and no profile).
         NS,
         label_selector=f"{contract.LABEL_DEPLOYMENT}=gemma,"
         f"{contract.LABEL_COMPONENT}={contract.COMPONENT_SERVING}",
     )
-    assert {p.metadata.labels[contract.LABEL_PROFILE] for p in pods.items} == {
-        "nemotron-3-super-120b-a12b-nvfp4"
-    }, "a pod of the old profile is left"
+    assert {p.metadata.labels[contract.LABEL_PROFILE] for p in pods.items} == {VLLM_ACROSS}, (
+        "a pod of the old profile is left"
+    )
 
 
 def test_dropping_a_deployment_removes_its_objects_and_nothing_else(tmp_path: Path) -> None:
