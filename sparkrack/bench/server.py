@@ -148,8 +148,10 @@ def auth_refusal(
     method: str, path: str, authorization: str | None, config: ServerConfig
 ) -> str | None:
     """The status line the engine's API port would answer (None: let the request through): the
-    gate in front of SGLang refuses every path it does not pass on (``/server_info``, the admin
-    routes), then SGLang's auth middleware wants the engine key for all but health and metrics."""
+    gate in front of every engine refuses each path it does not pass on (SGLang's
+    ``/server_info`` and admin routes, vLLM's ``/invocations`` and development routes, the
+    routes each engine class records), then the engine's key check wants the engine key for all
+    but health and metrics (SGLang's and vLLM's alike on the paths the gate passes)."""
     if not gate_passes(path):
         return "404 Not Found"
     if method == "OPTIONS" or path.startswith(OPEN_PREFIXES):

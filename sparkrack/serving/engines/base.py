@@ -25,6 +25,7 @@ from sparkrack.fabric.addressplan import NodePlan
 from sparkrack.fabric.ncclenv import flight_recorder_env, rank_env
 from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import MemoryModel, Serving
+from sparkrack.serving import scripts
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.extra_args import (
     EXTRA_ARGS_CLASS_RULES,
@@ -34,11 +35,14 @@ from sparkrack.serving.engines.extra_args import (
     value_class,
 )
 from sparkrack.serving.engines.listeners import (
+    GATE_SOURCE,
+    LOOPBACK_ADDRESS,
     Bind,
     Listener,
     Peer,
     PortOf,
     address_env,
+    behind_gate,
     bind_variables,
 )
 from sparkrack.serving.names import deployment_name
@@ -46,6 +50,7 @@ from sparkrack.serving.profile.images import ImageFacts, stated_facts
 from sparkrack.serving.profile.knobs import Knob, PodVariable, RuntimeKnob, lookup
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
+from sparkrack.serving.scripts.engine_gate import allowed as gate_passes
 
 PROBE_PERIOD = 10
 LIVENESS_PERIOD = 30
@@ -268,6 +273,21 @@ def integer(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+@dataclass(frozen=True)
+class Route:
+    """One HTTP route of an engine's pinned releases other than the OpenAI API, as read from
+    their source: who may call it there, and when the release serves it at all."""
+
+    path: str
+    key: Literal["engine key", "none"]
+    """What the release's own auth asks of a caller (``none``: anyone who reaches the port)."""
+    served: str
+    """When the release serves it: ``always``, or the setting that mounts it."""
+    does: str
+    source: str
+    """File of the release that declares it."""
+
+
 class Engine:
     """Base of every engine module's class; see the module docstring."""
 
@@ -284,8 +304,11 @@ class Engine:
     gated: bool = False
     """The head's HTTP server listens on loopback behind sparkrack's gate
     (``serving/scripts/engine_gate.py``, a container of the head pod on the API port), which
-    passes on the OpenAI API, health and metrics only: for an engine whose other routes hand a
-    holder of the engine key what it must not have."""
+    passes on the OpenAI API, health and metrics only: for an engine whose other routes
+    (:attr:`routes`) hand a client what it must not have."""
+    routes: tuple[Route, ...] = ()
+    """The routes of the engine's releases past the OpenAI API, health and metrics, each with
+    what a caller needs there: why the engine is :attr:`gated`. The gate passes none of them."""
     liveness_path: str = "/health"
     upstream: str | None = None
     """PyPI distribution whose parser and start-up checks validate the rendered argv."""
@@ -485,8 +508,9 @@ class Engine:
     def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
         """The value of a deployment flag of the table for one rank."""
         if knob.runtime == "host":
-            # The pod's cluster address only: never 0.0.0.0, never the fabric VF.
-            return PodVariable.of(contract.POD_IP_ENV)
+            # A gated engine: loopback, behind its gate. Else the pod's cluster address only:
+            # never 0.0.0.0, never the fabric VF.
+            return LOOPBACK_ADDRESS if self.gated else PodVariable.of(contract.POD_IP_ENV)
         if knob.runtime == "api_key":
             return PodVariable.of(contract.ENGINE_KEY_ENV)
         if knob.runtime == "admin_api_key":
@@ -559,7 +583,21 @@ class Engine:
         return PodExtras()
 
     def probes(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
-        return http_probes(ctx, self.liveness_path)
+        return http_probes(ctx, self.liveness_path, self.api_port_ref(ctx))
+
+    def api_port_ref(self, ctx: ServingContext) -> str | int:
+        """The port the kubelet's probes name: a gated engine's is the API port by number (its
+        gate's container, not the engine's, declares the named port ``http``)."""
+        return ctx.api_port if self.gated else "http"
+
+    def gate_also(self) -> tuple[str, ...]:
+        """Exact paths the gate passes on past its own list: the engine's Prometheus path."""
+        path = self.metrics_path
+        return (path,) if self.gated and path and not gate_passes(path) else ()
+
+    def gate_files(self) -> dict[str, str]:
+        """The gate's file, for the launcher ConfigMap of a gated engine."""
+        return {contract.GATE_FILE: scripts.text(contract.GATE_FILE)} if self.gated else {}
 
     def headless_port(self, ctx: ServingContext) -> tuple[str, int]:
         """The named port the headless Service publishes."""
@@ -612,8 +650,13 @@ class Engine:
         return None
 
 
-def api_listeners(source: str, metrics_path: str | None) -> tuple[Listener, ...]:
-    """The OpenAI API on the pod's cluster address, and the Prometheus endpoint on its port."""
+def api_listeners(
+    source: str, metrics_path: str | None, gated: bool = False
+) -> tuple[Listener, ...]:
+    """The OpenAI API on the pod's cluster address, and the Prometheus endpoint on its port;
+    ``gated``: both opened by the gate, and the engine's own server (``source``) on loopback."""
+    if gated:
+        return (*api_listeners(GATE_SOURCE, metrics_path), behind_gate(source))
     clients = (Peer.GATEWAY, Peer.MONITORING, Peer.RANKS, Peer.WATCHDOG, Peer.KUBELET)
     api = Listener("api", "head", Bind.CLUSTER, PortOf.API, clients, source)
     if metrics_path is None:
@@ -639,13 +682,18 @@ class SingleSparkEngine(Engine):
         return super().runtime_value(knob, ctx, rank)
 
     def files(self, profile: Profile) -> list[FileSet]:
+        """The engine's config file, if it has one, and the gate's launcher ConfigMap."""
+        out = []
+        gate = self.gate_files()
+        if gate:
+            out.append(FileSet("launcher", contract.LAUNCHER_MOUNT, gate, 0o555))
         body = self.config(profile.data)
         if not body or not self.config_file:
-            return []
+            return out
         import yaml
 
         text = yaml.safe_dump(body, sort_keys=False)
-        return [FileSet("config", contract.ENGINE_CONFIG_MOUNT, {self.config_file: text})]
+        return [*out, FileSet("config", contract.ENGINE_CONFIG_MOUNT, {self.config_file: text})]
 
     def single_topology(self, c: Ctx) -> Iterator[Problem]:
         """tp = pp = ep = 1: one GB10 per Spark (src:super-guide)."""

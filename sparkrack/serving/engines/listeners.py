@@ -21,6 +21,8 @@ from sparkrack import contract
 
 LOOPBACK_ADDRESS = "127.0.0.1"
 """Where a gated engine's HTTP server listens: only its gate, in the same pod, reaches it."""
+GATE_SOURCE = "sparkrack serving/scripts/engine_gate.py (--host-env POD_IP --port)"
+"""What opens a gated engine's API port: the gate container of its head pod."""
 
 
 class Bind(StrEnum):
@@ -99,6 +101,13 @@ class Listener:
         if self.port is PortOf.DIST:
             return dist_port
         return None
+
+
+def behind_gate(source: str) -> Listener:
+    """A gated engine's own HTTP server: on loopback at the API port, reached by its gate only."""
+    return Listener(
+        "engine HTTP, behind the gate", "head", Bind.LOOPBACK, PortOf.API, (Peer.POD,), source
+    )
 
 
 # The sockets of torch's NCCL and Gloo process groups: every engine whose ranks form one group over

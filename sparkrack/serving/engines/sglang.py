@@ -56,7 +56,6 @@ from sparkrack.serving.engines.base import (
 from sparkrack.serving.engines.extra_args import ArgClass
 from sparkrack.serving.engines.listeners import (
     GLOO,
-    LOOPBACK_ADDRESS,
     NCCL_BOOTSTRAP,
     Bind,
     Listener,
@@ -575,10 +574,6 @@ LOG_RUNNING = re.compile(r"#running-req:\s*(\d+)")
 # --- listeners (SGLang 0.5.10-0.5.13, python/sglang/srt/...) ----------------------------------
 
 SERVER = "entrypoints/http_server.py (launch_server: --host, --port)"
-GATE = "sparkrack serving/scripts/engine_gate.py (--host-env POD_IP --port)"
-ENGINE_HTTP = Listener(
-    "engine HTTP, behind the gate", "head", Bind.LOOPBACK, PortOf.API, (Peer.POD,), SERVER
-)
 DIST_INIT = Listener(
     "dist-init (torch TCPStore)",
     "head",
@@ -608,16 +603,14 @@ LOCAL_BROADCASTER = Listener(
     "distributed/device_communicators/shm_broadcast.py (MessageQueue local socket)",
 )
 MULTI_RANK = (
-    *api_listeners(GATE, "/metrics"),
-    ENGINE_HTTP,
+    *api_listeners(SERVER, "/metrics", gated=True),
     DIST_INIT,
     NCCL_BOOTSTRAP,
     GLOO,
     BROADCASTER,
 )
 SINGLE_RANK = (
-    *api_listeners(GATE, "/metrics"),
-    ENGINE_HTTP,
+    *api_listeners(SERVER, "/metrics", gated=True),
     Listener(
         DIST_INIT.name, "head", Bind.ALL, PortOf.DIST, (Peer.POD,), DIST_INIT.source, Bind.FABRIC
     ),
@@ -768,8 +761,6 @@ class SGLang(Engine):
         return [Rank(i, node) for i, node in enumerate(ctx.group())]
 
     def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
-        if knob.runtime == "host":
-            return LOOPBACK_ADDRESS  # behind the gate (gated)
         if knob.runtime == "nnodes":
             return str(len(self.ranks(ctx)))
         if knob.runtime == "node_rank":

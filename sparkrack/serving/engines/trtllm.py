@@ -24,6 +24,7 @@ from sparkrack.serving.engines.base import (
     FLASHINFER_CACHE,
     INDUCTOR_CACHE,
     TRITON_CACHE,
+    Route,
     SingleSparkEngine,
     api_listeners,
     integer,
@@ -326,6 +327,44 @@ REFUSED_OPTIONS = MappingProxyType(
     }
 )
 
+# --- HTTP routes past the OpenAI API ---------------------------------------------------------
+# tensorrt_llm/serve/openai_server.py (OpenAIServer.register_routes), read from NVIDIA/
+# TensorRT-LLM's public source (the stored snapshot, commit 00057725d9a6; no wheel of the pinned
+# 1.3.0rc9 is in the engine check, so the routes of that exact release are not verified).
+# trtllm-serve has no API key: every route answers whoever reaches the port.
+OPENAI_SERVER = "tensorrt_llm/serve/openai_server.py (OpenAIServer.register_routes)"
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "/update_weights",
+        "none",
+        'always ("RL-only")',
+        "replaces the model's weights",
+        OPENAI_SERVER,
+    ),
+    Route(
+        "/release_memory",
+        "none",
+        'always ("RL-only")',
+        "frees the weights and KV cache",
+        OPENAI_SERVER,
+    ),
+    Route("/resume_memory", "none", 'always ("RL-only")', "reloads them", OPENAI_SERVER),
+    Route("/server_info", "none", "always", "the server's settings", OPENAI_SERVER),
+    Route("/kv_cache_events", "none", "always", "drains the KV cache event queue", OPENAI_SERVER),
+    Route(
+        "/steady_clock_offset",
+        "none",
+        "always",
+        "POST sets the clock offset of every perf metric",
+        OPENAI_SERVER,
+    ),
+    Route("/perf_metrics", "none", "always", "drains every request's timing record", OPENAI_SERVER),
+    Route("/version", "none", "always", "the release", OPENAI_SERVER),
+)
+"""TensorRT-LLM's routes the gate refuses. Through the gate anyone the NetworkPolicy admits
+reaches the OpenAI API under /v1 (``/v1/kv_cache_hints`` among it), /health, /health_generate,
+the iteration statistics on /metrics and :attr:`TRTLLM.metrics_path`."""
+
 
 class TRTLLM(SingleSparkEngine):
     name = NAME
@@ -337,7 +376,10 @@ class TRTLLM(SingleSparkEngine):
     config_file = CONFIG_FILE
     # trtllm-serve 1.3.0rc9 takes no API key: none of its serve options
     # (sparkrack/data/enginecheck/trtllm-1.3.0rc9.json) names one. Its port is fenced by the
-    # serving namespace's NetworkPolicy alone (the gateway, monitoring and its own pod).
+    # serving namespace's NetworkPolicy (the gateway, monitoring and its own pod), and its
+    # other routes (ROUTES: /update_weights, /release_memory, ...) by the gate.
+    gated = True
+    routes = ROUTES
     key_env = MappingProxyType({})
     client_key_env = None
     allowed_options = ALLOWED_OPTIONS
@@ -349,7 +391,7 @@ class TRTLLM(SingleSparkEngine):
     # a series of it by name yet (metrics = ()): it is scraped so that it is not invisible.
     metrics_path = "/prometheus/metrics"
     single_rank_listeners = api_listeners(
-        "tensorrt_llm/serve/openai_server.py (trtllm-serve --host, --port)", metrics_path
+        "tensorrt_llm/serve/openai_server.py (trtllm-serve --host, --port)", metrics_path, True
     )
     # The PyTorch flow's kernels: FlashInfer, Triton, inductor, and the CuTe-DSL and DeepGEMM MoE
     # backends of moe_config.backend. TensorRT-LLM's own kernel caches, if any, are not verified

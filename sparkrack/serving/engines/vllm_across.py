@@ -121,7 +121,7 @@ MESSAGE_QUEUE = Listener(
     fallback=Bind.CLUSTER,
 )
 ACROSS_LISTENERS = (
-    *api_listeners(SERVER, "/metrics"),
+    *api_listeners(SERVER, "/metrics", gated=True),
     TCP_STORE,
     NCCL_BOOTSTRAP,
     GLOO,

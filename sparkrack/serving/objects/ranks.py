@@ -167,6 +167,7 @@ def gate_container(res: Resolution) -> dict[str, Any]:
         str(ctx.api_port),
         "--upstream",
         f"{LOOPBACK_ADDRESS}:{ctx.api_port}",
+        *(word for path in eng.gate_also() for word in ("--also", path)),
     ]
     return hardened(
         {

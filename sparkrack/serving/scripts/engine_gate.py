@@ -1,15 +1,19 @@
 """The engine's gate: the one door to an engine's HTTP server, with an allow-list of paths.
 
-    python3 -I engine_gate.py --host-env POD_IP --port PORT --upstream 127.0.0.1:PORT
+    python3 -I engine_gate.py --host-env POD_IP --port PORT --upstream 127.0.0.1:PORT \
+        [--also /prometheus/metrics]
 
 It listens on the address in the variable ``--host-env`` names (the pod's cluster address, from
 the downward API: no word of its command is for Kubernetes to expand).
 
 The engine listens on loopback only; the gate listens on the pod's cluster address and passes
 on the requests whose path the gateway, the watchdog, the ranks' group guard, the kubelet and
-Prometheus use (:data:`EXACT`, :data:`PREFIXES`): the OpenAI API, health and metrics. Every other
-path (SGLang's ``/server_info``, which answers its whole ``server_args`` with both keys, its admin
-routes, ``/load_lora_adapter_from_tensors``) is answered 404 here and never reaches the engine.
+Prometheus use (:data:`EXACT`, :data:`PREFIXES`, and each ``--also`` path: an engine's own
+Prometheus path): the OpenAI API, health and metrics. Every other path (SGLang's
+``/server_info``, which answers its whole ``server_args`` with both keys, its admin routes,
+``/load_lora_adapter_from_tensors``; vLLM's open ``/scale_elastic_ep`` and development routes;
+TensorRT-LLM's ``/update_weights``, to which it asks no key at all), and the runtime adapter
+routes under ``/v1`` (:data:`REFUSED`), is answered 404 here and never reaches the engine.
 The engine's own auth still checks the key of every request the gate passes on: the gate holds
 no key.
 
@@ -33,6 +37,9 @@ EXACT = frozenset({"/health", "/health_generate", "/metrics"})
 """Paths passed on as they are: the kubelet's probes, the watchdog, Prometheus."""
 PREFIXES = ("/v1/",)
 """Path prefixes passed on: the OpenAI API (the gateway, the watchdog, the smoke client)."""
+REFUSED = frozenset({"/v1/load_lora_adapter", "/v1/unload_lora_adapter"})
+"""Paths under a prefix that are not the OpenAI API: vLLM's runtime adapter loading (mounted
+with ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``) loads weights from a path the request names."""
 HEAD_LIMIT = 64 * 1024
 """Largest request line + headers read."""
 BODY_LIMIT = 64 * 1024 * 1024
@@ -43,15 +50,20 @@ DROPPED = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"expect
 """Hop-by-hop headers the gate sets itself (``Connection: close``) or does not pass on."""
 
 
-def allowed(target: str) -> bool:
-    """The request target's path is one the gate passes on."""
+def allowed(target: str, also: frozenset[str] = frozenset()) -> bool:
+    """The request target's path is one the gate passes on (``also``: exact paths past
+    :data:`EXACT`)."""
     path = target.split("?", 1)[0]
     if not path.startswith("/") or "%" in path or "\\" in path:
         return False
     segments = path.split("/")[1:]
     if any(s in ("", ".", "..") for s in segments[:-1]) or segments[-1] in (".", ".."):
         return False
-    return path in EXACT or any(path.startswith(p) and len(path) > len(p) for p in PREFIXES)
+    if path in EXACT or path in also:
+        return True
+    if path.rstrip("/") in REFUSED:
+        return False
+    return any(path.startswith(p) and len(path) > len(p) for p in PREFIXES)
 
 
 def _answer(writer: asyncio.StreamWriter, status: str, message: str) -> None:
@@ -69,14 +81,16 @@ class RequestError(Exception):
         self.status = status
 
 
-def parse_head(head: bytes) -> tuple[bytes, str, list[bytes], int]:
+def parse_head(
+    head: bytes, also: frozenset[str] = frozenset()
+) -> tuple[bytes, str, list[bytes], int]:
     """(request line, target, headers to pass on, body length) of a request head."""
     lines = head[:-4].split(b"\r\n")
     parts = lines[0].split(b" ")
     if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
         raise RequestError("400 Bad Request", "not an HTTP/1.x request line")
     target = parts[1].decode("ascii", "replace")
-    if not allowed(target):
+    if not allowed(target, also):
         raise RequestError("404 Not Found", "not served through the engine's gate")
     headers: list[bytes] = []
     lengths: set[int] = set()
@@ -102,8 +116,11 @@ def parse_head(head: bytes) -> tuple[bytes, str, list[bytes], int]:
 
 
 class Gate:
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+    def __init__(
+        self, upstream_host: str, upstream_port: int, also: frozenset[str] = frozenset()
+    ) -> None:
         self.upstream = (upstream_host, upstream_port)
+        self.also = also
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -116,7 +133,7 @@ class Gate:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
-            line, target, headers, length = parse_head(head)
+            line, target, headers, length = parse_head(head, self.also)
         except (asyncio.LimitOverrunError, asyncio.IncompleteReadError, TimeoutError):
             return
         except RequestError as refused:
@@ -172,12 +189,21 @@ def address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-async def serve(listen: tuple[str, int], upstream: tuple[str, int]) -> None:
-    gate = Gate(*upstream)
+def exact_path(text: str) -> str:
+    """An ``--also`` path: one plain absolute path, judged as :func:`allowed` judges a request."""
+    if not allowed(text, frozenset({text})) or "?" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a plain absolute path")
+    return text
+
+
+async def serve(
+    listen: tuple[str, int], upstream: tuple[str, int], also: frozenset[str] = frozenset()
+) -> None:
+    gate = Gate(*upstream, also)
     server = await asyncio.start_server(gate.handle, *listen, limit=HEAD_LIMIT)
     print(
         f"[engine-gate] {listen[0]}:{listen[1]} -> {upstream[0]}:{upstream[1]}, passing on"
-        f" {', '.join(sorted(EXACT))} and {', '.join(p + '*' for p in PREFIXES)}",
+        f" {', '.join(sorted(EXACT | also))} and {', '.join(p + '*' for p in PREFIXES)}",
         flush=True,
     )
     async with server:
@@ -189,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host-env", required=True, metavar="VAR", help="variable of the address")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", type=address, required=True, metavar="HOST:PORT")
+    parser.add_argument("--also", type=exact_path, action="append", default=[], metavar="PATH")
     args = parser.parse_args(argv)
     host = os.environ.get(args.host_env, "")
     if not host:
@@ -198,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     try:
-        asyncio.run(serve((host, args.port), args.upstream))
+        asyncio.run(serve((host, args.port), args.upstream, frozenset(args.also)))
     except KeyboardInterrupt:
         return 0
     return 0

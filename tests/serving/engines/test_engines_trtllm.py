@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import yaml
 
-from sparkrack import contract
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
 from sparkrack.serving import (
@@ -26,6 +25,8 @@ from sparkrack.serving import (
     render_manifests,
     validate_profile,
 )
+from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS
+from sparkrack.serving.engines.trtllm import CONFIG_FILE
 from sparkrack.serving.profile.capacity import plan_profile
 
 NAME = "nemotron-3-super-120b-a12b-nvfp4-trtllm"
@@ -83,23 +84,30 @@ def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return doc
 
 
+def config_map(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The engine's config ConfigMap (the other one is the gate's launcher)."""
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and CONFIG_FILE in d["data"]]
+    return cm
+
+
 def test_command_is_the_seed_command(ctx: ServingContext) -> None:
     argv = render_argv(load_profile(NAME), ctx, 0)
     seed = shlex.split(SEED_COMMAND)
     config_at = seed.index("--extra_llm_api_options") + 1
     # The deliberate differences: the config file is a ConfigMap mount, so its path is absolute;
-    # the server listens on the pod's address only, not on every address (0.0.0.0).
+    # the server listens on loopback only, behind the gate (test_engine_gate_vllm), not on every
+    # address (0.0.0.0).
     assert posixpath.basename(argv[config_at]) == seed[config_at]
     assert posixpath.isabs(argv[config_at])
     host_at = seed.index("--host") + 1
-    assert seed[host_at] == "0.0.0.0" and argv[host_at] == f"$({contract.POD_IP_ENV})"
+    assert seed[host_at] == "0.0.0.0" and argv[host_at] == LOOPBACK_ADDRESS
     argv[host_at] = seed[host_at]
     assert argv[:config_at] + argv[config_at + 1 :] == seed[:config_at] + seed[config_at + 1 :]
 
 
 def test_config_file_is_the_seed_config_in_the_seed_order(ctx: ServingContext) -> None:
     docs = _docs(ctx)
-    cm = _one(docs, "ConfigMap")
+    cm = config_map(docs)
     (body,) = cm["data"].values()
     rendered = yaml.safe_load(body)
     seed = yaml.safe_load(SEED_CONFIG)
@@ -112,7 +120,7 @@ def test_config_file_is_the_seed_config_in_the_seed_order(ctx: ServingContext) -
 
 def test_config_map_is_mounted_where_the_flag_points(ctx: ServingContext) -> None:
     docs = _docs(ctx)
-    cm = _one(docs, "ConfigMap")
+    cm = config_map(docs)
     spec = _one(docs, "StatefulSet")["spec"]["template"]["spec"]
     container = spec["containers"][0]
     path = container["args"][container["args"].index("--extra_llm_api_options") + 1]
@@ -139,7 +147,7 @@ def test_manifests_validate_and_carry_no_secret(ctx: ServingContext) -> None:
     text = yaml.safe_dump_all(docs)
     # The server runs offline (HF_HUB_OFFLINE=1): no Secret, the HF token included, reaches it.
     assert "secretKeyRef" not in text and "HF_HUB_OFFLINE" in text
-    cm = _one(docs, "ConfigMap")
+    cm = config_map(docs)
     assert "token" not in yaml.safe_dump(cm["data"]).lower()
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from sparkrack import contract
 from sparkrack.contract import HF_CACHE_MOUNT
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k8s.validate import validate_manifests
@@ -27,6 +26,7 @@ from sparkrack.serving import (
     serving_selector,
     validate_profile,
 )
+from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS
 from sparkrack.serving.profile.capacity import plan_profile
 
 NAME = "nemotron-3-super-120b-a12b-nvfp4-vllm"
@@ -93,7 +93,7 @@ def test_command_is_the_seed_command(ctx: ServingContext) -> None:
     assert len(rendered) == len(seed), (rendered, seed)
     # The one deliberate difference: the server listens on the pod's address only.
     host_at = seed.index("--host") + 1
-    assert seed[host_at] == "0.0.0.0" and rendered[host_at] == f"$({contract.POD_IP_ENV})"
+    assert seed[host_at] == "0.0.0.0" and rendered[host_at] == LOOPBACK_ADDRESS
     rendered[host_at] = seed[host_at]
     for got, want in zip(rendered, seed, strict=True):
         assert same_word(got, want), f"{got!r} != seed {want!r}"
@@ -126,6 +126,7 @@ def test_manifests_are_valid_and_single_spark(ctx: ServingContext) -> None:
     docs = render_manifests(profile, ctx)
     assert validate_manifests(docs, source=NAME) == []
     assert sorted(d["kind"] for d in docs) == [
+        "ConfigMap",
         "Namespace",
         "NetworkPolicy",
         "Service",
@@ -163,7 +164,8 @@ def test_probes_use_vllm_health_endpoint(ctx: ServingContext) -> None:
         "containers"
     ][0]
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+        # the API port by number: its gate container, not vLLM's, declares the port "http"
+        assert container[probe]["httpGet"] == {"path": "/health", "port": ctx.api_port}
     startup = container["startupProbe"]
     # Sized for multi-minute loads, like the SGLang head.
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 1200
