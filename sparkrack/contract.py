@@ -135,7 +135,7 @@ FETCH_SECRET_MOUNT: Final = "/etc/sparkrack/fetch-secret"
 FETCH_MANIFEST_MOUNT: Final = "/etc/sparkrack/fetch-manifest"
 """Where a receiver mounts its deployment's manifest ConfigMap (optional: the serve play writes it
 once the head's download reported the manifest's sha256)."""
-FETCH_MANIFEST_KEY: Final = "sha256"
+FETCH_MANIFEST_KEY: Final = "manifest-sha256"
 """Key of the manifest ConfigMap: the sha256 of the manifest the head's download computed."""
 FETCH_MANIFEST_FILE: Final = f"{FETCH_MANIFEST_MOUNT}/{FETCH_MANIFEST_KEY}"
 PHASE_FILE: Final = "/dev/termination-log"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sparkrack.serving.engines import ENGINES
-from sparkrack.serving.engines.base import Quantity
+from sparkrack.serving.engines.facts import Quantity
 
 # The engines' generated-token counters, as Prometheus stores them.
 GENERATED_SERIES: tuple[str, ...] = tuple(

@@ -62,7 +62,7 @@ from typing import Any
 
 from sparkrack.bench.server_text import solve, token_stream
 from sparkrack.serving.engines import DEFAULT_ENGINE, engine
-from sparkrack.serving.engines.base import Quantity
+from sparkrack.serving.engines.facts import Quantity
 from sparkrack.serving.scripts.engine_gate import allowed as gate_passes
 
 BASE_MODEL = "sparkrack-test"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from sparkrack.serving.engines import ENGINES
-from sparkrack.serving.engines.base import Metric
+from sparkrack.serving.engines.facts import Metric
 
 __all__ = ["METRICS", "Metric", "by_name", "s", "series_names"]
 

@@ -21,7 +21,7 @@ from sparkrack.observe.scrape import DEPLOYMENT, GROUP_BY, PROFILE
 from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB
 from sparkrack.serving import list_profiles, load_profile
 from sparkrack.serving.engines import ENGINES
-from sparkrack.serving.engines.base import AcceptRatio, Quantity
+from sparkrack.serving.engines.facts import AcceptRatio, Quantity
 from sparkrack.watch.metrics import PREFIX as WATCH
 from sparkrack.watch.probe import Verdict
 

@@ -78,7 +78,7 @@ def test_engine_versions_cover_the_shipped_images() -> None:
 
 def test_every_engine_metric_is_listed_once_and_every_recorded_one_is_a_metric() -> None:
     from sparkrack.serving.engines import ENGINES
-    from sparkrack.serving.engines.base import AcceptRatio
+    from sparkrack.serving.engines.facts import AcceptRatio
 
     names = [m.name for m in METRICS]
     assert len(names) == len(set(names))

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
@@ -34,6 +33,7 @@ from sparkrack.serving.engines.extra_args import (
     ArgClass,
     value_class,
 )
+from sparkrack.serving.engines.facts import AcceptRatio, Metric, Quantity, Route
 from sparkrack.serving.engines.listeners import (
     GATE_SOURCE,
     LOOPBACK_ADDRESS,
@@ -133,60 +133,6 @@ DEEPGEMM_CACHE = JitCache(
 )
 
 
-MetricKind = Literal["counter", "gauge", "histogram"]
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One Prometheus metric as its source declares it (an engine's, or an exporter's)."""
-
-    name: str
-    kind: MetricKind
-    exporter: str
-    """The engine's PyPI distribution, or an exporter's name."""
-    source: str
-    """File that declares it: a path inside the wheel, or ``repo:path`` of an exporter."""
-    versions: tuple[str, ...] = ()
-    """Wheel versions checked (engine metrics only)."""
-
-    def series(self) -> tuple[str, ...]:
-        """Names of the series Prometheus stores (prometheus_client appends ``_total`` to a
-        counter and ``_bucket``/``_sum``/``_count`` to a histogram)."""
-        if self.kind == "counter":
-            return (self.name if self.name.endswith("_total") else f"{self.name}_total",)
-        if self.kind == "histogram":
-            return tuple(f"{self.name}{s}" for s in ("_bucket", "_sum", "_count"))
-        return (self.name,)
-
-
-@dataclass(frozen=True)
-class AcceptRatio:
-    """An acceptance length the engine counts rather than reports: ``1 + accepted / drafts``."""
-
-    accepted: str
-    """Counter of accepted draft tokens."""
-    drafts: str
-    """Counter of drafts (speculation steps)."""
-
-
-class Quantity(StrEnum):
-    """What an engine's metric measures: one name per quantity, each a ``sparkrack:*`` recording
-    rule of :mod:`sparkrack.observe.rules` (which says how its series are aggregated)."""
-
-    GENERATED = "generation_tokens"
-    """Tokens generated (counter)."""
-    RUNNING = "requests_running"
-    QUEUED = "requests_waiting"
-    TTFT = "time_to_first_token"
-    """Time to first token (histogram, seconds)."""
-    ITL = "inter_token_latency"
-    KV_USAGE = "kv_cache_usage"
-    """KV pool usage (gauge, 0..1)."""
-    MAMBA_USAGE = "mamba_cache_usage"
-    ACCEPT_LENGTH = "spec_accept_length"
-    """Speculative-decoding acceptance length (a gauge, or an :class:`AcceptRatio`)."""
-
-
 def hf_token_env(ctx: ServingContext) -> dict[str, Any]:
     """The HF token as a Secret reference: its value never appears in a manifest."""
     return {
@@ -271,21 +217,6 @@ def number(value: Any) -> float | None:
 
 def integer(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-@dataclass(frozen=True)
-class Route:
-    """One HTTP route of an engine's pinned releases other than the OpenAI API, as read from
-    their source: who may call it there, and when the release serves it at all."""
-
-    path: str
-    key: Literal["engine key", "none"]
-    """What the release's own auth asks of a caller (``none``: anyone who reaches the port)."""
-    served: str
-    """When the release serves it: ``always``, or the setting that mounts it."""
-    does: str
-    source: str
-    """File of the release that declares it."""
 
 
 class Engine:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkrack.serving.engines.base import AcceptRatio, Metric, MetricKind, Quantity
+from sparkrack.serving.engines.facts import AcceptRatio, Metric, MetricKind, Quantity
 from sparkrack.serving.profile.images import ImageFacts
 from sparkrack.serving.profile.knobs import HF_ID, IDENT, REVISION, Knob, RuntimeKnob, Type, runtime
 

@@ -24,7 +24,6 @@ from sparkrack.serving.engines.base import (
     FLASHINFER_CACHE,
     INDUCTOR_CACHE,
     TRITON_CACHE,
-    Route,
     SingleSparkEngine,
     api_listeners,
     integer,
@@ -33,6 +32,7 @@ from sparkrack.serving.engines.base import (
     section,
 )
 from sparkrack.serving.engines.extra_args import ArgClass
+from sparkrack.serving.engines.facts import Route
 from sparkrack.serving.profile.images import ImageFacts
 from sparkrack.serving.profile.knobs import IDENT, Knob, PositionalKnob, cfg, env, k, runtime
 from sparkrack.serving.profile.model import Profile

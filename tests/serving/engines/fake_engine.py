@@ -14,13 +14,12 @@ from typing import Any
 from sparkrack.errors import Problem
 from sparkrack.planner.memory import RecurrentPool, Serving, per_sequence_pool
 from sparkrack.serving.engines.base import (
-    Metric,
-    Quantity,
     SingleSparkEngine,
     integer,
     number,
     section,
 )
+from sparkrack.serving.engines.facts import Metric, Quantity
 from sparkrack.serving.profile.images import ImageFacts
 from sparkrack.serving.profile.knobs import HF_ID, Knob, env, k, runtime
 from sparkrack.serving.profile.ruleset import Ctx, RuleSet
