@@ -76,7 +76,9 @@ def test_fabric_check_missing_log(capsys: pytest.CaptureFixture[str]) -> None:
 def run_playbook(
     runner: Playbook, play: list[dict[str, object]], tmp_path: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    path = ROOT / "playbooks" / f".test-{tmp_path.name}.yml"  # roles resolve relative to playbooks/
+    # Roles resolve relative to playbooks/. tmp_path's own name repeats across xdist workers (each
+    # has its basetemp), so the worker's folder names the file too.
+    path = ROOT / "playbooks" / f".test-{tmp_path.parent.name}-{tmp_path.name}.yml"
     # Like every real playbook: preflight first (it sets the sparkrack_plan fact the roles read),
     # then the fact playbooks/api.yml publishes to every host and the control machine, after the
     # preflight as on a real run: false, there is no API here.

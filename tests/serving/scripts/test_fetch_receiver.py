@@ -335,7 +335,7 @@ def test_the_copy_estimate_matches_a_rate_limited_copy(tmp_path: Path) -> None:
     # start, connection, login and file list. Inside the 8 s copy above it is within the
     # tolerance whether it is 0.3 s or 1.5 s; here it is most of the figure.
     small = sized_snapshot(tmp_path / "small", (1_000,))
-    quick = start_receive(tmp_path / "small", tmp_path / "small-peer")
+    quick = start_receive(tmp_path / "small", tmp_path / "small-peer", expect=tmp_path / "small")
     argv = fetchplan.push_argv(
         str(tmp_path / "small"), REPO, "main", ["127.0.0.1"], str(pw), port=quick.port,
         bwlimit_kib=kib_s, timeout_s=60, interval_s=5,
