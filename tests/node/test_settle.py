@@ -105,6 +105,8 @@ def settle_play(tmp_path: Path, kubeconfig: Path) -> list[dict[str, object]]:
                         "spark_base_settle_standin": True,
                         "spark_base_settle_load_s": 1,
                         "spark_base_kubeconfig": str(kubeconfig),
+                        # the owner's default; the lab inventory turns it on
+                        "spark_base_settle_on_serving": False,
                     },
                 }
             ],
