@@ -42,6 +42,9 @@ PROMETHEUS_PORT_ANNOTATION: Final = "prometheus.io/port"
 """Annotations of a pod whose engine serves Prometheus metrics (the scrape job keeps those pods)."""
 FIELD_MANAGER: Final = "sparkrack"
 """Field manager of what sparkrack applies server-side (Secrets: no last-applied annotation)."""
+API_WAIT_SLEEP_S: Final = 1
+"""Seconds between two reads of an object a play waits on (kubernetes.core's ``wait_sleep``, 5 s
+by default): one GET a second, so a wait ends about a second after its object is done."""
 SPEC_HASH_ANNOTATION: Final = "sparkrack.io/spec-hash"
 """Hash of a Job's rendered form: an unchanged Job is left alone, a changed one replaced."""
 WATCHDOG_STATE_ANNOTATION: Final = "sparkrack.io/watchdog-state"
@@ -310,6 +313,7 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "engine_key_env": ENGINE_KEY_ENV,
         "pod_ip_env": POD_IP_ENV,
         "field_manager": FIELD_MANAGER,
+        "api_wait_sleep_s": API_WAIT_SLEEP_S,
         "kubeconfig_file": KUBECONFIG_FILE,
         **({"kubeconfig": f"{home.rstrip('/')}/{KUBECONFIG_FILE}"} if home else {}),
         "k3s_token_file": K3S_TOKEN_FILE,

@@ -1,0 +1,60 @@
+"""Every wait on a Kubernetes object in the roles and playbooks reads it once a second (the
+contract's ``api_wait_sleep_s``), not kubernetes.core's 5 s default."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sparkrack import contract
+
+ROOT = Path(__file__).resolve().parent.parent
+WAITING = ("kubernetes.core.k8s", "kubernetes.core.k8s_info")
+SLEEP = "{{ sparkrack_contract.api_wait_sleep_s }}"
+
+
+def waits_without_the_contract_sleep(files: list[Path], root: Path = ROOT) -> list[str]:
+    """``file: task`` of each kubernetes.core task that waits with another sleep than the
+    contract's (none: the collection's 5 s)."""
+    found: list[str] = []
+
+    def walk(tasks: Any, path: Path) -> None:
+        for task in tasks or []:
+            if not isinstance(task, dict):
+                continue
+            for key in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks"):
+                walk(task.get(key), path)
+            for module in WAITING:
+                args = task.get(module)
+                if not isinstance(args, dict):
+                    continue
+                if args.get("wait") is True and args.get("wait_sleep") != SLEEP:
+                    found.append(f"{path.relative_to(root)}: {task.get('name')}")
+
+    for path in files:
+        walk(yaml.safe_load(path.read_text()), path)
+    return found
+
+
+def task_files() -> list[Path]:
+    return sorted([*ROOT.glob("roles/*/tasks/**/*.yml"), *ROOT.glob("playbooks/*.yml")])
+
+
+def test_every_object_wait_reads_the_api_once_a_second() -> None:
+    files = task_files()
+    assert waits_without_the_contract_sleep(files) == []
+    assert contract.contract_fact()["api_wait_sleep_s"] == contract.API_WAIT_SLEEP_S == 1
+
+
+def test_negative_control_a_wait_on_the_default_sleep_is_found(tmp_path: Path) -> None:
+    role = ROOT / "roles" / "k3s_agent" / "tasks" / "main.yml"
+    text = re.sub(r"\n *wait_sleep: .*", "", role.read_text())
+    assert text != role.read_text()
+    planted = tmp_path / "main.yml"
+    planted.write_text(text)
+    assert waits_without_the_contract_sleep([planted], tmp_path) == [
+        "main.yml: Wait until this Spark is Ready before the next one is touched"
+    ]
