@@ -77,6 +77,21 @@ KUBECONFIG = Path.home() / contract.KUBECONFIG_FILE
 LAB_INVENTORY = ROOT / "inventories" / "lab"
 PLAY_LOGS: list[str] = []
 """The output of every playbook these tests ran (the wait-coverage test reads it)."""
+PROFILE_LINE = re.compile(r"^(\S.*?) -{3,} (\d+\.\d+)s$", re.M)
+"""A task's line in ansible.posix.profile_tasks' summary at the end of a play run."""
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The slowest tasks over every play these tests ran, summed by task name: where verify's
+    time goes inside the plays, next to pytest's per-test durations."""
+    spent: dict[str, float] = {}
+    for log in PLAY_LOGS:
+        for name, seconds in PROFILE_LINE.findall(log):
+            spent[name] = spent.get(name, 0.0) + float(seconds)
+    if spent:
+        terminalreporter.section("slowest play tasks over verify's playbook runs")
+        for name, seconds in sorted(spent.items(), key=lambda kv: -kv[1])[:25]:
+            terminalreporter.write_line(f"{seconds:8.1f}s  {name}")
 
 
 @cache
