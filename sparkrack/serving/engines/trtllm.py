@@ -329,8 +329,9 @@ REFUSED_OPTIONS = MappingProxyType(
 
 # --- HTTP routes past the OpenAI API ---------------------------------------------------------
 # tensorrt_llm/serve/openai_server.py (OpenAIServer.register_routes), read from NVIDIA/
-# TensorRT-LLM's public source (the stored snapshot, commit 00057725d9a6; no wheel of the pinned
-# 1.3.0rc9 is in the engine check, so the routes of that exact release are not verified).
+# TensorRT-LLM's public source (the stored snapshot, commit 00057725d9a6). The routes of the
+# pinned 1.3.0rc9 itself are not verified: PyPI holds only a 10 KB sdist of it whose build
+# backend (wheel_stub) fetches the wheel from NVIDIA's own index, which CI cannot reach.
 # trtllm-serve has no API key: every route answers whoever reaches the port.
 OPENAI_SERVER = "tensorrt_llm/serve/openai_server.py (OpenAIServer.register_routes)"
 ROUTES: tuple[Route, ...] = (
