@@ -8,6 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
+from sparkrack import contract
 from sparkrack.cli.exitcodes import ExitCode
 from sparkrack.cli.watch import KUBECONFIG_HELP, api_client
 from sparkrack.errors import Problem, UsageError
@@ -19,9 +20,9 @@ from sparkrack.watch.memguard import DEFAULT_FULL_AVG10, Floor, Guard, read_pres
 def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     p.description = (
         "Reads memory pressure (PSI) and MemFree of this Spark; below the floor it deletes "
-        "the engine pod (a pod with a rank label) using the most memory on --node and records "
-        "why in an Event on it. --once: one look, exit 0 above the floor, 1 when it acted or "
-        "found no pod to stop."
+        f"the engine pod (one that {contract.ENGINE_SELECTOR} selects) using the most memory "
+        "on --node and records why in an Event on it. --once: one look, exit 0 above the "
+        "floor, 1 when it acted or found no pod to stop."
     )
     p.add_argument("--node", required=True, help="this Spark's node name (downward API)")
     p.add_argument("--namespace", default="sparkrack", help="the serving namespace")

@@ -7,8 +7,10 @@ and leaves nothing to read. Memory pressure (PSI, ``/proc/pressure/memory``) ris
 ``MemAvailable``: the page cache that ``MemAvailable`` counts is not memory the NVIDIA allocator
 can take back in time (src:gb10-memavailable-bug). Below the floor — less free than
 :attr:`Floor.free_bytes` (the planner's OS headroom by default) or ``full avg10`` at
-:attr:`Floor.full_avg10` percent or more — it deletes the serving pod using the most memory on
-its node, and records why in an Event on that pod.
+:attr:`Floor.full_avg10` percent or more — it deletes the engine pod using the most memory on
+its node, and records why in an Event on that pod. Engine pods are those
+:data:`sparkrack.contract.ENGINE_SELECTOR` selects (the serving ranks); a fabric-check pod carries
+a rank label too, but not the serving component.
 
 :func:`decide` is pure (the tests feed it real-format ``/proc`` files); :func:`pod_usage` reads
 each pod's ``memory.current`` from the node's cgroup v2 tree; :class:`Guard` makes the API
@@ -33,8 +35,6 @@ from sparkrack.serving.scripts import memsettle
 
 DEFAULT_FULL_AVG10 = float(SERVING_DEFAULTS["serving_memguard_psi_full"])
 """PSI ``full`` avg10 (percent) at which the guard acts (``serving_memguard_psi_full``)."""
-SERVING_SELECTOR = contract.LABEL_RANK
-"""Pods that carry a rank label are engine pods (the serving render's ranks)."""
 EVENT_REASON = "SparkrackMemoryGuard"
 
 
@@ -173,7 +173,7 @@ class Guard:
     def pods(self, cgroup_root: Path | None = None) -> list[PodMemory]:
         found: list[Any] = self.core.list_namespaced_pod(
             self.namespace,
-            label_selector=SERVING_SELECTOR,
+            label_selector=contract.ENGINE_SELECTOR,
             field_selector=f"spec.nodeName={self.node}",
         ).items
         live = [p for p in found if p.metadata.deletion_timestamp is None]

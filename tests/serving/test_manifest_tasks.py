@@ -14,23 +14,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from kubernetes import client
+from play_support import container_status, pod, run_tasks
 
-from sparkrack.contract import FETCH_MANIFEST_KEY, contract_fact
+from sparkrack.contract import FETCH_MANIFEST_KEY
 
 if TYPE_CHECKING:
     from conftest import Playbook
 
-ROOT = Path(__file__).resolve().parents[2]
-TASKS = ROOT / "roles" / "serving" / "tasks" / "manifest.yml"
-IMAGE = "registry.example.com/sparkrack/fetch:1.0"
-RESTRICTED = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "runAsNonRoot": True,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 HEAD = "ab" * 32
 PUSHER = "cd" * 32
 DEPLOYMENT = {
@@ -42,33 +33,18 @@ DEPLOYMENT = {
 
 
 def head_pod(core: client.CoreV1Api, namespace: str, download_message: str) -> None:
-    def c(name: str) -> dict[str, Any]:
-        return {"name": name, "image": IMAGE, "securityContext": RESTRICTED}
-
-    core.create_namespaced_pod(
-        namespace,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "fetch-abcde", "labels": {"job-name": DEPLOYMENT["fetch_job"]}},
-            "spec": {
-                "nodeName": "no-such-node",
-                "restartPolicy": "Never",
-                "initContainers": [c("download")],
-                "containers": [c("push")],
-            },
-        },
+    body = pod(
+        "fetch-abcde",
+        {"job-name": DEPLOYMENT["fetch_job"]},
+        containers=("push",),
+        init=("download",),
+        restart_policy="Never",
     )
+    core.create_namespaced_pod(namespace, body)
 
     def ended(name: str, message: str) -> dict[str, Any]:
-        return {
-            "name": name,
-            "image": IMAGE,
-            "imageID": "",
-            "ready": False,
-            "restartCount": 0,
-            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": message}},
-        }
+        state = {"terminated": {"exitCode": 0, "reason": "Completed", "message": message}}
+        return container_status(name, state)
 
     core.patch_namespaced_pod_status(
         "fetch-abcde",
@@ -86,31 +62,12 @@ def head_pod(core: client.CoreV1Api, namespace: str, download_message: str) -> N
 def run(
     ansible_playbook: Playbook, kube_api: Any, tmp_path: Path, namespace: str
 ) -> tuple[int, str]:
-    play = {
-        "name": "The manifest carriage of the serve play",
-        "hosts": "localhost",
-        "gather_facts": False,
-        "vars": {
-            "sparkrack_contract": contract_fact(),
-            "serving_kubeconfig": str(kube_api.kubeconfig),
-            "serving_namespace": namespace,
-        },
-        "tasks": [
-            {
-                "name": "Carry",
-                "ansible.builtin.include_tasks": str(TASKS),
-                "vars": {
-                    "serving_manifest_deployments": [DEPLOYMENT],
-                    "serving_manifest_retries": 3,
-                    "serving_manifest_delay": 1,
-                },
-            }
-        ],
+    carry = {
+        "serving_manifest_deployments": [DEPLOYMENT],
+        "serving_manifest_retries": 3,
+        "serving_manifest_delay": 1,
     }
-    path = tmp_path / "play.yml"
-    path.write_text(yaml.safe_dump([play], sort_keys=False))
-    done = ansible_playbook(str(path), env={"HOME": str(tmp_path)}, timeout=120)
-    return done.returncode, done.stdout + done.stderr
+    return run_tasks(ansible_playbook, kube_api, tmp_path, namespace, "manifest.yml", carry)
 
 
 def test_the_downloads_digest_reaches_the_receivers_configmap(

@@ -12,36 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from kubernetes import client
-
-from sparkrack.inputs.variable_table import contract_fact
+from play_support import container_status, pod, run_tasks, suspended_job
 
 if TYPE_CHECKING:
     from conftest import Playbook
-
-ROOT = Path(__file__).resolve().parents[2]
-WAIT = ROOT / "roles" / "serving" / "tasks" / "wait.yml"
-IMAGE = "registry.example.com/sparkrack/fetch:1.0"
-RESTRICTED = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "runAsNonRoot": True,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-"""The namespace's Pod Security level (restricted) asks for this of every container."""
-
-
-def pod(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {
-            "nodeName": "no-such-node",
-            "containers": [{"name": "c", "image": IMAGE, "securityContext": RESTRICTED}],
-        },
-    }
 
 
 def status(waiting: str | None, ready: bool = False) -> dict[str, Any]:
@@ -54,16 +29,7 @@ def status(waiting: str | None, ready: bool = False) -> dict[str, Any]:
         "status": {
             "phase": "Running" if ready else "Pending",
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-            "containerStatuses": [
-                {
-                    "name": "c",
-                    "image": IMAGE,
-                    "imageID": "",
-                    "ready": ready,
-                    "restartCount": 0,
-                    "state": state,
-                }
-            ],
+            "containerStatuses": [container_status("c", state, ready)],
         }
     }
 
@@ -76,33 +42,14 @@ def run_wait(
     kind: str,
     names: list[str],
 ) -> tuple[int, str]:
-    play = {
-        "name": "One wait of the serve play",
-        "hosts": "localhost",
-        "gather_facts": False,
-        "vars": {
-            "sparkrack_contract": contract_fact(),
-            "serving_kubeconfig": str(kube_api.kubeconfig),
-            "serving_namespace": namespace,
-        },
-        "tasks": [
-            {
-                "name": "Wait",
-                "ansible.builtin.include_tasks": str(WAIT),
-                "vars": {
-                    "serving_wait_what": f"the test's {kind}s",
-                    "serving_wait_kind": kind,
-                    "serving_wait_names": names,
-                    "serving_wait_timeout": 600,
-                    "serving_wait_sleep": 1,
-                },
-            }
-        ],
+    wait = {
+        "serving_wait_what": f"the test's {kind}s",
+        "serving_wait_kind": kind,
+        "serving_wait_names": names,
+        "serving_wait_timeout": 600,
+        "serving_wait_sleep": 1,
     }
-    path = tmp_path / "play.yml"
-    path.write_text(yaml.safe_dump([play], sort_keys=False))
-    done = ansible_playbook(str(path), env={"HOME": str(tmp_path)}, timeout=120)
-    return done.returncode, done.stdout + done.stderr
+    return run_tasks(ansible_playbook, kube_api, tmp_path, namespace, "wait.yml", wait)
 
 
 def test_a_rank_that_cannot_pull_ends_the_wait_naming_it(
@@ -123,21 +70,7 @@ def test_a_job_whose_pod_cannot_pull_ends_the_wait_naming_the_job(
 ) -> None:
     namespace = kube_api.namespace("wait")
     api = kube_api.client()
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "fetch"},
-        "spec": {
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": IMAGE, "securityContext": RESTRICTED}],
-                }
-            },
-        },
-    }
-    client.BatchV1Api(api).create_namespaced_job(namespace, job)
+    client.BatchV1Api(api).create_namespaced_job(namespace, suspended_job("fetch"))
     core = client.CoreV1Api(api)
     core.create_namespaced_pod(namespace, pod("fetch-abcde", {"job-name": "fetch"}))
     core.patch_namespaced_pod_status("fetch-abcde", namespace, status("ErrImagePull"))
@@ -168,23 +101,7 @@ def test_status_lists_a_deployments_fetch_jobs_with_their_state(kube_api: Any) -
     api = kube_api.client()
     labels = {LABEL_DEPLOYMENT: "super", LABEL_COMPONENT: COMPONENT_FETCH}
     for name in ("sparkrack-super-fetch", "sparkrack-super-recv-2"):
-        job = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {
-                "suspend": True,
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {"name": "c", "image": IMAGE, "securityContext": RESTRICTED}
-                        ],
-                    }
-                },
-            },
-        }
-        client.BatchV1Api(api).create_namespaced_job(namespace, job)
+        client.BatchV1Api(api).create_namespaced_job(namespace, suspended_job(name, labels))
     core = client.CoreV1Api(api)
     core.create_namespaced_pod(namespace, pod("recv-abcde", {"job-name": "sparkrack-super-recv-2"}))
     core.patch_namespaced_pod_status("recv-abcde", namespace, status("ImagePullBackOff"))

@@ -4,12 +4,14 @@ pods' cgroup charge, its API calls against a stand-in that selects pods as the A
 plane (KWOK nodes).
 
 Negative controls: above the floor nothing is stopped; pods of another node, pods without a
-rank label and pods already being deleted are never chosen.
+rank label, fabric-check pods (a rank label, another component) and pods already being deleted are
+never chosen.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import time
@@ -27,7 +29,10 @@ from sparkrack.fabric.addressplan import NodeInput
 from sparkrack.inputs.inventory import load_inventory
 from sparkrack.k3s import config as k3s
 from sparkrack.k3s.node import registered_node
+from sparkrack.k8s import ClusterOptions
+from sparkrack.k8s.fabric_check import render_fabric_check
 from sparkrack.planner.memory import DEFAULT_OS_HEADROOM_GB, GB
+from sparkrack.serving import context_from_vars, load_profile, render_manifests
 from sparkrack.watch import memguard
 from sparkrack.watch.memguard import Floor, PodMemory, decide, read_pressure
 
@@ -189,18 +194,47 @@ class StandInCore:
         self.events.append(body)
 
 
-def v1pod(name: str, node: str, memory: str, rank: bool = True, ns: str = "serving") -> Any:
+def pod(name: str, node: str, memory: str | None, rank: bool = True) -> dict[str, Any]:
+    """A pod body; ``rank``: an engine pod (the serving component and a rank label)."""
     labels = {**contract.PART_OF, contract.LABEL_DEPLOYMENT: name.split("-")[0]}
     if rank:
+        labels[contract.LABEL_COMPONENT] = contract.COMPONENT_SERVING
         labels[contract.LABEL_RANK] = "0"
-    resources = client.V1ResourceRequirements(requests={"memory": memory})
-    return client.V1Pod(
-        metadata=client.V1ObjectMeta(name=name, namespace=ns, uid=f"uid-{name}", labels=labels),
-        spec=client.V1PodSpec(
-            node_name=node,
-            containers=[client.V1Container(name="engine", image="e:1", resources=resources)],
-        ),
-    )
+    container: dict[str, Any] = {"name": "engine", "image": "registry.invalid/engine:1"}
+    if memory:
+        container["resources"] = {"requests": {"memory": memory}}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"nodeName": node, "containers": [container]},
+    }
+
+
+def as_listed(body: dict[str, Any], ns: str) -> Any:
+    """A pod body as the API server returns it in a list and the client hands it over: created
+    in ``ns`` with a uid, scheduled (``spec.nodeName``: its own, else the node its hostname
+    selector pins it to), its resource
+    quantities as strings, deserialized from JSON into a V1Pod by the client's deserializer."""
+    uid = str(uuid.uuid5(uuid.NAMESPACE_URL, body["metadata"]["name"]))
+    meta = {**body["metadata"], "namespace": ns, "uid": uid}
+    pinned = body["spec"].get("nodeSelector", {}).get(contract.HOSTNAME_LABEL)
+    spec = {**body["spec"], "nodeName": body["spec"].get("nodeName", pinned)}
+    spec["containers"] = [
+        {
+            **c,
+            "resources": {
+                kind: {k: str(v) for k, v in amounts.items()}
+                for kind, amounts in c.get("resources", {}).items()
+            },
+        }
+        for c in spec["containers"]
+    ]
+    listed = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    with client.ApiClient() as api:
+        return api.deserialize(json.dumps(listed), "V1Pod", "application/json")
+
+
+def v1pod(name: str, node: str, memory: str, rank: bool = True, ns: str = "serving") -> Any:
+    return as_listed(pod(name, node, memory, rank), ns)
 
 
 def test_the_guard_asks_for_the_engine_pods_of_its_own_node(
@@ -227,25 +261,78 @@ def test_the_guard_asks_for_the_engine_pods_of_its_own_node(
     assert {p.name for p in guard.pods()} == {"alpha-r0", "beta-r0"}
     tight = read_pressure(proc(tmp_path, PSI_STALLING, 2 * 1024 * 1024))
     decision = guard.check(tight, Floor())
-    assert decision.stop == PodMemory("alpha-r0", "serving", "uid-alpha-r0", 40 * 2**30, "requests")
+    alpha = str(uuid.uuid5(uuid.NAMESPACE_URL, "alpha-r0"))
+    assert decision.stop == PodMemory("alpha-r0", "serving", alpha, 40 * 2**30, "requests")
     assert core.deleted == [("serving", "alpha-r0")]
     assert [e["involvedObject"]["name"] for e in core.events] == ["alpha-r0"]
 
 
+def test_a_fabric_check_pod_is_no_engine_pod_to_the_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fabric check's pods carry a rank label (their NCCL rank) in the serving namespace, as
+    the engine pods do; only the serving component tells them apart. On spark2 the guard neither
+    counts nor stops the rendered fabric-check pod, though it is charged the most memory there;
+    the rendered engine pod of the same node is its candidate (negative control)."""
+    plan = load_inventory("inventories/lab").plan()
+    ns, node = "sparkrack", plan.nodes[1].name
+    ctx = context_from_vars(plan, {"serving_namespace": ns})
+    [engine] = [
+        as_listed({**t, "metadata": {**t["metadata"], "name": f"{d['metadata']['name']}-0"}}, ns)
+        for d in render_manifests(load_profile("nemotron-3-super-120b-a12b-nvfp4"), ctx)
+        if d["kind"] == "StatefulSet"
+        for t in [d["spec"]["template"]]
+        if t["spec"]["nodeSelector"][contract.HOSTNAME_LABEL] == node
+    ]
+    [check] = [
+        as_listed(d, ns)
+        for d in render_fabric_check(plan, ClusterOptions(namespace=ns))
+        if d["kind"] == "Pod" and d["spec"]["nodeSelector"][contract.HOSTNAME_LABEL] == node
+    ]
+    assert engine.spec.node_name == check.spec.node_name == node
+    assert contract.LABEL_RANK in check.metadata.labels  # what made it look like an engine pod
+    cgroup = tmp_path / "kubepods.slice"
+    for p, size in ((check, 90 * 2**30), (engine, 60 * 2**30)):
+        slice_ = cgroup / f"kubepods-pod{p.metadata.uid.replace('-', '_')}.slice"
+        slice_.mkdir(parents=True)
+        (slice_ / "memory.current").write_text(f"{size}\n")
+    core = StandInCore([check, engine])
+    # The stand-in's negative control: selected by the rank label alone, both pods are listed.
+    by_rank = core.list_namespaced_pod(ns, label_selector=contract.LABEL_RANK).items
+    assert {p.metadata.name for p in by_rank} == {check.metadata.name, engine.metadata.name}
+    monkeypatch.setattr(client, "CoreV1Api", lambda api: core)
+    guard = memguard.Guard(object(), node, ns, grace_s=0)
+    assert [p.name for p in guard.pods(tmp_path)] == [engine.metadata.name]
+    tight = read_pressure(proc(tmp_path / "proc", PSI_STALLING, 2 * 1024 * 1024))
+    decision = guard.check(tight, Floor(), tmp_path)
+    assert decision.stop == PodMemory(
+        engine.metadata.name, ns, engine.metadata.uid, 60 * 2**30, "cgroup"
+    )
+    assert core.deleted == [(ns, engine.metadata.name)]
+
+
+def test_the_guards_admission_rule_is_the_engine_selector_in_cel() -> None:
+    """The policy that limits the guard's deletions asks what its list asks: the serving
+    component and a rank label (the real API enforces it in the deployed guard's test). A
+    selector form the translation cannot say is refused, never widened (negative control)."""
+    from sparkrack.serving.objects.agents import memguard_policy, selector_expression
+
+    [rule] = [
+        v
+        for v in memguard_policy("n")[0]["spec"]["validations"]
+        if v["message"].endswith("engine pods only")
+    ]
+    labels = "oldObject.metadata.labels"
+    assert rule["expression"] == (
+        f"has({labels}) && 'sparkrack.io/component' in {labels}"
+        f" && {labels}['sparkrack.io/component'] == 'serving' && 'sparkrack.io/rank' in {labels}"
+    )
+    for selector in ("a!=b", "!a", "a in (b)", "a==b", "a,,b", ""):
+        with pytest.raises(ValueError, match="is not key or key=value"):
+            selector_expression(selector, "oldObject")
+
+
 # --- against a real control plane ----------------------------------------------------------------
-
-
-def pod(name: str, node: str, memory: str | None, rank: bool = True) -> dict[str, Any]:
-    labels = {**contract.PART_OF, contract.LABEL_DEPLOYMENT: name.split("-")[0]}
-    if rank:
-        labels[contract.LABEL_RANK] = "0"
-    container: dict[str, Any] = {"name": "engine", "image": "registry.invalid/engine:1"}
-    if memory:
-        container["resources"] = {"requests": {"memory": memory}}
-    return {
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"nodeName": node, "containers": [container]},
-    }
 
 
 @pytest.fixture(scope="module")
@@ -404,11 +491,19 @@ def test_the_deployed_guard_stops_a_pod_with_its_role_and_no_more(
         as_core = client.CoreV1Api(kube_config.new_client_from_config(config_file=str(config)))
         core.create_namespaced_pod(ns, pod("gamma-r0", there, "40Gi"))
         core.create_namespaced_pod(ns, pod("fetch", here, "40Gi", rank=False))
-        for victim, why in (("gamma-r0", "its own node only"), ("fetch", "engine pods only")):
+        # A fabric-check pod carries a rank label too; only its component differs.
+        check = pod("check-r0", here, "40Gi")
+        check["metadata"]["labels"][contract.LABEL_COMPONENT] = contract.COMPONENT_FABRIC_CHECK
+        core.create_namespaced_pod(ns, check)
+        for victim, why in (
+            ("gamma-r0", "its own node only"),
+            ("fetch", "engine pods only"),
+            ("check-r0", "engine pods only"),
+        ):
             with pytest.raises(client.ApiException) as refused:
                 as_core.delete_namespaced_pod(victim, ns)
             assert refused.value.status == 403 and why in str(refused.value.body), victim
-        assert {"gamma-r0", "fetch"} <= live(core, ns)
+        assert {"gamma-r0", "fetch", "check-r0"} <= live(core, ns)
         # A token not bound to the guard's pod names no node: it deletes nothing.
         core.create_namespaced_pod(ns, pod("delta-r0", here, "40Gi"))
         unbound = sa_kubeconfig(kube_api, Cluster(api, ns), "sparkrack-memguard", tmp_path / "u")

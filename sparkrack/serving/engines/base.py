@@ -45,15 +45,13 @@ from sparkrack.serving.engines.listeners import (
     behind_gate,
     bind_variables,
 )
+from sparkrack.serving.engines.probes import group_guard_probes, http_probes
 from sparkrack.serving.names import deployment_name
 from sparkrack.serving.profile.images import ImageFacts, stated_facts
 from sparkrack.serving.profile.knobs import Knob, PodVariable, RuntimeKnob, lookup
 from sparkrack.serving.profile.model import Profile
 from sparkrack.serving.profile.ruleset import Ctx, Rule, RuleSet
 from sparkrack.serving.scripts.engine_gate import allowed as gate_passes
-
-PROBE_PERIOD = 10
-LIVENESS_PERIOD = 30
 
 
 @dataclass(frozen=True)
@@ -147,34 +145,6 @@ def hf_token_env(ctx: ServingContext) -> dict[str, Any]:
     }
 
 
-def http_probes(
-    ctx: ServingContext, liveness_path: str, port: str | int = "http"
-) -> dict[str, Any]:
-    """Startup, readiness and liveness probes of the process that serves the OpenAI API, at the
-    pod's ``port`` (a gated engine's: the API port, which its gate container names)."""
-    return {
-        # Weight load + CUDA graph capture: src:ultra-post measured ~490 s for Ultra's weights alone.
-        "startupProbe": {
-            "httpGet": {"path": "/health", "port": port},
-            "periodSeconds": PROBE_PERIOD,
-            "timeoutSeconds": 30,
-            "failureThreshold": max(1, ctx.startup_timeout // PROBE_PERIOD),
-        },
-        "readinessProbe": {
-            "httpGet": {"path": "/health", "port": port},
-            "periodSeconds": 15,
-            "timeoutSeconds": 30,
-            "failureThreshold": 3,
-        },
-        "livenessProbe": {
-            "httpGet": {"path": liveness_path, "port": port},
-            "periodSeconds": LIVENESS_PERIOD,
-            "timeoutSeconds": 30,
-            "failureThreshold": max(2, ctx.liveness_timeout // LIVENESS_PERIOD),
-        },
-    }
-
-
 def fabric_env(
     profile: Profile,
     ctx: ServingContext,
@@ -241,6 +211,9 @@ class Engine:
     """The routes of the engine's releases past the OpenAI API, health and metrics, each with
     what a caller needs there: why the engine is :attr:`gated`. The gate passes none of them."""
     liveness_path: str = "/health"
+    group_guard: bool = False
+    """The worker ranks serve no HTTP: the group guard (``contract.GUARD_FILE``, which the engine
+    ships in its launcher files) probes them against the head, so the group restarts together."""
     upstream: str | None = None
     """PyPI distribution whose parser and start-up checks validate the rendered argv."""
     metrics_path: str | None = "/metrics"
@@ -514,6 +487,10 @@ class Engine:
         return PodExtras()
 
     def probes(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
+        """HTTP probes on the head; a worker rank of a :attr:`group_guard` engine serves no HTTP
+        and is probed by the group guard against its head."""
+        if self.group_guard and rank.rank > 0:
+            return group_guard_probes(ctx, deployment_name(ctx, profile), self.client_key_env)
         return http_probes(ctx, self.liveness_path, self.api_port_ref(ctx))
 
     def api_port_ref(self, ctx: ServingContext) -> str | int:

@@ -40,15 +40,12 @@ from sparkrack.serving.engines.base import (
     DEEPGEMM_CACHE,
     FLASHINFER_CACHE,
     INDUCTOR_CACHE,
-    LIVENESS_PERIOD,
-    PROBE_PERIOD,
     TRITON_CACHE,
     Engine,
     FileSet,
     Rank,
     api_listeners,
     fabric_env,
-    http_probes,
     integer,
     number,
     section,
@@ -63,7 +60,6 @@ from sparkrack.serving.engines.listeners import (
     PortOf,
 )
 from sparkrack.serving.engines.sglang_table import IMAGES, KNOBS, METRICS, NAME, RECORDED
-from sparkrack.serving.names import ObjectNames, deployment_name
 from sparkrack.serving.profile.images import version_tuple
 from sparkrack.serving.profile.knobs import RuntimeKnob
 from sparkrack.serving.profile.model import Profile
@@ -707,7 +703,11 @@ class SGLang(Engine):
     # ADMIN_OPTIONAL route (utils/auth.py, entrypoints/http_server.py, 0.5.10-0.5.13). Only the
     # gate's allow-list keeps them from the gateway, the watchdog and the ranks.
     gated = True
+    # The head's liveness asks for a generated token, not only a live HTTP server.
     liveness_path = "/health_generate"
+    # Workers serve no HTTP: the group guard (launcher_files()) fails when the head restarted,
+    # so the whole group restarts together. It probes the head with the engine key only.
+    group_guard = True
     upstream = NAME
     jit_caches = (FLASHINFER_CACHE, TRITON_CACHE, INDUCTOR_CACHE, CUTE_DSL_CACHE, DEEPGEMM_CACHE)
     images = IMAGES
@@ -799,31 +799,6 @@ class SGLang(Engine):
 
     def files(self, profile: Profile) -> list[FileSet]:
         return [FileSet("launcher", contract.LAUNCHER_MOUNT, launcher_files(), 0o555)]
-
-    def probes(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
-        """Head: HTTP probes, liveness on /health_generate. Workers: the group guard, which fails
-        when the head restarted, so the whole group restarts together."""
-        if rank.rank == 0:
-            return http_probes(ctx, self.liveness_path, ctx.api_port)
-        # The head serves HTTP on its cluster address only: reach it by its pod's DNS name.
-        names = ObjectNames.of(deployment_name(ctx, profile))
-        head = f"http://{names.pod_host(0, ctx.namespace)}:{ctx.api_port}"
-        guard = ["python3", f"{contract.LAUNCHER_MOUNT}/{contract.GUARD_FILE}"]
-        target = ["--head", head, "--api-key-env", contract.ENGINE_KEY_ENV]
-        return {
-            "startupProbe": {
-                "exec": {"command": [*guard, "startup", *target]},
-                "periodSeconds": PROBE_PERIOD,
-                "timeoutSeconds": 15,
-                "failureThreshold": max(1, ctx.startup_timeout // PROBE_PERIOD),
-            },
-            "livenessProbe": {
-                "exec": {"command": [*guard, "live", *target]},
-                "periodSeconds": LIVENESS_PERIOD,
-                "timeoutSeconds": 15,
-                "failureThreshold": max(2, ctx.liveness_timeout // LIVENESS_PERIOD),
-            },
-        }
 
     def headless_port(self, ctx: ServingContext) -> tuple[str, int]:
         return "dist", ctx.dist_port

@@ -27,8 +27,6 @@ from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import (
     FLASHINFER_CACHE,
     INDUCTOR_CACHE,
-    LIVENESS_PERIOD,
-    PROBE_PERIOD,
     TRITON_CACHE,
     Engine,
     FileSet,
@@ -38,7 +36,6 @@ from sparkrack.serving.engines.base import (
     SingleSparkEngine,
     api_listeners,
     fabric_env,
-    http_probes,
     integer,
     long_context_problems,
     number,
@@ -54,7 +51,6 @@ from sparkrack.serving.engines.vllm_across import (
 )
 from sparkrack.serving.engines.vllm_routes import ROUTES
 from sparkrack.serving.engines.vllm_speculative import SPECULATIVE_FIELDS, SPECULATIVE_REFUSED
-from sparkrack.serving.names import ObjectNames, deployment_name
 from sparkrack.serving.objects.pod import hardened
 from sparkrack.serving.profile.images import ImageFacts
 from sparkrack.serving.profile.knobs import (
@@ -573,6 +569,10 @@ class VLLMAcrossSparks(VLLM):
 
     knobs = (*KNOBS, *ACROSS_KNOBS)
     uses_fabric = True
+    # Ranks 1.. run --headless and serve no HTTP: the group guard (files()) fails when the head
+    # it saw healthy stops answering, so the group restarts together, as SGLang's. It probes
+    # the head with VLLM_API_KEY; the head's own probes go through the gate on the API port.
+    group_guard = True
     reserved_flags = MappingProxyType(
         {
             **VLLM.reserved_flags,
@@ -628,30 +628,6 @@ class VLLMAcrossSparks(VLLM):
             **self.gate_files(),
         }
         return [FileSet("launcher", contract.LAUNCHER_MOUNT, shipped, 0o555)]
-
-    def probes(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, Any]:
-        """Head: HTTP probes. Workers serve no HTTP: the group guard fails when the head it saw
-        healthy stops answering, so the group restarts together (as SGLang's)."""
-        if rank.rank == 0:
-            return http_probes(ctx, self.liveness_path, self.api_port_ref(ctx))
-        names = ObjectNames.of(deployment_name(ctx, profile))
-        head = f"http://{names.pod_host(0, ctx.namespace)}:{ctx.api_port}"
-        guard = ["python3", f"{contract.LAUNCHER_MOUNT}/{contract.GUARD_FILE}"]
-        target = ["--head", head, "--api-key-env", str(self.client_key_env)]
-        return {
-            "startupProbe": {
-                "exec": {"command": [*guard, "startup", *target]},
-                "periodSeconds": PROBE_PERIOD,
-                "timeoutSeconds": 15,
-                "failureThreshold": max(1, ctx.startup_timeout // PROBE_PERIOD),
-            },
-            "livenessProbe": {
-                "exec": {"command": [*guard, "live", *target]},
-                "periodSeconds": LIVENESS_PERIOD,
-                "timeoutSeconds": 15,
-                "failureThreshold": max(2, ctx.liveness_timeout // LIVENESS_PERIOD),
-            },
-        }
 
     def headless_port(self, ctx: ServingContext) -> tuple[str, int]:
         return "dist", ctx.dist_port

@@ -320,10 +320,30 @@ def memguard_account(namespace: str) -> str:
     return f"system:serviceaccount:{namespace}:{MEMGUARD_NAME}"
 
 
+def selector_expression(selector: str, obj: str) -> str:
+    """A CEL expression true of ``obj`` (``oldObject``, ``object``) when the label selector
+    ``selector`` matches it. Only the forms of the contract's selectors are taken: ``key=value``
+    and ``key`` (exists), comma-separated; another form raises ValueError rather than match
+    more than the selector does."""
+    labels = f"{obj}.metadata.labels"
+    terms = [f"has({labels})"]
+    for requirement in selector.split(","):
+        key, equals, value = requirement.partition("=")
+        if not key or any(c in requirement for c in "!()< ") or value.startswith("="):
+            raise ValueError(
+                f"label selector {selector!r}: {requirement!r} is not key or key=value"
+            )
+        terms.append(f"{key!r} in {labels}")
+        if equals:
+            terms.append(f"{labels}[{key!r}] == {value!r}")
+    return " && ".join(terms)
+
+
 def memguard_policy(namespace: str) -> list[dict[str, Any]]:
     """A ValidatingAdmissionPolicy and its binding: a pod deletion by the guard's account is
-    refused unless the pod is an engine pod (it carries a rank label) on the node the guard's
-    token is bound to (the API server records that node in the token's ``extra``)."""
+    refused unless the pod is an engine pod (:data:`sparkrack.contract.ENGINE_SELECTOR`, the
+    selector the guard lists with) on the node the guard's token is bound to (the API server
+    records that node in the token's ``extra``)."""
     policy_name = f"{MEMGUARD_NAME}-{namespace}"
     labels = {**contract.PART_OF, contract.LABEL_COMPONENT: MEMGUARD}
     extra = f"request.userInfo.extra[{contract.NODE_NAME_EXTRA!r}]"
@@ -352,8 +372,7 @@ def memguard_policy(namespace: str) -> list[dict[str, Any]]:
                 ],
                 "validations": [
                     {
-                        "expression": "has(oldObject.metadata.labels) && "
-                        f"{contract.LABEL_RANK!r} in oldObject.metadata.labels",
+                        "expression": selector_expression(contract.ENGINE_SELECTOR, "oldObject"),
                         "message": "the memory guard deletes engine pods only",
                         "reason": "Forbidden",
                     },

@@ -12,23 +12,24 @@ from __future__ import annotations
 
 import ast
 import copy
-import http.client
-import json
-import os
 import secrets
 import socket
-import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from gate_support import (
+    Engine,
+    gate_process,
+    heads,
+    release,
+    serve_render,
+    served_app,
+)
 
 from sparkrack import contract
-from sparkrack.serving.deployments.bundle import from_inventory, render_serving
+from sparkrack.serving.deployments.bundle import from_inventory
 from sparkrack.serving.enginecheck import upstream
 from sparkrack.serving.engines import engine_of
 from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS, Bind
@@ -36,24 +37,15 @@ from sparkrack.serving.scripts import engine_gate
 
 pytestmark = pytest.mark.tools  # real engine wheels
 
-ROOT = Path(__file__).resolve().parents[3]
-GATE = ROOT / "sparkrack" / "serving" / "scripts" / contract.GATE_FILE
 HTTP_SERVER = "sglang/srt/entrypoints/http_server.py"
 SGLANG_RELEASES = ("0.5.10", "0.5.11", "0.5.12", "0.5.13")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def cache() -> None:
-    os.environ.setdefault("SPARKRACK_CACHE_DIR", str(ROOT / ".cache"))
-
-
-# SGLang's app as far as access goes, on a real socket: each request is handed to the FastAPI
-# app (routes and auth levels from http_server.py, the middleware from utils/auth.py) and its
-# answer written back.
+# SGLang's app as far as access goes (routes and auth levels from http_server.py, the middleware
+# from utils/auth.py), as a TestClient that served_app puts on a real socket.
 ENGINE = textwrap.dedent(
     """
     import ast, importlib.util, json, sys
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     engine, harness, api_key, admin_api_key = json.loads(sys.stdin.readline())
     spec = importlib.util.spec_from_file_location("enginecheck_harness", harness)
     standins = importlib.util.module_from_spec(spec)
@@ -90,108 +82,24 @@ ENGINE = textwrap.dedent(
     app.add_api_route("/metrics", lambda: {"route": "/metrics"}, methods=["GET"])
     auth.add_api_key_middleware(app, api_key=api_key, admin_api_key=admin_api_key)
     client = TestClient(app)
-
-    class Handler(BaseHTTPRequestHandler):
-        def _any(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length)
-            answer = client.request(self.command, self.path, content=body,
-                                    headers={k: v for k, v in self.headers.items()})
-            self.send_response(answer.status_code)
-            self.send_header("Content-Length", str(len(answer.content)))
-            self.end_headers()
-            self.wfile.write(answer.content)
-        do_GET = do_POST = _any
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    print(server.server_address[1], flush=True)
-    server.serve_forever()
     """
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def wait_for(port: int, proc: subprocess.Popen[str]) -> None:
-    """Until the gate accepts connections (it prints nothing the test reads)."""
-    for _ in range(600):
-        assert proc.poll() is None, "the gate exited"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    pytest.fail(f"nothing listens on 127.0.0.1:{port}")
-
-
-class Engine:
-    def __init__(self, port: int, api_key: str, admin: str) -> None:
-        self.port, self.api_key, self.admin = port, api_key, admin
-
-    def ask(self, port: int, path: str, key: str | None, method: str = "POST") -> tuple[int, str]:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        conn.request(method, path, body=b"{}", headers=headers)
-        answer = conn.getresponse()
-        status, text = answer.status, answer.read().decode()
-        conn.close()
-        return status, text
-
-
 @pytest.fixture(scope="module", params=[SGLANG_RELEASES[0], SGLANG_RELEASES[-1]])
 def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
-    version = request.param
-    env = upstream.ensure_env("sglang", version)
-    deps = upstream.deps_dir("sglang", version)
+    wheel = release("sglang", request.param)
     key, admin = "sk-engine-" + secrets.token_hex(12), "sk-admin-" + secrets.token_hex(12)
-    boot = f"import sys; sys.path[:0] = {[str(deps)]!r}; exec(sys.argv[1])"
-    with subprocess.Popen(
-        [sys.executable, "-I", "-c", boot, ENGINE],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(
-            json.dumps([str(env / "engine"), str(upstream.DATA / "harness.py"), key, admin]) + "\n"
-        )
-        proc.stdin.flush()
-        port = int(proc.stdout.readline())
+    given = [str(wheel.engine), str(upstream.DATA / "harness.py"), key, admin]
+    with served_app(ENGINE, wheel.deps, given) as port:
         yield Engine(port, key, admin)
-        proc.terminate()
 
 
 @pytest.fixture(scope="module")
 def gate(engine: Engine) -> Iterator[int]:
     """The shipped gate, as the head pod runs it, in front of the engine."""
-    port = free_port()
-    with subprocess.Popen(
-        [
-            sys.executable,
-            "-I",
-            str(GATE),
-            "--host-env",
-            "GATE_HOST",
-            "--port",
-            str(port),
-            "--upstream",
-            f"127.0.0.1:{engine.port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={"PATH": os.environ["PATH"], "GATE_HOST": "127.0.0.1"},
-    ) as proc:
-        wait_for(port, proc)
+    with gate_process(engine.port) as port:
         yield port
-        proc.terminate()
 
 
 def test_the_engine_key_reads_the_admin_key_from_sglang_directly(engine: Engine) -> None:
@@ -270,8 +178,7 @@ def test_the_gate_refuses_what_it_cannot_pass_on_whole(gate: int) -> None:
 def test_the_gate_passes_no_route_sglang_guards_with_a_key_but_the_api(version: str) -> None:
     """Every route of each release's http_server.py the gate passes on is an OpenAI route,
     health or metrics; none is an admin route, and both server_info routes are refused."""
-    env = upstream.ensure_env("sglang", version)
-    tree = ast.parse((env / "engine" / HTTP_SERVER).read_text())
+    tree = ast.parse((release("sglang", version).engine / HTTP_SERVER).read_text())
     passed = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -329,22 +236,14 @@ def head_problems(rendered: dict[str, Any], api_port: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def example() -> tuple[dict[str, Any], int]:
-    inv = from_inventory("inventories/example")
-    return render_serving(inv), inv.deployments[0].res.ctx.api_port
+    return serve_render("inventories/example")
 
 
 def test_sglangs_head_listens_on_loopback_behind_the_rendered_gate(
     example: tuple[dict[str, Any], int],
 ) -> None:
     rendered, api_port = example
-    heads = [
-        doc
-        for d in rendered["deployments"]
-        for doc in d["manifests"]
-        if doc["kind"] == "StatefulSet"
-        and doc["spec"]["template"]["spec"]["containers"][0]["name"] == "sglang"
-    ]
-    assert heads
+    assert heads(rendered, "sglang")
     assert head_problems(rendered, api_port) == []
     ctx = from_inventory("inventories/example").deployments[0].res.ctx
     rows = {row.name: row for row in engine_of({"engine": "sglang"}).listeners(ctx)}

@@ -15,24 +15,18 @@ test against the gate's judgement, not a running server.
 from __future__ import annotations
 
 import ast
-import json
-import os
 import secrets
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_engine_gate import GATE, Engine, free_port, wait_for
+from gate_support import Engine, gate_process, heads, release, serve_render, served_app
 
 from sparkrack import contract
 from sparkrack.serving import load_profile, resolve
 from sparkrack.serving.context import context_from_inventory
-from sparkrack.serving.deployments.bundle import from_inventory, render_serving
-from sparkrack.serving.enginecheck import upstream
 from sparkrack.serving.engines import engine_of
 from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS, Bind
 from sparkrack.serving.engines.trtllm import ENGINE as TRTLLM
@@ -42,7 +36,6 @@ from sparkrack.serving.scripts import engine_gate
 
 pytestmark = pytest.mark.tools  # real engine wheels
 
-ROOT = Path(__file__).resolve().parents[3]
 VLLM_RELEASES = ("0.19.0", "0.33.0")
 # Where each release keeps the middleware VLLM_API_KEY turns on.
 MIDDLEWARE = {
@@ -57,11 +50,6 @@ NOT_THE_API_SERVER = (
     "vllm/entrypoints/cli/preload.py",
 )
 DANGEROUS = ("/invocations", "/scale_elastic_ep", "/collective_rpc", "/sleep", "/server_info")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache() -> None:
-    os.environ.setdefault("SPARKRACK_CACHE_DIR", str(ROOT / ".cache"))
 
 
 def declared_routes(engine: Path) -> dict[str, list[str]]:
@@ -85,12 +73,12 @@ def declared_routes(engine: Path) -> dict[str, list[str]]:
     return found
 
 
-# vLLM's app as far as access goes, on a real socket: each route the wheel declares, behind the
-# wheel's own AuthenticationMiddleware class (its source, compiled here with its imports).
+# vLLM's app as far as access goes: each route the wheel declares, behind the wheel's own
+# AuthenticationMiddleware class (its source, compiled here with its imports), as a TestClient
+# that served_app puts on a real socket.
 SERVER = textwrap.dedent(
     """
     import ast, json, sys
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     middleware_file, routes, api_key = json.loads(sys.stdin.readline())
     tree = ast.parse(open(middleware_file).read())
     keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
@@ -110,24 +98,6 @@ SERVER = textwrap.dedent(
         app.add_api_route(route, endpoint, methods=["GET", "POST"])
     app.add_middleware(space["AuthenticationMiddleware"], tokens=[api_key])
     client = TestClient(app)
-
-    class Handler(BaseHTTPRequestHandler):
-        def _any(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length)
-            answer = client.request(self.command, self.path, content=body,
-                                    headers={k: v for k, v in self.headers.items()})
-            self.send_response(answer.status_code)
-            self.send_header("Content-Length", str(len(answer.content)))
-            self.end_headers()
-            self.wfile.write(answer.content)
-        do_GET = do_POST = _any
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    print(server.server_address[1], flush=True)
-    server.serve_forever()
     """
 )
 
@@ -135,59 +105,21 @@ SERVER = textwrap.dedent(
 @pytest.fixture(scope="module", params=VLLM_RELEASES)
 def vllm(request: pytest.FixtureRequest) -> Iterator[Engine]:
     version = request.param
-    env = upstream.ensure_env("vllm", version)
-    deps = upstream.deps_dir("vllm", version)
-    routes = sorted(declared_routes(env / "engine"))
+    wheel = release("vllm", version)
+    routes = sorted(declared_routes(wheel.engine))
     # /metrics is a Mount of prometheus_client's app (serve/instrumentator/metrics.py)
     routes.append("/metrics")
     key = "sk-engine-" + secrets.token_hex(12)
-    boot = f"import sys; sys.path[:0] = {[str(deps)]!r}; exec(sys.argv[1])"
-    with subprocess.Popen(
-        [sys.executable, "-I", "-c", boot, SERVER],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        middleware = env / "engine" / MIDDLEWARE[version]
-        proc.stdin.write(json.dumps([str(middleware), routes, key]) + "\n")
-        proc.stdin.flush()
-        port = int(proc.stdout.readline())
+    given = [str(wheel.engine / MIDDLEWARE[version]), routes, key]
+    with served_app(SERVER, wheel.deps, given) as port:
         yield Engine(port, key, "")
-        proc.terminate()
-
-
-def gate_process(upstream_port: int, also: tuple[str, ...] = ()) -> subprocess.Popen[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-I",
-            str(GATE),
-            "--host-env",
-            "GATE_HOST",
-            "--port",
-            str(port),
-            "--upstream",
-            f"127.0.0.1:{upstream_port}",
-            *(w for path in also for w in ("--also", path)),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={"PATH": os.environ["PATH"], "GATE_HOST": "127.0.0.1"},
-    )
-    wait_for(port, proc)
-    proc.port = port  # type: ignore[attr-defined]
-    return proc
 
 
 @pytest.fixture(scope="module")
 def gate(vllm: Engine) -> Iterator[int]:
     """The shipped gate, as the rendered vLLM head runs it, in front of vLLM."""
-    with gate_process(vllm.port, VLLM.gate_also()) as proc:
-        yield proc.port  # type: ignore[attr-defined]
-        proc.terminate()
+    with gate_process(vllm.port, VLLM.gate_also()) as port:
+        yield port
 
 
 def test_without_the_gate_vllms_open_routes_answer_with_or_without_the_key(vllm: Engine) -> None:
@@ -219,8 +151,7 @@ def test_through_the_gate_vllm_answers_only_the_api_health_and_metrics(
 def test_vllms_routes_are_the_api_or_recorded(version: str) -> None:
     """Every route a release declares is passed as the OpenAI API, health or metrics, or is in
     ``VLLM.routes`` (which the gate refuses); every recorded route is declared by a release."""
-    env = upstream.ensure_env("vllm", version)
-    declared = declared_routes(env / "engine")
+    declared = declared_routes(release("vllm", version).engine)
     recorded = {r.path for r in VLLM.routes}
     passed = {p for p in declared if engine_gate.allowed(p)}
     assert "/v1/chat/completions" in passed and "/health" in passed
@@ -233,7 +164,7 @@ def test_vllms_routes_are_the_api_or_recorded(version: str) -> None:
 def test_every_recorded_vllm_route_is_declared_by_a_release() -> None:
     declared: set[str] = {"/docs", "/openapi.json", "/redoc"}  # FastAPI's own
     for version in VLLM_RELEASES:
-        declared |= set(declared_routes(upstream.ensure_env("vllm", version) / "engine"))
+        declared |= set(declared_routes(release("vllm", version).engine))
     assert {r.path for r in VLLM.routes} <= declared
 
 
@@ -259,20 +190,9 @@ def test_the_gate_refuses_trtllms_recorded_routes_and_passes_its_api() -> None:
     assert not engine_gate.allowed("/prometheus/metrics")  # only with the engine's --also
 
 
-def heads(rendered: dict[str, Any], engine_name: str) -> list[dict[str, Any]]:
-    return [
-        doc
-        for d in rendered["deployments"]
-        for doc in d["manifests"]
-        if doc["kind"] == "StatefulSet"
-        and doc["spec"]["template"]["spec"]["containers"][0]["name"] == engine_name
-    ]
-
-
 @pytest.fixture(scope="module")
 def lab() -> tuple[dict[str, Any], int]:
-    inv = from_inventory("inventories/lab")
-    return render_serving(inv), inv.deployments[0].res.ctx.api_port
+    return serve_render("inventories/lab")
 
 
 @pytest.mark.parametrize("engine_name", ["vllm", "trtllm"])
