@@ -21,8 +21,6 @@ import pytest
 
 from sparkrack.cli.exitcodes import ExitCode
 
-pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
-
 BOUND_S = 120
 """What "returns" means here: far above the request timeout, far below a hang (600 s+)."""
 KUBECONFIG = """\

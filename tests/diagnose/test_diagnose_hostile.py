@@ -18,8 +18,6 @@ from hostile_logs import NCCL_SPAM, dense_matches, hostile_log, huge_line, near_
 from sparkrack.cli import main
 from sparkrack.diagnose.signatures import MAX_LINE_CHARS, Finding, diagnose, load_signatures
 
-pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
-
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 DECODE = "illegal-instruction-decode"
 ILLEGAL = "RuntimeError: CUDA error: an illegal instruction was encountered"

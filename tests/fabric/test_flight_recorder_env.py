@@ -7,6 +7,7 @@ Which PyTorch an image carries comes from its image facts (``Engine.images`` or 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -18,7 +19,13 @@ import yaml
 from sparkrack import contract
 from sparkrack.fabric.ncclenv import FR_RENAMED, flight_recorder_env
 from sparkrack.inputs.inventory import load_inventory
-from sparkrack.serving import context_from_vars, load_profile, render_env, render_manifests
+from sparkrack.serving import (
+    ServingContext,
+    context_from_vars,
+    load_profile,
+    render_env,
+    render_manifests,
+)
 from sparkrack.serving.engines import ENGINES
 from sparkrack.serving.names import deployment_name
 
@@ -179,10 +186,16 @@ def shipped_fabric_profiles() -> list[Path]:
     return found
 
 
+@functools.cache
+def example_context() -> ServingContext:
+    """The example inventory's serving context (frozen), loaded once for every render here."""
+    return context_from_vars(load_inventory("inventories/example").plan(), {}, {})
+
+
 def rank_pod_envs(profile: Any) -> tuple[str, list[dict[str, str]]]:
     """The dump directory of ``profile``'s deployment, and the literal env of every rank pod as
     rendered into its StatefulSet."""
-    ctx = context_from_vars(load_inventory("inventories/example").plan(), {}, {})
+    ctx = example_context()
     sets = [d for d in render_manifests(profile, ctx) if d.get("kind") == "StatefulSet"]
     envs = [
         {
@@ -256,12 +269,14 @@ def test_the_image_table_takes_torch_from_each_releases_pin() -> None:
 RECORDER = FLIGHT_NAMES | {"TORCH_NCCL_DUMP_ON_TIMEOUT"}
 
 
-def shipped_multi_rank_profiles() -> list[Path]:
-    return [
+@functools.cache
+def shipped_multi_rank_profiles() -> tuple[Path, ...]:
+    """Each shipped profile whose render has two rank pods or more (each one rendered to know)."""
+    return tuple(
         path
         for path in sorted(Path("model_profiles").glob("*.yml"))
         if len(rank_pod_envs(load_profile(str(path)))[1]) >= 2
-    ]
+    )
 
 
 def recorder_of(env: dict[str, str]) -> dict[str, str]:

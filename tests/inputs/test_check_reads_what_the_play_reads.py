@@ -56,6 +56,7 @@ LAYERS = {
 }
 
 
+@pytest.mark.tools  # runs the real ansible-inventory
 def test_every_host_and_localhost_see_what_ansible_core_gives_them(tmp_path: Path) -> None:
     inv_dir = lab_copy(tmp_path, LAYERS)
     inv = load_inventory(inv_dir)
@@ -101,6 +102,7 @@ def test_a_cluster_wide_value_set_for_localhost_only_is_refused(tmp_path: Path) 
     assert problems(moved) == []
 
 
+@pytest.mark.tools  # runs the real ansible-inventory
 def test_a_host_vars_value_over_a_group_folder_is_checked_in_its_own_file(tmp_path: Path) -> None:
     """Ansible merges the layers keeping the first file's key: the value that won is checked,
     and the refusal names the file it came from."""

@@ -82,6 +82,7 @@ def unpassed(passed: set[str], read: tuple[str, ...]) -> list[str]:
     )
 
 
+@pytest.mark.tools  # runs the real ansible-playbook
 def test_the_role_passes_every_setting_the_render_reads(tmp_path: Path) -> None:
     tasks = yaml.safe_load(ROLE_TASKS.read_text())
     passed = role_settings(settings_expression(tasks), tmp_path, serving_api_port=31000)
@@ -92,6 +93,7 @@ def test_the_role_passes_every_setting_the_render_reads(tmp_path: Path) -> None:
     assert passed["serving_memguard_floor"] == SERVING_DEFAULTS["serving_memguard_floor"]
 
 
+@pytest.mark.tools  # runs the real ansible-playbook
 def test_a_dropped_setting_is_found(tmp_path: Path) -> None:
     names = [k for k in SETTINGS if k != "serving_fetch_port"] + ["serving_fetch_prot"]
     hand_list = f"{{{{ dict({names} | zip(query('vars', *{names}, default=''))) }}}}"

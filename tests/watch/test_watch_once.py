@@ -20,7 +20,7 @@ import pytest
 from sparkrack.bench.server import spawn
 from sparkrack.watch.probe import ProbeConfig, Verdict, run_probe
 
-pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
+timed = pytest.mark.serial  # bounds wall time or a rate: alone, never beside a worker
 
 S = 2.0
 """--stall-after of the cases: short, so the suite stays quick."""
@@ -49,6 +49,7 @@ def line(url: str, *args: str) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
+@timed
 def test_healthy_server_is_healthy() -> None:
     with spawn(["--rate", "100"]) as url:
         code, probe, wall, _ = watch(url)
@@ -58,6 +59,7 @@ def test_healthy_server_is_healthy() -> None:
     assert wall < STARTUP_S + 2
 
 
+@timed
 @pytest.mark.parametrize("after", [0, 3])
 def test_stall_with_health_200_is_reported_within_the_stall_limit(after: int) -> None:
     with spawn(["--rate", "100", "--stall-after", str(after)]) as url:
@@ -72,6 +74,7 @@ def test_stall_with_health_200_is_reported_within_the_stall_limit(after: int) ->
     assert f"after {after} tokens" in probe["detail"] or after == 0
 
 
+@timed
 def test_a_stall_is_reported_within_the_limit_by_the_tests_clock() -> None:
     """The stall bound held by a clock outside the probe: the probe's own ``since_last_token_s``
     is what it says of itself. In process, so no interpreter start blurs the figure: the three
@@ -86,6 +89,7 @@ def test_a_stall_is_reported_within_the_limit_by_the_tests_clock() -> None:
     assert result.since_last_token_s is not None and result.since_last_token_s <= wall
 
 
+@timed
 def test_slow_but_progressing_server_is_never_stalled() -> None:
     """One token every 2 s at --stall-after 5 (the issue's figure) is healthy."""
     with spawn(["--rate", "0.5"]) as url:
@@ -94,6 +98,7 @@ def test_slow_but_progressing_server_is_never_stalled() -> None:
     assert 1.8 <= probe["max_gap_s"] <= 2.5
 
 
+@timed
 def test_rate_below_the_floor_is_slow_and_above_it_healthy() -> None:
     with spawn(["--rate", "100", "--slow-after", "2", "--slow-rate", "1.5"]) as url:
         code, probe, _, _ = watch(url, "--max-tokens", "5", "--min-rate", "4")
@@ -104,6 +109,7 @@ def test_rate_below_the_floor_is_slow_and_above_it_healthy() -> None:
         assert (code, probe["verdict"]) == (0, "healthy"), probe
 
 
+@timed
 def test_decode_that_slows_past_the_stall_limit_is_stalled() -> None:
     with spawn(["--rate", "100", "--slow-after", "3", "--slow-rate", "0.25"]) as url:
         code, probe, wall, _ = watch(url)
@@ -112,6 +118,7 @@ def test_decode_that_slows_past_the_stall_limit_is_stalled() -> None:
     assert wall <= STARTUP_S + S + 5
 
 
+@timed
 @pytest.mark.parametrize(
     ("server", "words"),
     [
@@ -161,6 +168,7 @@ def test_wrong_answers_get_one_line_and_no_traceback(answer: str, words: str) ->
     assert len(out.strip().splitlines()) == 1 and "Traceback" not in out + err
 
 
+@timed
 def test_a_server_that_never_answers_is_stalled_within_the_deadline(silent: str) -> None:
     t0 = time.monotonic()
     code, out, err = line(silent, "--model", "m")
