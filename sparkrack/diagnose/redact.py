@@ -18,9 +18,7 @@ from typing import Any
 
 MASK = "***"
 
-_KEY_NAMES = (
-    r"(?:[A-Za-z_]{0,40}api_key|[A-Za-z_]{0,40}token|[A-Za-z_]{0,40}secret|password|master_key)"
-)
+_KEY_NAMES = r"(?:[A-Za-z_]{0,40}(?:api_key|token|secret|password|master_key))"
 
 _SECRET_KEY = re.compile(_KEY_NAMES, re.IGNORECASE)
 
@@ -57,10 +55,16 @@ _SHAPES: tuple[_Shape, ...] = (
         rf"\1\2{MASK}\2",
         _KEY_NEEDLES,
     ),
+    # YAML with a plain value: api_key: x, master_key: sk-x (LiteLLM's config)
+    _Shape(
+        re.compile(rf"(\b{_KEY_NAMES}\s*:[ \t]+)(?![\"'\s]|None\b|null\b)([^\s,}}#]+)", re.I),
+        rf"\1{MASK}",
+        _KEY_NEEDLES,
+    ),
     # unquoted assignments: API_KEY=x, --api-key=x
     _Shape(
         re.compile(
-            rf"\b({_KEY_NAMES}|[A-Za-z-]{0, 40}api-key)=(?!['\"]|None\b)([^\s,;)'\"]+)",
+            rf"\b({_KEY_NAMES}|[A-Za-z-]{{0,40}}api-key)=(?!['\"]|None\b)([^\s,;)'\"]+)",
             re.IGNORECASE,
         ),
         rf"\1={MASK}",

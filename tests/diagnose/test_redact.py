@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from sparkrack.diagnose.redact import _SHAPES, redact
+from sparkrack.diagnose.redact import _SHAPES, MASK, redact
 
 SAMPLES = (
     "server_args=ServerArgs(model_path='m', api_key='sk-1', port=3)",
@@ -30,6 +30,9 @@ SAMPLES = (
     "apı_key='dotless-17'",
     "ſecret='long-s-18'",
     "\u212aEY: no",
+    "api_key: plain-19",
+    "  master_key: sk-plain-20  # LiteLLM",
+    "--api-key=argv-21",
 )
 BREAKS = ("\n", "\n  \n\t", " \n \n ")
 
@@ -71,3 +74,32 @@ def test_redact_matches_the_definition_on_mixed_logs() -> None:
 def test_a_line_far_from_any_key_is_left_as_it_was() -> None:
     text = "\n".join(["api_key='k'", *["filler api_key-free x"] * 3, "Authorization:", "x"])
     assert redact(text).split("\n")[1:4] == ["filler api_key-free x"] * 3
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "launch_server --api-key=argv-key-1 --port 30000",
+        "vllm serve m --admin-api-key=argv-key-1",
+        "general_settings: {master_key: argv-key-1}",
+        "  master_key: argv-key-1",
+        "api_key: argv-key-1",
+        '{"gateway_master_key": "argv-key-1"}',
+        "engine_password=argv-key-1",
+    ],
+)
+def test_each_shape_of_a_key_is_masked(line: str) -> None:
+    out = redact(line)
+    assert "argv-key-1" not in out and MASK in out, out
+
+
+def test_negative_control_values_of_other_settings_stay() -> None:
+    for line in (
+        "port: 30000",
+        "max_new_tokens: 512",
+        "hf_token: None",
+        "api_key: null",
+        "--api-key-env SPARKRACK_ENGINE_KEY",
+        "model: org/name",
+    ):
+        assert redact(line) == line
