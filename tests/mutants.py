@@ -119,6 +119,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "",
         "tests/watch/test_memguard.py::test_the_guard_asks_for_the_engine_pods_of_its_own_node",
     ),
+    Mutation(
+        # The guard selects every pod with a rank label: a fabric-check pod becomes a candidate.
+        "memguard-selects-by-rank-label-only",
+        MEMGUARD,
+        "label_selector=contract.ENGINE_SELECTOR,",
+        "label_selector=contract.LABEL_RANK,",
+        "tests/watch/test_memguard.py::test_a_fabric_check_pod_is_no_engine_pod_to_the_guard",
+    ),
+    Mutation(
+        # The argv shape's {0,40} written as an f-string expression: --api-key=X goes unmasked.
+        "redaction-misses-argv-equals",
+        "sparkrack/diagnose/redact.py",
+        "[A-Za-z-]{{0,40}}api-key",
+        "[A-Za-z-]{0, 40}api-key",
+        "tests/diagnose/test_redact.py::test_each_shape_of_a_key_is_masked",
+    ),
 )
 
 
