@@ -457,6 +457,13 @@ class Engine:
         env["HF_HUB_OFFLINE"] = "1"
         env.update(self.jit_env())
         env.update({str(k): str(v) for k, v in (profile.data.get("env") or {}).items()})
+        if self.uses_fabric:
+            # The rank's NCCL env over its VF, then where its listeners bind: the profile's own
+            # env may not move a rank off the fabric.
+            env.update(
+                fabric_env(profile, ctx, rank.node, ctx.vf_index, self.image_facts(profile.data))
+            )
+            env.update(self.bind_env(ctx, rank))
         return env
 
     key_flags: Mapping[str, str] = MappingProxyType({})
@@ -508,8 +515,9 @@ class Engine:
         return {contract.GATE_FILE: scripts.text(contract.GATE_FILE)} if self.gated else {}
 
     def headless_port(self, ctx: ServingContext) -> tuple[str, int]:
-        """The named port the headless Service publishes."""
-        return "http", ctx.api_port
+        """The named port the headless Service publishes: the rendezvous port of an engine
+        across Sparks, the API port otherwise."""
+        return ("dist", ctx.dist_port) if self.uses_fabric else ("http", ctx.api_port)
 
     # --- validation ---------------------------------------------------------------------------
 

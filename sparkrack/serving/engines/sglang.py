@@ -45,7 +45,6 @@ from sparkrack.serving.engines.base import (
     FileSet,
     Rank,
     api_listeners,
-    fabric_env,
     integer,
     number,
     section,
@@ -769,13 +768,6 @@ class SGLang(Engine):
             return f"{ctx.head_address}:{ctx.dist_port}"
         return super().runtime_value(knob, ctx, rank)
 
-    def env(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, str]:
-        return {
-            **super().env(profile, ctx, rank),
-            **fabric_env(profile, ctx, rank.node, ctx.vf_index, self.image_facts(profile.data)),
-            **self.bind_env(ctx, rank),
-        }
-
     def rank_key_env(self, rank: int) -> dict[str, str]:
         """The head holds both keys; a worker serves no HTTP and holds the engine key only (its
         group guard probes the head with it), never the admin key."""
@@ -799,9 +791,6 @@ class SGLang(Engine):
 
     def files(self, profile: Profile) -> list[FileSet]:
         return [FileSet("launcher", contract.LAUNCHER_MOUNT, launcher_files(), 0o555)]
-
-    def headless_port(self, ctx: ServingContext) -> tuple[str, int]:
-        return "dist", ctx.dist_port
 
     def serving(self, data: Mapping[str, Any]) -> Serving:
         topo, sg, spec = (

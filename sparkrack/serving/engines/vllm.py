@@ -35,7 +35,6 @@ from sparkrack.serving.engines.base import (
     Rank,
     SingleSparkEngine,
     api_listeners,
-    fabric_env,
     integer,
     long_context_problems,
     number,
@@ -605,13 +604,6 @@ class VLLMAcrossSparks(VLLM):
     def runtime_switch(self, knob: RuntimeKnob, rank: Rank) -> bool:
         return knob.runtime != "headless" or rank.rank > 0
 
-    def env(self, profile: Profile, ctx: ServingContext, rank: Rank) -> dict[str, str]:
-        return {
-            **super().env(profile, ctx, rank),
-            **fabric_env(profile, ctx, rank.node, ctx.vf_index, self.image_facts(profile.data)),
-            **self.bind_env(ctx, rank),
-        }
-
     def container_command(
         self, profile: Profile, argv: list[str], rank: Rank
     ) -> tuple[list[str], list[str]]:
@@ -628,9 +620,6 @@ class VLLMAcrossSparks(VLLM):
             **self.gate_files(),
         }
         return [FileSet("launcher", contract.LAUNCHER_MOUNT, shipped, 0o555)]
-
-    def headless_port(self, ctx: ServingContext) -> tuple[str, int]:
-        return "dist", ctx.dist_port
 
     def problems(self, c: Ctx) -> Iterator[Problem]:
         for rule in ACROSS_RULES:
