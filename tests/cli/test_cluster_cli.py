@@ -127,23 +127,15 @@ FABRIC_GATE_PLAY: list[dict[str, object]] = [
     }
 ]
 
-RDMA_PLAY: list[dict[str, object]] = [
-    {
-        "name": "rdma preflight in the lab",
-        "hosts": "sparks",
-        "gather_facts": False,
-        "vars": {"sparkrack_plan": "{{ hostvars['localhost'].sparkrack_plan }}"},
-        "tasks": [
-            {
-                "name": "preflight",
-                "ansible.builtin.include_role": {
-                    "name": "roce",
-                    "tasks_from": "rdma_preflight",
-                },
-            }
-        ],
-    }
-]
+RDMA_PLAY: list[dict[str, object]] = yaml.safe_load("""
+- name: rdma preflight in the lab
+  hosts: sparks
+  gather_facts: false
+  vars: {sparkrack_plan: "{{ hostvars['localhost'].sparkrack_plan }}"}
+  tasks:
+    - name: preflight
+      ansible.builtin.include_role: {name: roce, tasks_from: rdma_preflight}
+""")
 
 
 LAB_PLAYS = pytest.mark.xdist_group("lab-plays")
