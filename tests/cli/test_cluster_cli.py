@@ -3,6 +3,7 @@ and the cluster_addons role through real ansible-playbook on the control machine
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -117,15 +118,61 @@ ADDONS_PLAY: list[dict[str, object]] = [
 ]
 
 
-def test_addons_role_renders_validates_and_says_it_did_not_apply(
-    ansible_playbook: Playbook, tmp_path: Path
-) -> None:
-    proc = run_playbook(ansible_playbook, ADDONS_PLAY, tmp_path)
+FABRIC_GATE_PLAY: list[dict[str, object]] = [
+    {
+        "name": "fabric gate without an API",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "roles": [{"role": "fabric_gate"}],
+    }
+]
+
+RDMA_PLAY: list[dict[str, object]] = yaml.safe_load("""
+- name: rdma preflight in the lab
+  hosts: sparks
+  gather_facts: false
+  vars: {sparkrack_plan: "{{ hostvars['localhost'].sparkrack_plan }}"}
+  tasks:
+    - name: preflight
+      ansible.builtin.include_role: {name: roce, tasks_from: rdma_preflight}
+""")
+
+
+LAB_PLAYS = pytest.mark.xdist_group("lab-plays")
+"""The tests that read :func:`lab_plays`: on one xdist worker, so the playbook runs once."""
+
+
+@pytest.fixture(scope="module")
+def lab_plays(
+    ansible_playbook: Playbook, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """The add-ons, fabric gate and RDMA preflight plays after one preflight (one run of
+    ansible-playbook, fabric_gate_transport=socket, which only the fabric gate reads): each
+    play's name -> its own part of the output, from its PLAY header to the next."""
+    proc = run_playbook(
+        ansible_playbook,
+        [*ADDONS_PLAY, *FABRIC_GATE_PLAY, *RDMA_PLAY],
+        tmp_path_factory.mktemp("lab-plays"),
+        "-e",
+        "fabric_gate_transport=socket",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "10 manifests rendered and validated offline" in proc.stdout  # a NAD per rail
-    assert "NetworkAttachmentDefinition/sparkrack-vf0" in proc.stdout
-    assert "NetworkAttachmentDefinition/sparkrack-rail1-vf0" in proc.stdout
-    assert "NOT APPLIED: k3s_api_ready is false on cp1" in proc.stdout
+    parts = re.split(r"^(?=PLAY (?:\[|RECAP))", proc.stdout, flags=re.MULTILINE)
+    named = {m.group(1): part for part in parts if (m := re.match(r"PLAY \[(.*)\]", part))}
+    for play in (*ADDONS_PLAY, *FABRIC_GATE_PLAY, *RDMA_PLAY):
+        assert play["name"] in named, proc.stdout
+    return named
+
+
+@LAB_PLAYS
+def test_addons_role_renders_validates_and_says_it_did_not_apply(
+    lab_plays: dict[str, str],
+) -> None:
+    out = lab_plays["add-ons without an API"]
+    assert "10 manifests rendered and validated offline" in out  # a NAD per rail
+    assert "NetworkAttachmentDefinition/sparkrack-vf0" in out
+    assert "NetworkAttachmentDefinition/sparkrack-rail1-vf0" in out
+    assert "NOT APPLIED: k3s_api_ready is false on cp1" in out
 
 
 def test_addons_role_refuses_bad_options_before_anything_is_applied(
@@ -139,43 +186,16 @@ def test_addons_role_refuses_bad_options_before_anything_is_applied(
     assert "NOT APPLIED" not in proc.stdout
 
 
-def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(
-    ansible_playbook: Playbook, tmp_path: Path
-) -> None:
-    play: list[dict[str, object]] = [
-        {
-            "name": "fabric gate without an API",
-            "hosts": "localhost",
-            "gather_facts": False,
-            "roles": [{"role": "fabric_gate"}],
-        }
-    ]
-    proc = run_playbook(ansible_playbook, play, tmp_path, "-e", "fabric_gate_transport=socket")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "FABRIC GATE NOT RUN" in proc.stdout
+@LAB_PLAYS
+def test_fabric_gate_play_renders_pods_and_says_it_did_not_run(lab_plays: dict[str, str]) -> None:
+    out = lab_plays["fabric gate without an API"]
+    assert "FABRIC GATE NOT RUN" in out
     # the lab has two rails: every rail at once, then each alone
-    assert "The pods of 3 sweep(s) (all-rails, rail0, rail1) rendered" in proc.stdout
+    assert "The pods of 3 sweep(s) (all-rails, rail0, rail1) rendered" in out
 
 
-def test_rdma_preflight_says_not_run_in_the_lab(ansible_playbook: Playbook, tmp_path: Path) -> None:
-    play: list[dict[str, object]] = [
-        {
-            "name": "rdma preflight in the lab",
-            "hosts": "sparks",
-            "gather_facts": False,
-            "vars": {"sparkrack_plan": "{{ hostvars['localhost'].sparkrack_plan }}"},
-            "tasks": [
-                {
-                    "name": "preflight",
-                    "ansible.builtin.include_role": {
-                        "name": "roce",
-                        "tasks_from": "rdma_preflight",
-                    },
-                }
-            ],
-        }
-    ]
-    proc = run_playbook(ansible_playbook, play, tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("RDMA PREFLIGHT NOT RUN") == 1  # once, not per Spark
-    assert "(enp1s0f0np0, enP2p1s0f0np0)" in " ".join(proc.stdout.split())
+@LAB_PLAYS
+def test_rdma_preflight_says_not_run_in_the_lab(lab_plays: dict[str, str]) -> None:
+    out = lab_plays["rdma preflight in the lab"]
+    assert out.count("RDMA PREFLIGHT NOT RUN") == 1  # once, not per Spark
+    assert "(enp1s0f0np0, enP2p1s0f0np0)" in " ".join(out.split())

@@ -149,9 +149,12 @@ def extra_args_problems(
         out.append(Problem(profile.source, "extra_args", message, "remove it", RULE_EXTRA))
     extra = [w for w in extra if w not in config]
     owners = eng.owned_flags()
-    resolved = enginecheck.option_dests(eng.upstream, version, list(owners), offline=offline)
+    # One parser process resolves the table's flags and the extra words together (every owner
+    # flag is an option word, so the first len(owners) answers are the owners').
+    both = enginecheck.option_dests(eng.upstream, version, [*owners, *extra], offline=offline)
+    resolved, given = both[: len(owners)], both[len(owners) :]
     owned = {dest: owners[flag] for flag, dest in resolved if dest is not None}
-    for word, dest in enginecheck.option_dests(eng.upstream, version, extra, offline=offline):
+    for word, dest in given:
         flag = word.split("=", 1)[0]
         if dest is None:
             message, fix = f"{flag} is not an option of {eng.name} {version}", "remove it"

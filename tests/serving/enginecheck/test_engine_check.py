@@ -103,12 +103,16 @@ def test_extra_args_resolved_by_the_real_parser_are_refused(name: str, engine: s
     from sparkrack.serving.engines import engine_of
 
     base = load_profile(name)
-    for word in HOSTILE_EXTRA[engine]:
-        data = copy.deepcopy(base.data)
-        data["extra_args"] = [word, "2"] if "=" not in word else [word]
-        profile = Profile(name, base.path, data)
-        problems = extra_args_problems(profile)
-        assert [p.rule for p in problems] == ["extra-args-owned"], (word, problems)
+    # All hostile words in one profile: one parser process answers for them all, and each word
+    # is still refused on its own (exactly one problem naming it).
+    words = HOSTILE_EXTRA[engine]
+    data = copy.deepcopy(base.data)
+    data["extra_args"] = [w for word in words for w in ([word, "2"] if "=" not in word else [word])]
+    problems = extra_args_problems(Profile(name, base.path, data))
+    assert [p.rule for p in problems] == ["extra-args-owned"] * len(words), problems
+    for word in words:
+        flag = word.split("=", 1)[0]
+        assert len([p for p in problems if p.message.startswith(f"{flag} ")]) == 1, (word, problems)
         # The static rule, which validate runs without the engine, refuses the same word.
         assert engine_of(data).owner_of(word) is not None, word
     data = copy.deepcopy(base.data)
@@ -129,11 +133,14 @@ def test_table_aliases_are_the_real_parsers(engine: str) -> None:
         )
     )
     assert version is not None
-    for knob in eng.knobs:
-        if knob.flag and knob.aliases:
-            words = [knob.flag, *knob.aliases]
-            dests = {d for _w, d in enginecheck.option_dests(engine, version, words)}
-            assert len(dests) == 1 and None not in dests, (knob.key, dests)
+    aliased = {k.key: [k.flag, *k.aliases] for k in eng.knobs if k.flag and k.aliases}
+    # One parser process resolves every knob's words; each word resolves on its own.
+    dest_of = dict(
+        enginecheck.option_dests(engine, version, [w for ws in aliased.values() for w in ws])
+    )
+    for key, words in aliased.items():
+        dests = {dest_of[w] for w in words}
+        assert len(dests) == 1 and None not in dests, (key, dests)
 
 
 # --- vLLM across Sparks -------------------------------------------------------------------------
@@ -151,14 +158,20 @@ def test_the_multi_node_flags_are_the_real_parsers() -> None:
     version = eng.upstream_version(profile)
     assert version is not None
     words = [f.flag for f in ACROSS_FLAGS]
-    got = dict(enginecheck.option_dests("vllm", version, words))
+    aliased = {
+        k.key: [k.flag, *k.aliases]
+        for k in eng.knobs
+        if isinstance(k, RuntimeKnob) and k.flag and k.aliases
+    }
+    knob_words = [w for ws in aliased.values() for w in ws]
+    # One parser process resolves every word; each word resolves on its own.
+    resolved = enginecheck.option_dests("vllm", version, [*words, *knob_words])
+    got = dict(resolved[: len(words)])
     assert got == {f.flag: f.dest for f in ACROSS_FLAGS}
-    for knob in eng.knobs:
-        if isinstance(knob, RuntimeKnob) and knob.aliases:
-            dests = {
-                d for _w, d in enginecheck.option_dests("vllm", version, [knob.flag, *knob.aliases])
-            }
-            assert len(dests) == 1 and None not in dests, (knob.key, dests)
+    dest_of = dict(resolved)
+    for key, knob_flags in aliased.items():
+        dests = {dest_of[w] for w in knob_flags}
+        assert len(dests) == 1 and None not in dests, (key, dests)
 
 
 class PlantedFlag(VLLMAcrossSparks):
