@@ -806,6 +806,8 @@ ENV: list[Entry] = [
             ("NCCL_CONF_FILE", "/tmp/nccl.conf"),
             ("LD_PRELOAD", "/tmp/x.so"),
             ("PYTHONPATH", "/tmp/x"),
+            ("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True"),
+            ("VLLM_USE_MODELSCOPE", "True"),
         )
     ),
 ]

@@ -48,6 +48,11 @@ DENIED_ENV: tuple[tuple[str, str], ...] = (
     ("HUGGING_FACE_HUB_TOKEN", "a secret: the HF token comes from the Kubernetes Secret"),
     ("VLLM_API_KEY", "a secret: the engine key comes from the deployment's key Secret"),
     ("VLLM_SERVER_DEV_MODE", "opens vLLM's development routes, which no key guards"),
+    (
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+        "lets a client load adapter weights from a path or repo it names (/v1/load_lora_adapter)",
+    ),
+    ("VLLM_USE_MODELSCOPE", "downloads models from ModelScope, another host than the fetch step's"),
     ("HTTP_PROXY", "routes the server's downloads (and the HF token) through another host"),
     ("HTTPS_PROXY", "routes the server's downloads (and the HF token) through another host"),
     ("ALL_PROXY", "routes the server's downloads (and the HF token) through another host"),
