@@ -356,10 +356,29 @@ def _harness(dist: str, version: str, request: dict[str, Any], *, offline: bool)
     return answer
 
 
-def run_upstream(
-    dist: str, version: str, invocations: Sequence[Invocation], *, offline: bool = False
-) -> list[Verdict]:
-    """Each invocation through ``dist==version``'s own parser and start-up checks (one process)."""
+@dataclass(frozen=True)
+class Answer:
+    """What one harness process of an engine version answers."""
+
+    verdicts: list[Verdict]  # one per invocation, in order
+    dests: list[tuple[str, str | None]]  # each option word with its dest (None: unknown)
+    known_env: frozenset[str]  # environment variables the version defines
+
+
+def ask(
+    dist: str,
+    version: str,
+    invocations: Sequence[Invocation] = (),
+    words: Sequence[str] = (),
+    *,
+    offline: bool = False,
+) -> Answer:
+    """One process of ``dist==version``: each invocation through its own parser and start-up
+    checks, each option word of ``words`` resolved by its parser, and the env names it defines.
+
+    Values among ``words`` (words not starting with ``-``) are skipped; ``--x=y`` resolves by its
+    option part.
+    """
     models: dict[str, dict[str, Any]] = {}
     for inv in invocations:
         files = hub_files(inv.model_info)
@@ -373,14 +392,25 @@ def run_upstream(
                 )
             )
     jobs = [{"label": i.label, "argv": list(i.argv), "env": i.env} for i in invocations]
-    answer = _harness(dist, version, {"jobs": jobs, "models": models}, offline=offline)
+    options = [w for w in words if w.startswith("-") and not _is_number(w)]
+    request: dict[str, Any] = {"jobs": jobs, "models": models}
+    if options:  # the harness builds the parser for words only when there are some
+        request["words"] = options
+    answer = _harness(dist, version, request, offline=offline)
     known = frozenset(answer["known_env"])
     prefixes = tuple(answer["env_prefixes"])
     verdicts = []
     for inv, got in zip(invocations, answer["verdicts"], strict=True):
         unknown = tuple(sorted(k for k in inv.env if k.startswith(prefixes) and k not in known))
         verdicts.append(Verdict(got["label"], bool(got["ok"]), str(got["error"]), unknown))
-    return verdicts
+    return Answer(verdicts, list(zip(options, answer.get("dests", []), strict=True)), known)
+
+
+def run_upstream(
+    dist: str, version: str, invocations: Sequence[Invocation], *, offline: bool = False
+) -> list[Verdict]:
+    """Each invocation through ``dist==version``'s own parser and start-up checks (one process)."""
+    return ask(dist, version, invocations, offline=offline).verdicts
 
 
 def run_many(
@@ -408,14 +438,12 @@ def option_dests(
 
     Values (words not starting with ``-``) are skipped; ``--x=y`` resolves by its option part.
     """
-    options = [w for w in words if w.startswith("-") and not _is_number(w)]
-    answer = _harness(dist, version, {"words": options}, offline=offline)
-    return list(zip(options, answer["dests"], strict=True))
+    return ask(dist, version, words=words, offline=offline).dests
 
 
 def known_env(dist: str, version: str, *, offline: bool = False) -> frozenset[str]:
     """Environment variables the engine version defines (sglang environ.py, vllm envs.py)."""
-    return frozenset(_harness(dist, version, {}, offline=offline)["known_env"])
+    return ask(dist, version, offline=offline).known_env
 
 
 def _is_number(word: str) -> bool:

@@ -14,11 +14,7 @@ import pytest
 
 from sparkrack.errors import SparkrackError
 from sparkrack.serving.enginecheck import upstream as enginecheck
-from sparkrack.serving.enginecheck.upstream import (
-    Invocation,
-    option_dests,
-    run_upstream,
-)
+from sparkrack.serving.enginecheck.upstream import Answer, Invocation, ask
 from sparkrack.serving.engines.trtllm import table_check
 
 pytestmark = pytest.mark.tools  # engine environments from PyPI
@@ -141,7 +137,12 @@ def nemotron(*extra: str, label: str = "super") -> Invocation:
     return Invocation(label, (*SUPER_ARGV, *extra), {}, model, NEMOTRON_SUPER)
 
 
-def test_sglang_verdicts_are_the_upstream_checks(sglang_0_5_13: str) -> None:
+SGLANG_WORDS = ["--node-r", "2", "--tp-size=4", "--ep", "2", "--no-such-flag", "--model-path", "m"]
+
+
+@pytest.fixture(scope="module")
+def sglang_answer(sglang_0_5_13: str) -> Answer:
+    """One SGLang 0.5.13 process answers the verdict and option tests."""
     batch = [
         glm("--speculative-eagle-topk", "1", label="topk"),
         glm(label="no-topk"),
@@ -157,7 +158,11 @@ def test_sglang_verdicts_are_the_upstream_checks(sglang_0_5_13: str) -> None:
             GLM,
         ),
     ]
-    got = {v.label: v for v in run_upstream("sglang", sglang_0_5_13, batch, offline=True)}
+    return ask("sglang", sglang_0_5_13, batch, SGLANG_WORDS, offline=True)
+
+
+def test_sglang_verdicts_are_the_upstream_checks(sglang_answer: Answer) -> None:
+    got = {v.label: v for v in sglang_answer.verdicts}
     assert got["topk"].ok, got["topk"].error
     assert not got["no-topk"].ok
     assert got["no-topk"].error.startswith("TypeError: '>' not supported between")
@@ -173,10 +178,8 @@ def test_sglang_verdicts_are_the_upstream_checks(sglang_0_5_13: str) -> None:
     assert got["env"].unknown_env == ("SGLANG_NO_SUCH_KNOB",)
 
 
-def test_sglang_option_dests_follow_the_real_parser(sglang_0_5_13: str) -> None:
-    words = ["--node-r", "2", "--tp-size=4", "--ep", "2", "--no-such-flag", "--model-path", "m"]
-    got = option_dests("sglang", sglang_0_5_13, words, offline=True)
-    assert got == [
+def test_sglang_option_dests_follow_the_real_parser(sglang_answer: Answer) -> None:
+    assert sglang_answer.dests == [
         ("--node-r", "node_rank"),
         ("--tp-size=4", "tensor_parallel_size"),
         ("--ep", "expert_parallel_size"),
@@ -209,7 +212,13 @@ def vllm_inv(argv: tuple[str, ...], env: dict[str, str], label: str) -> Invocati
     return Invocation(label, argv, env, model, NEMOTRON_SUPER)
 
 
-def test_vllm_verdicts_are_the_upstream_checks(vllm_version: str) -> None:
+VLLM_WORDS = ["--tensor_parallel_size", "2", "--max-num-seq", "4", "--no-such-flag"]
+SEED_004 = vllm_inv(tuple(VLLM_ARGV), VLLM_ENV, "seed-004 env")
+
+
+@pytest.fixture(scope="module")
+def vllm_answer(vllm_version: str) -> Answer:
+    """One vLLM 0.19 process answers the verdict, option and env tests."""
     argv = tuple(VLLM_ARGV)
     batch = [
         vllm_inv(argv, VLLM_ENV, "ok"),
@@ -217,8 +226,13 @@ def test_vllm_verdicts_are_the_upstream_checks(vllm_version: str) -> None:
         vllm_inv((*argv, "--no-such-flag"), VLLM_ENV, "unknown-flag"),
         vllm_inv((*argv, "--dtype", "float3"), VLLM_ENV, "bad-choice"),
         vllm_inv(argv, {**VLLM_ENV, "VLLM_NO_SUCH_KNOB": "1"}, "env"),
+        SEED_004,
     ]
-    got = {v.label: v for v in run_upstream("vllm", vllm_version, batch, offline=True)}
+    return ask("vllm", vllm_version, batch, VLLM_WORDS, offline=True)
+
+
+def test_vllm_verdicts_are_the_upstream_checks(vllm_answer: Answer) -> None:
+    got = {v.label: v for v in vllm_answer.verdicts}
     assert got["ok"].ok, got["ok"].error
     assert got["ok"].unknown_env == ()
     assert not got["no-long-len"].ok
@@ -230,10 +244,8 @@ def test_vllm_verdicts_are_the_upstream_checks(vllm_version: str) -> None:
     assert got["env"].unknown_env == ("VLLM_NO_SUCH_KNOB",)
 
 
-def test_vllm_option_dests_accept_underscores(vllm_version: str) -> None:
-    words = ["--tensor_parallel_size", "2", "--max-num-seq", "4", "--no-such-flag"]
-    got = option_dests("vllm", vllm_version, words, offline=True)
-    assert got == [
+def test_vllm_option_dests_accept_underscores(vllm_answer: Answer) -> None:
+    assert vllm_answer.dests == [
         ("--tensor_parallel_size", "tensor_parallel_size"),
         ("--max-num-seq", "max_num_seqs"),
         ("--no-such-flag", None),
@@ -268,15 +280,14 @@ def test_model_config_stand_in_carries_model_info() -> None:
         enginecheck.hf_config({"architecture": "NoSuchForCausalLM"})
 
 
-def test_vllm_reports_env_names_a_later_release_dropped(vllm_version: str) -> None:
+def test_vllm_reports_env_names_a_later_release_dropped(vllm_answer: Answer) -> None:
     enginecheck.ensure_env("vllm", "0.33.0")
-    known = enginecheck.known_env("vllm", "0.33.0", offline=True)
+    # One vLLM 0.33 process answers both its env list and its verdict on seed-004's env.
+    later = ask("vllm", "0.33.0", [SEED_004], offline=True)
+    known = later.known_env
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in known
     assert "VLLM_NVFP4_GEMM_BACKEND" not in known
-    seed_004 = [vllm_inv(tuple(VLLM_ARGV), VLLM_ENV, "seed-004 env")]
-    got = enginecheck.run_many(
-        {("vllm", vllm_version): seed_004, ("vllm", "0.33.0"): seed_004}, offline=True
-    )
-    assert got[("vllm", vllm_version)][0].unknown_env == ()
+    got = {v.label: v for v in vllm_answer.verdicts}
+    assert got[SEED_004.label].unknown_env == ()
     dropped = ("VLLM_NVFP4_GEMM_BACKEND", "VLLM_USE_FLASHINFER_MOE_FP4")
-    assert got[("vllm", "0.33.0")][0].unknown_env == dropped
+    assert later.verdicts[0].unknown_env == dropped
