@@ -26,7 +26,6 @@ import threading
 import time
 import zipfile
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -413,24 +412,6 @@ def run_upstream(
     return ask(dist, version, invocations, offline=offline).verdicts
 
 
-def run_many(
-    batches: Mapping[tuple[str, str], Sequence[Invocation]],
-    *,
-    offline: bool = False,
-    workers: int | None = None,
-) -> dict[tuple[str, str], list[Verdict]]:
-    """``run_upstream`` for each (dist, version) batch; environments first, then in parallel."""
-    for dist, version in batches:
-        ensure_env(dist, version, offline=offline)
-    count = workers or max(1, min(len(batches), os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        futures = {
-            key: pool.submit(run_upstream, key[0], key[1], invocations, offline=True)
-            for key, invocations in batches.items()
-        }
-        return {key: future.result() for key, future in futures.items()}
-
-
 def option_dests(
     dist: str, version: str, words: Sequence[str], *, offline: bool = False
 ) -> list[tuple[str, str | None]]:
@@ -439,11 +420,6 @@ def option_dests(
     Values (words not starting with ``-``) are skipped; ``--x=y`` resolves by its option part.
     """
     return ask(dist, version, words=words, offline=offline).dests
-
-
-def known_env(dist: str, version: str, *, offline: bool = False) -> frozenset[str]:
-    """Environment variables the engine version defines (sglang environ.py, vllm envs.py)."""
-    return ask(dist, version, offline=offline).known_env
 
 
 def _is_number(word: str) -> bool:
