@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from sparkrack.bench.server import spawn
 from sparkrack.diagnose import bundle
 from sparkrack.serving.deployments.bundle import from_inventory, render_serving
 from sparkrack.serving.objects.agents import name as watchdog_name
+from sparkrack.watch import metrics
 from sparkrack.watch.cluster import Cluster
 
 LAB_VARS = yaml.safe_load((ROOT / "inventories/lab/group_vars/all.yml").read_text())
@@ -178,6 +180,25 @@ def status_rows(kubeconfig: Path) -> tuple[int, dict[str, Any]]:
     return proc.returncode, rows[TARGET]
 
 
+def probes_made(metrics_port: int) -> int:
+    """The watchdog's own count of its probes, from its metrics endpoint."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith(f"{metrics.PREFIX}_probes_total")
+    )
+
+
+def between_probes(metrics_port: int) -> None:
+    """Return just after the watchdog finished a probe, so that a server stopped now is gone
+    before the next one (``--interval`` later): the probe meets nothing listening. A stream the
+    stop cut off would be an erroring verdict instead, which restarts the group."""
+    seen = probes_made(metrics_port)
+    wait("the next probe", lambda: probes_made(metrics_port) > seen, 30)
+
+
 def admin_kubeconfig(tmp: Path) -> Path:
     from conftest import lab
 
@@ -209,7 +230,7 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
     assert refused.value.status == 403
     admin_kc = admin_kubeconfig(tmp_path)
     evidence = tmp_path / "evidence"
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     watch = [
         sys.executable, "-m", "sparkrack", "watch", "--url", f"http://127.0.0.1:{port}",
@@ -217,7 +238,7 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
         "--kubeconfig", str(kubeconfig), "--stall-after", "2", "--interval", "3",
         "--ranks", rendered_ranks(),
         "--max-restarts", "2", "--restart-window", "600", "--restart-grace", "0",
-        "--evidence", str(evidence), "--metrics-port", str(free_port()),
+        "--evidence", str(evidence), "--metrics-port", str(metrics_port),
     ]  # fmt: skip
     proc = subprocess.Popen(
         watch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
@@ -229,6 +250,7 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
             cpu0, wall0 = cpu_seconds(proc.pid), time.monotonic()
             code, row = status_rows(admin_kc)
             assert row["watchdog"] == "healthy" and row["routed"], row
+            between_probes(metrics_port)
 
         # Nothing listens: out of routing, nothing restarted (the kubelet's business).
         before = uids()
@@ -285,6 +307,11 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
         code, row = status_rows(admin_kc)
         assert (code, row["watchdog"], row["routed"]) == (0, "recovered", True), row
         print(lines.text())
+    except BaseException:
+        print(f"--- the watchdog's output ---\n{lines.text()}\n--- events in {NS} ---")
+        for ev in client.CoreV1Api(admin()).list_namespaced_event(NS).items:
+            print(ev.last_timestamp, ev.involved_object.name, ev.reason, ev.message)
+        raise
     finally:
         proc.terminate()
         proc.wait(timeout=20)
