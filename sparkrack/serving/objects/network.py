@@ -6,7 +6,9 @@ the pod's cluster address at a fixed port admits the peers it declares there (th
 the gateway, the monitoring namespace, the deployment's own ranks and its watchdog; the
 distributed-init port: its own ranks). The same rows give the egress, so both ends of every
 connection have one owner: a rank sends to its own ranks at the ports that admit them, the gateway
-to each deployment's ports that admit it; every pod that resolves a name reaches the cluster DNS.
+to each deployment's ports that admit it; every pod that resolves a name reaches the cluster DNS. A deployment's fetch pod on the cluster
+network (one Spark: it downloads, pushes nothing) reaches the DNS and the Hub's port on every
+address outside the cluster (:func:`fetch_policy`).
 The gateway's port takes its callers from ``serving_gateway_clients`` (CIDR blocks), else from
 every pod of the cluster. Policies act on the
 pod's cluster interface; the fabric VF that Multus adds is outside them, and every connection
@@ -32,6 +34,10 @@ GATEWAY_LABELS = {**contract.PART_OF, contract.LABEL_COMPONENT: contract.COMPONE
 DNS_PORT = 53
 DNS_LABELS = {"k8s-app": "kube-dns"}
 """CoreDNS of K3s (kube-system)."""
+HUB_PORT = 443
+"""The Hugging Face Hub's port: the download uses huggingface_hub's default HTTPS endpoint (no
+inventory variable moves it, and a profile may not set ``HF_ENDPOINT``)."""
+EVERYWHERE = "0.0.0.0/0"
 
 
 def policy(
@@ -78,6 +84,14 @@ def api_server(address: str) -> list[dict[str, Any]]:
     if not address:
         return []
     return [{"to": [{"ipBlock": {"cidr": f"{address}/32"}}], "ports": tcp(K3S_API_PORT)}]
+
+
+def outside_cluster(api_address: str, port: int) -> dict[str, Any]:
+    """Egress at ``port`` to every address outside the cluster: not the pod or service networks,
+    not the API server's node ``address``."""
+    inside = [contract.CLUSTER_CIDR, contract.SERVICE_CIDR]
+    inside += [f"{api_address}/32"] if api_address else []
+    return {"to": [{"ipBlock": {"cidr": EVERYWHERE, "except": inside}}], "ports": tcp(port)}
 
 
 def default_deny(ctx: ServingContext) -> dict[str, Any]:
@@ -150,6 +164,16 @@ def deployment_policy(res: Resolution) -> dict[str, Any]:
     ingress = [{"from": peers, "ports": tcp(port)} for port, peers in cluster_ports(res).items()]
     egress = [dns(), *sends_to(res, Peer.RANKS)]
     return policy(res.names.headless, ctx.namespace, res.labels, res.labels, ingress, egress)
+
+
+def fetch_policy(res: Resolution, pod_labels: dict[str, str]) -> dict[str, Any]:
+    """The policy of a deployment's fetch pod on the cluster network (``pod_labels``, the fetch
+    Job's): nothing in; out, the cluster DNS and the Hub's port outside the cluster. The Hub
+    hands out redirects to its CDN and Xet storage hosts, whose addresses are no fixed set a
+    policy could list: so the port on every address outside the cluster. Labelled as a serving
+    object of the deployment: removed with it."""
+    egress = [dns(), outside_cluster(res.ctx.api_server, HUB_PORT)]
+    return policy(res.names.fetch, res.ctx.namespace, res.labels, pod_labels, [], egress)
 
 
 def gateway_policy(ctx: ServingContext, port: int, engines: list[Resolution]) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """Who can reach what: the NetworkPolicies of a render, written out as one Markdown table.
 
-docs/architecture.md carries the table of the lab inventory's render between the markers below;
+docs/architecture.md carries the table of every object the lab inventory's render applies (the
+fetch objects included, :func:`~sparkrack.serving.deployments.bundle.in_apply_order`) between the
+markers below;
 ``tests/serving/objects/test_reach_table.py`` regenerates it and fails on drift. Each row is one
 policy: the pods it selects, what it admits in and what it lets out. Peers are named from their
 selectors (the component, deployment and rank labels; the namespace; an address block).
@@ -43,7 +45,9 @@ def pods(labels: Mapping[str, str]) -> str:
 def peer(entry: Mapping[str, Any], ports: list[int]) -> str:
     """One ``from``/``to`` entry in words."""
     if "ipBlock" in entry:
-        cidr = entry["ipBlock"]["cidr"]
+        cidr, inside = entry["ipBlock"]["cidr"], entry["ipBlock"].get("except", [])
+        if inside:
+            return f"{cidr} except {', '.join(inside)}"
         return f"the API server ({cidr})" if ports == [K3S_API_PORT] else cidr
     selected = entry.get("podSelector", {}).get("matchLabels", {})
     if "namespaceSelector" not in entry:

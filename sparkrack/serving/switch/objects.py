@@ -10,7 +10,9 @@ Per deployment (:func:`switch_objects`, validated offline like every other manif
 * the fetch Job, pinned to the head's Spark: ``download`` (an init container: free disk checked
   against the model size first, the HF token from its Secret by reference), then ``push`` of the
   snapshot to every other Spark of the deployment over the fabric PF addresses (rsync, the
-  marker last). A one-Spark deployment only downloads;
+  marker last). A one-Spark deployment only downloads, on the cluster network, where its own
+  NetworkPolicy lets it reach the DNS and the Hub (:func:`~sparkrack.serving.objects.network.
+  fetch_policy`); a pushing fetch Job is on the host network, outside every policy;
 * one receiver Job per other Spark: an rsync daemon on the host network (so it listens on the
   fabric PF address) on the deployment's own port, taking connections from the head's PF address
   only, which verifies what arrived and writes the marker itself. It takes the pushed manifest
@@ -42,6 +44,7 @@ from sparkrack.fabric.addressplan import NodePlan
 from sparkrack.k8s import scanner
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines.base import hf_token_env
+from sparkrack.serving.objects.network import fetch_policy
 from sparkrack.serving.objects.pod import (
     NO_GPU,
     SECCOMP,
@@ -211,6 +214,9 @@ def switch_objects(res: Resolution) -> Switch:
     docs = [
         # Labelled as a serving object of the deployment: removed with it.
         configmap(names.switch, ns, res.labels, script),
+        # A pod on the cluster network is under the namespace's default deny: its own policy
+        # lets the download out, applied before the Job. The host network is outside every policy.
+        *([] if pod.get("hostNetwork") else [fetch_policy(res, labels)]),
         job(
             names.fetch,
             ns,
@@ -274,7 +280,8 @@ def switch_objects(res: Resolution) -> Switch:
 
 
 def fetch_objects(res: Resolution) -> list[dict[str, Any]]:
-    """The switch ConfigMap, the fetch Job and the receiver Jobs of one deployment."""
+    """The switch ConfigMap, the fetch Job (with its NetworkPolicy on the cluster network) and
+    the receiver Jobs of one deployment."""
     return switch_objects(res).objects
 
 

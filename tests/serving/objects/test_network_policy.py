@@ -18,7 +18,7 @@ import pytest
 
 from sparkrack import contract
 from sparkrack.inputs.variable_table import SERVING_DEFAULTS
-from sparkrack.serving.deployments.bundle import from_inventory, render_serving
+from sparkrack.serving.deployments.bundle import from_inventory, in_apply_order, render_serving
 from sparkrack.serving.deployments.gateway import PORT as GATEWAY_PORT
 from sparkrack.serving.engines import engine_of
 from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS
@@ -90,8 +90,11 @@ def selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 def peer_matches(peer: Mapping[str, Any], source: Peer, policy_ns: str, ip: str) -> bool:
     labels, ns = source
     if "ipBlock" in peer:
-        return bool(ip) and ipaddress.ip_address(ip) in ipaddress.ip_network(
-            peer["ipBlock"]["cidr"]
+        if not ip:
+            return False
+        address, block = ipaddress.ip_address(ip), peer["ipBlock"]
+        return address in ipaddress.ip_network(block["cidr"]) and not any(
+            address in ipaddress.ip_network(inside) for inside in block.get("except", [])
         )
     ns_ok = (
         selects(peer["namespaceSelector"], {NAMESPACE_NAME_LABEL: ns})
@@ -265,6 +268,111 @@ def test_negative_control_without_the_policies_every_pod_sends_anywhere(
     assert not sends(deny_only, gateway_pod, 30000, engine)
 
 
+def pod_templates(docs: Sequence[Mapping[str, Any]]) -> list[tuple[str, Peer, bool]]:
+    """(object name, pod as a policy sees it, on the host network) of every pod template."""
+    out = []
+    for d in docs:
+        template = d.get("spec", {}).get("template")
+        if template is not None:
+            host = bool(template["spec"].get("hostNetwork"))
+            out.append((d["metadata"]["name"], (template["metadata"]["labels"], NS), host))
+    return out
+
+
+def not_let_out(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Pods on the cluster network that connect out (all but the pre-pull Jobs', which run
+    ``pass``) and that no policy of their own lets out: only the default deny selects them."""
+    out = []
+    for name, (labels, ns), host in pod_templates(docs):
+        if host or labels.get(contract.LABEL_COMPONENT) == contract.COMPONENT_PREPULL:
+            continue
+        own = [
+            d
+            for d in docs
+            if d["kind"] == "NetworkPolicy"
+            and d["metadata"]["namespace"] == ns
+            and d["spec"].get("podSelector", {}).get("matchLabels")
+            and selects(d["spec"]["podSelector"], labels)
+            and "Egress" in d["spec"].get("policyTypes", [])
+            and d["spec"].get("egress")
+        ]
+        out += [] if own else [name]
+    return out
+
+
+@pytest.mark.parametrize("inventory", ["inventories/lab", "inventories/example"])
+def test_every_pod_on_the_cluster_network_that_connects_out_has_its_own_egress(
+    inventory: str,
+) -> None:
+    docs = in_apply_order(render_serving(from_inventory(inventory)))
+    kinds = {d["kind"] for d in docs if d.get("spec", {}).get("template")}
+    assert {"StatefulSet", "Deployment", "DaemonSet", "Job"} <= kinds
+    assert not_let_out(docs) == []
+
+
+def one_spark_fetch_pods(docs: Sequence[Mapping[str, Any]]) -> list[Peer]:
+    return [
+        pod
+        for _name, pod, host in pod_templates(docs)
+        if pod[0].get(contract.LABEL_COMPONENT) == contract.COMPONENT_FETCH and not host
+    ]
+
+
+def test_a_one_spark_fetch_pod_reaches_the_dns_and_the_hub_only(
+    rendered: dict[str, Any], gateway_pod: Peer
+) -> None:
+    docs = in_apply_order(rendered)
+    fetchers = one_spark_fetch_pods(docs)
+    coredns: Peer = ({"k8s-app": "kube-dns"}, "kube-system")
+    api, dist = SERVING_DEFAULTS["serving_api_port"], 20000
+    pods = rank_pods(rendered)
+    assert len(fetchers) == 2  # super-vllm and super-trtllm; gemma's pushes on the host network
+    for pod in fetchers:
+        deployment = pod[0][contract.LABEL_DEPLOYMENT]
+        others = [p for n, ps in pods.items() if n != deployment for p in ps]
+        assert sends(docs, pod, 53, coredns)
+        assert sends(docs, pod, 443, ({}, ""), ip=OUTSIDE)
+        assert not sends(docs, pod, 80, ({}, ""), ip=OUTSIDE)
+        assert not sends(docs, pod, 443, ({}, ""), ip=API_SERVER)
+        assert not sends(docs, pod, 6443, ({}, ""), ip=API_SERVER)
+        assert not sends(docs, pod, 443, ({}, ""), ip="10.43.0.1")  # a Service address
+        # Another deployment's rank, by its labels and its pod address, at any port it serves.
+        for other in others:
+            for port in (api, dist, 443):
+                assert not sends(docs, pod, port, other, ip="10.42.3.7")
+        assert not sends(docs, pod, 4000, gateway_pod, ip="10.42.1.9")
+        assert not admits(docs, pod, 443, gateway_pod)
+
+
+def test_negative_control_without_its_policy_the_fetch_pod_reaches_nothing(
+    rendered: dict[str, Any],
+) -> None:
+    docs = in_apply_order(rendered)
+    fetchers = one_spark_fetch_pods(docs)
+    names = {d["metadata"]["name"] for d in rendered["fetch"] if d["kind"] == "Job"}
+    own = {
+        d["metadata"]["name"]
+        for d in docs
+        if d["kind"] == "NetworkPolicy"
+        and d["spec"]["podSelector"].get("matchLabels", {}).get(contract.LABEL_COMPONENT)
+        == contract.COMPONENT_FETCH
+    }
+    dropped = [d for d in docs if d["kind"] != "NetworkPolicy" or d["metadata"]["name"] not in own]
+    assert sorted(not_let_out(dropped)) == sorted(n for n in names if n in own)
+    coredns: Peer = ({"k8s-app": "kube-dns"}, "kube-system")
+    assert not any(sends(dropped, pod, 53, coredns) for pod in fetchers)
+    assert not any(sends(dropped, pod, 443, ({}, ""), ip=OUTSIDE) for pod in fetchers)
+    # Without the exceptions, the rule would let the download reach the API server and the pods.
+    opened = copy.deepcopy(docs)
+    for d in opened:
+        if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] in own:
+            for rule in d["spec"]["egress"]:
+                for peer in rule["to"]:
+                    peer.get("ipBlock", {}).pop("except", None)
+    assert all(sends(opened, pod, 443, ({}, ""), ip=API_SERVER) for pod in fetchers)
+    assert all(sends(opened, pod, 443, ({}, ""), ip="10.42.3.7") for pod in fetchers)
+
+
 def test_the_gateway_admits_the_cluster_or_the_listed_clients(
     rendered: dict[str, Any], gateway_pod: Peer
 ) -> None:
@@ -329,16 +437,17 @@ def test_the_api_server_accepts_every_policy(kube_api: Any, rendered: dict[str, 
 
     ns = kube_api.namespace("netpol")
     api = client.NetworkingV1Api(kube_api.client())
-    policies = [d for d in rendered["manifests"] if d["kind"] == "NetworkPolicy"]
-    # The namespace's default deny, the gateway's, the memory guard's, and per deployment its
-    # engine's and its watchdog's.
-    assert len(policies) == 3 + 2 * len(rendered["deployments"])
+    policies = [d for d in in_apply_order(rendered) if d["kind"] == "NetworkPolicy"]
+    # The namespace's default deny, the gateway's, the memory guard's, per deployment its
+    # engine's and its watchdog's, and per one-Spark deployment its fetch pod's.
+    fetching = [d for d in rendered["deployments"] if not d["receiver_jobs"]]
+    assert len(policies) == 3 + 2 * len(rendered["deployments"]) + len(fetching)
     for doc in policies:
         body = copy.deepcopy(doc)
         body["metadata"]["namespace"] = ns
         api.create_namespaced_network_policy(ns, body, dry_run="All")
     # Negative control: the server refuses a malformed policy.
-    bad = copy.deepcopy(policies[1])
+    bad = copy.deepcopy(next(p for p in policies if p["spec"].get("ingress")))
     bad["metadata"]["namespace"] = ns
     bad["spec"]["ingress"][0]["ports"][0]["protocol"] = "ICMP"
     with pytest.raises(client.ApiException):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack.serving.deployments.bundle import from_inventory, render_serving
+from sparkrack.serving.deployments.bundle import from_inventory, in_apply_order, render_serving
 from sparkrack.serving.objects.reach import reach_table, shipped
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -16,14 +16,14 @@ PAGE = ROOT / "docs" / "architecture.md"
 
 @pytest.fixture(scope="module")
 def rendered() -> str:
-    return reach_table(render_serving(from_inventory(ROOT / "inventories" / "lab"))["manifests"])
+    return reach_table(in_apply_order(render_serving(from_inventory(ROOT / "inventories" / "lab"))))
 
 
 def test_the_architecture_table_is_the_render(rendered: str) -> None:
     assert shipped(PAGE.read_text()) == rendered, (
         "docs/architecture.md's who-can-reach-what table drifted from the render: replace the "
         "block between its markers with sparkrack.serving.objects.reach.reach_table(...) of "
-        "render_serving(from_inventory('inventories/lab'))['manifests']"
+        "in_apply_order(render_serving(from_inventory('inventories/lab')))"
     )
 
 
@@ -38,7 +38,7 @@ def test_a_stale_row_is_caught(rendered: str) -> None:
 
 
 def test_every_policy_has_a_row_and_no_pod_sends_unlimited(rendered: str) -> None:
-    docs = render_serving(from_inventory(ROOT / "inventories" / "lab"))["manifests"]
+    docs = in_apply_order(render_serving(from_inventory(ROOT / "inventories" / "lab")))
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
     rows = [r for r in rendered.splitlines() if r.startswith("| ") and "`" in r]
     assert len(rows) == len(policies)
