@@ -135,6 +135,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         "[A-Za-z-]{0, 40}api-key",
         "tests/diagnose/test_redact.py::test_each_shape_of_a_key_is_masked",
     ),
+    Mutation(
+        # No policy for a one-Spark fetch pod: the default deny shuts its download off the Hub.
+        "fetch-pod-without-its-policy",
+        "sparkrack/serving/switch/objects.py",
+        '*([] if pod.get("hostNetwork") else [fetch_policy(res, labels)]),',
+        "",
+        "tests/serving/objects/test_network_policy.py::"
+        "test_a_one_spark_fetch_pod_reaches_the_dns_and_the_hub_only",
+    ),
+    Mutation(
+        # 443 anywhere, the cluster included: the download reaches the API server and the pods.
+        "fetch-egress-into-the-cluster",
+        "sparkrack/serving/objects/network.py",
+        '"except": inside',
+        '"except": []',
+        "tests/serving/objects/test_network_policy.py::"
+        "test_a_one_spark_fetch_pod_reaches_the_dns_and_the_hub_only",
+    ),
 )
 
 
