@@ -1,18 +1,18 @@
 """Who may reach a serving pod, and whom it may reach: the serving namespace's NetworkPolicies.
 
-Every pod of the namespace refuses inbound traffic and sends none by default. A deployment's policy is derived
-from its engine's listeners (:mod:`sparkrack.serving.engines.listeners`): each listener bound on
-the pod's cluster address at a fixed port admits the peers it declares there (the engine port:
-the gateway, the monitoring namespace, the deployment's own ranks and its watchdog; the
+Every pod of the namespace refuses inbound traffic and sends none by default. A deployment's policy
+is derived from its engine's listeners (:mod:`sparkrack.serving.engines.listeners`): each listener
+bound on the pod's cluster address at a fixed port admits the peers it declares there (the engine
+port: the gateway, the monitoring namespace, the deployment's own ranks and its watchdog; the
 distributed-init port: its own ranks). The same rows give the egress, so both ends of every
 connection have one owner: a rank sends to its own ranks at the ports that admit them, the gateway
-to each deployment's ports that admit it; every pod that resolves a name reaches the cluster DNS. A deployment's fetch pod on the cluster
-network (one Spark: it downloads, pushes nothing) reaches the DNS and the Hub's port on every
-address outside the cluster (:func:`fetch_policy`).
-The gateway's port takes its callers from ``serving_gateway_clients`` (CIDR blocks), else from
-every pod of the cluster. Policies act on the
-pod's cluster interface; the fabric VF that Multus adds is outside them, and every connection
-between ranks goes there (:mod:`sparkrack.serving.objects.connections` refuses one that would not).
+to each deployment's ports that admit it; every pod that resolves a name reaches the cluster DNS. A
+deployment's fetch pod on the cluster network (one Spark: it downloads, pushes nothing) reaches the
+DNS and the Hub's port on every address outside the cluster (:func:`fetch_policy`). The gateway's
+port takes its callers from ``serving_gateway_clients`` (CIDR blocks), else from every pod of the
+cluster. Policies act on the pod's cluster interface; the fabric VF that Multus adds is outside
+them, and every connection between ranks goes there (:mod:`sparkrack.serving.objects.connections`
+refuses one that would not).
 """
 
 from __future__ import annotations
