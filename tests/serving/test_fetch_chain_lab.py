@@ -6,10 +6,11 @@ the middle peer and the switch runs again: that peer finds it, only that file is
 the chain completes.
 
 What it proves: the relay over both rails between separate network stacks, each hop verified;
-the aggregate rate against the issue's bar (>= 1.7 x R for three peers) and against the chain
-estimate (:func:`sparkrack.planner.switch.chain_seconds`). What it does not: the Kubernetes side
-(KWOK pods run no container), real CX-7 links. ``lab/bench_rails.py`` measures both shapes on a
-2 GB model.
+an aggregate rate above 2 x R, which no fan-out can reach (the head's two rails carry every byte
+of a fan-out, so it is bounded by 2 x R: ``lab/bench_rails.py`` measured 1.89 x R), and the
+measured copy against the chain estimate (:func:`sparkrack.planner.switch.chain_seconds`). What it
+does not: the Kubernetes side (KWOK pods run no container), real CX-7 links.
+``lab/bench_rails.py`` measures both shapes on a 2 GB model.
 
 Holds ``/tmp/sparkrack-lab.lock``; the containers and networks are its own
 (``sparkrack-chainlab-*``). Skipped only without Docker.
@@ -55,6 +56,8 @@ PORT = fetchplan.DEFAULT_PORT
 TOLERANCE = 0.35
 """How far the chain estimate may be from the measured copy: the hops overlap, and each relay
 batch starts a process per rail."""
+FAN_OUT_CEILING = 2
+"""A fan-out's aggregate rate at most, in R: the head's two rails carry all of it."""
 
 
 @pytest.fixture(scope="module")
@@ -197,10 +200,11 @@ def test_a_chain_of_three_peers_relays_over_both_rails_and_verifies_each_hop(
         assert sorted(copies) == [0, 1] and min(copies.values()) > model / 4, (box, records)
         assert {r["peer"] for r in records} == {fab.addresses[after][0]}
         assert {r["via"] for r in records} == {fab.addresses[box][0]}
-    assert aggregate >= 1.7 * rate, f"{aggregate / rate:.2f} x R"
+    # A fan-out sends every byte through the head's two rails: at most 2 x R, and its estimate
+    # of this copy (printed above) is longer than the wall measured here.
+    assert aggregate > FAN_OUT_CEILING * rate, f"{aggregate / rate:.2f} x R"
+    assert wall < fan, (fan, wall)
     assert within(predicted, wall, TOLERANCE), (predicted, wall)
-    # Negative control: the fan-out's estimate of the same copy is outside the tolerance.
-    assert not within(fan, wall, TOLERANCE), (fan, wall)
     assert password not in pushed + "".join(outputs)
 
 
