@@ -188,6 +188,38 @@ def test_a_malicious_pickle_is_refused_without_running(tmp_path: Path) -> None:
             flightrecorder.load(bad)
 
 
+def _shared_bomb(levels: int) -> list[object]:
+    """A list whose two items are the same list, ``levels`` deep: a few hundred bytes of pickle
+    (its memo shares every level) that a walk of the loaded value visits 2**levels times."""
+    value: list[object] = ["x"]
+    for _ in range(levels):
+        value = [value, value]
+    return value
+
+
+def test_a_dump_too_big_or_deep_once_loaded_is_refused() -> None:
+    shared = pickle.dumps({"entries": [], "pg_config": _shared_bomb(60)}, protocol=2)
+    assert len(shared) < 1000
+    with pytest.raises(SparkrackError, match="more than .* items"):
+        flightrecorder.load(shared, "fr_dump_rank_0")
+    with pytest.raises(SparkrackError, match="JSON nested too deep"):
+        flightrecorder.load(b"[" * 200_000 + b"]" * 200_000, "fr_dump_rank_0")
+    nested = b'{"entries": [], "x": ' + b"[" * 100 + b"]" * 100 + b"}"
+    for deep in (nested, pickle.dumps({"entries": [], "x": _deep(100)})):
+        with pytest.raises(SparkrackError, match="nested more than"):
+            flightrecorder.load(deep, "fr_dump_rank_0")
+    # Negative control: the same shapes, small, load.
+    small = {"entries": [], "pg_config": _shared_bomb(4), "x": _deep(20)}
+    assert flightrecorder.load(pickle.dumps(small, protocol=2))["pg_config"] == small["pg_config"]
+
+
+def _deep(levels: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 def test_diagnose_reports_a_refused_dump_and_goes_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
