@@ -353,6 +353,24 @@ def test_each_new_signature_has_a_negative_control(sig_id: str) -> None:
     assert diagnose(NEAR_MISSES[sig_id]) == []
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # PyTorch's C10_CUDA_CHECK around a runtime call (context creation, cuBLAS workspace)
+        "torch.AcceleratorError: CUDA error: out of memory",
+        "RuntimeError: CUDA error: out of memory",
+        # NCCL's CUDACHECK/CUCHECK: WARN("Cuda failure %d '%s'") with the error's string
+        "vm:12:12 [1] include/alloc.h:104 NCCL WARN Cuda failure 2 'out of memory'",
+        "vm:12:12 [1] NCCL WARN Cuda failure 'out of memory'",
+    ],
+)
+def test_cuda_out_of_memory_from_the_runtime_and_nccl_is_named(line: str) -> None:
+    assert [f.id for f in diagnose(line)] == ["cuda-out-of-memory"]
+    # Negative controls: another CUDA error and host memory words name nothing.
+    other = line.replace("out of memory", "invalid argument")
+    assert diagnose(other) == []
+
+
 def test_the_python_api_redacts_its_evidence_for_every_caller() -> None:
     """The serve play's filter and the matrix records call diagnose() directly."""
     line = f"torch.OutOfMemoryError: CUDA out of memory --api-key {SECRETS['argv']} {SECRETS['hf']}"
