@@ -165,6 +165,11 @@ LEAKY_LOG = "\n".join(
         f"cmdline: python3 -m sglang.launch_server --api-key {PLANTED} --admin-api-key "
         f"{PLANTED_ADMIN}",
         f"SPARKRACK_ENGINE_KEY={PLANTED}",
+        f"vllm serve m --api_key {PLANTED} --port 8000",
+        f"launch --admin-api-key \\\n    {PLANTED_ADMIN}",
+        f"api-key: {PLANTED}",
+        f"gateway apiKey: {PLANTED}",
+        f"api_key = {PLANTED}",
     ]
 )
 
@@ -189,4 +194,4 @@ def test_a_planted_key_is_in_no_file_of_a_bundle_nor_its_diagnosis(
         out = capsys.readouterr().out
         assert PLANTED not in out and PLANTED_ADMIN not in out
     # Negative control: the planted text itself carries both keys in every line shape.
-    assert LEAKY_LOG.count(PLANTED) == 4 and LEAKY_LOG.count(PLANTED_ADMIN) == 2
+    assert LEAKY_LOG.count(PLANTED) == 8 and LEAKY_LOG.count(PLANTED_ADMIN) == 3
