@@ -55,6 +55,12 @@ _SHAPES: tuple[_Shape, ...] = (
         rf"\1\2{MASK}\2",
         _KEY_NEEDLES,
     ),
+    # JSON inside a JSON string (a structured log's message): {\"api_key\": \"x\"}
+    _Shape(
+        re.compile(rf"(\\[\"']{_KEY_NAMES}\\[\"']\s*:\s*\\[\"'])([^\\\n]*)", re.I),
+        rf"\1{MASK}",
+        _KEY_NEEDLES,
+    ),
     # YAML with a plain value: api_key: x, master_key: sk-x (LiteLLM's config)
     _Shape(
         re.compile(rf"(\b{_KEY_NAMES}\s*:[ \t]+)(?![\"'\s]|None\b|null\b)([^\s,}}#]+)", re.I),

@@ -40,6 +40,7 @@ SAMPLES = (
     "apiKey: camel-26",
     "API-KEY: dash-27",
     "api_key = spaced-28",
+    '{"msg": "{\\"api_key\\": \\"esc-json-29\\"}"}',
 )
 BREAKS = ("\n", "\n  \n\t", " \n \n ")
 
@@ -101,6 +102,8 @@ def test_a_line_far_from_any_key_is_left_as_it_was() -> None:
         "API-KEY: argv-key-1",
         "apiKey: argv-key-1",
         "api_key = argv-key-1",
+        '{"msg": "{\\"api_key\\": \\"argv-key-1\\", \\"n\\": 1}"}',
+        '{"msg": "{\\"gateway_master_key\\":\\"argv-key-1\\"}"}',
     ],
 )
 def test_each_shape_of_a_key_is_masked(line: str) -> None:
