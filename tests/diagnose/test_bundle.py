@@ -42,7 +42,7 @@ def test_a_bundle_round_trips_through_diagnose(
     assert list(back.logs) == ["logs/alpha-rank0-0.log", "logs/alpha-rank1-0.log"]
     assert back.events == [{"reason": "Killing"}] and back.notes == ["a note"]
 
-    assert main(["diagnose", "--json", str(path)]) == 0
+    assert main(["diagnose", "--json", str(path)]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report[0]["verdict"]["verdict"] == "stalled"
     found = {
@@ -54,7 +54,7 @@ def test_a_bundle_round_trips_through_diagnose(
         "alpha-rank0-0.log": ["nccl-socket-transport"],
         "alpha-rank1-0.log": ["illegal-instruction-decode"],
     }
-    assert main(["diagnose", str(path)]) == 0
+    assert main(["diagnose", str(path)]) == 1
     out = capsys.readouterr().out
     assert "deployment alpha (sparkrack) stalled: stalled after 3 tokens" in out
 
@@ -75,7 +75,7 @@ def test_a_directory_of_rank_logs_is_diagnosed_per_rank(
     (tmp_path / "rank0.log").write_text((LOGS / "roce-network-unreachable.log").read_text())
     (tmp_path / "rank1.log").write_text(HEALTHY_LOG)
     (tmp_path / "notes.md").write_text("not a log")
-    assert main(["diagnose", "--json", str(tmp_path)]) == 0
+    assert main(["diagnose", "--json", str(tmp_path)]) == 1
     report = json.loads(capsys.readouterr().out)
     found = {Path(r["log"]).name: [f["id"] for f in r["findings"]] for r in report if "log" in r}
     assert found == {"rank0.log": ["roce-network-unreachable"], "rank1.log": []}
