@@ -7,10 +7,8 @@ named across them (:mod:`sparkrack.diagnose.hangs`: who waited, who is silent, w
 mismatch), with the flight-recorder dumps found beside them. Everything printed, text or JSON,
 has passed through :func:`sparkrack.diagnose.redact.redact`.
 
-The exit status tells a script what was found: 1 (``ExitCode.FAILED``) when anything is named, a
-signature in any log or a hang of any group, 0 when nothing is; 2 for a command line that cannot
-run. ``nccl-socket-transport`` counts as named: on a Spark NCCL must carry the group's traffic over
-RoCE, and a channel over TCP sockets is for the owner to fix.
+The exit status (0: nothing named, 1: something named or an input refused, 2: usage) is
+described once, in the parser's description, which ``--help`` and docs/reference/commands.md show.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ def add_arguments(command: str, d: argparse.ArgumentParser) -> None:
         "an evidence bundle, or several logs given together), the collective hang: who waited, "
         "who is silent or dead, or a mismatch. Exit 0: nothing named; 1: at least one signature "
         "or hang named, in any input (nccl-socket-transport included: on a Spark NCCL must run "
-        "over RoCE); 2: the command line cannot run."
+        "over RoCE), or an input refused (reason on stderr); 2: the command line cannot run."
     )
     d.add_argument(
         "logs", nargs="+", help="log files, - for stdin, or directories (bundle or rank logs)"
