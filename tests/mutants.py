@@ -128,6 +128,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "tests/watch/test_memguard.py::test_a_fabric_check_pod_is_no_engine_pod_to_the_guard",
     ),
     Mutation(
+        # diagnose exits 0 whatever it names: a script cannot tell a named hang from nothing.
+        "diagnose-exits-0-always",
+        "sparkrack/cli/diagnose.py",
+        "return ExitCode.FAILED if named else ExitCode.OK",
+        "return ExitCode.OK",
+        "tests/diagnose/test_hangs.py::test_the_exit_status_says_whether_anything_was_named",
+    ),
+    Mutation(
         # The argv shape's {0,40} written as an f-string expression: --api-key=X goes unmasked.
         "redaction-misses-argv-equals",
         "sparkrack/diagnose/redact.py",

@@ -6,6 +6,9 @@ logs of one directory, or the log files named together, are one group: a collect
 named across them (:mod:`sparkrack.diagnose.hangs`: who waited, who is silent, who died, or a
 mismatch), with the flight-recorder dumps found beside them. Everything printed, text or JSON,
 has passed through :func:`sparkrack.diagnose.redact.redact`.
+
+The exit status (0: nothing named, 1: something named or an input refused, 2: usage) is
+described once, in the parser's description, which ``--help`` and docs/reference/commands.md show.
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ from sparkrack.errors import Problem, UsageError
 
 
 def add_arguments(command: str, d: argparse.ArgumentParser) -> None:
+    d.description = (
+        "Names the known failure signatures in each log and, for a group of rank logs (a folder, "
+        "an evidence bundle, or several logs given together), the collective hang: who waited, "
+        "who is silent or dead, or a mismatch. Exit 0: nothing named; 1: at least one signature "
+        "or hang named, in any input (nccl-socket-transport included: on a Spark NCCL must run "
+        "over RoCE), or an input refused (reason on stderr); 2: the command line cannot run."
+    )
     d.add_argument(
         "logs", nargs="+", help="log files, - for stdin, or directories (bundle or rank logs)"
     )
@@ -132,4 +142,5 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         report.append(_group(" + ".join(loose), loose, None, args))
     if args.json:
         print(json.dumps(report, indent=2))
-    return ExitCode.OK
+    named = any(entry.get("findings") or entry.get("hangs") for entry in report)
+    return ExitCode.FAILED if named else ExitCode.OK

@@ -24,6 +24,31 @@ from sparkrack.errors import Problem, SparkrackError
 MAX_DUMP_BYTES = 64 * 1024 * 1024
 """A flight-recorder dump of the default 2000 entries is a few MB; anything larger is refused."""
 
+MAX_ITEMS = 4_000_000
+"""Values a loaded dump may hold, counting a container each time it is reached: a pickle's memo
+lets a few hundred bytes name one list twice at each of 60 levels, which every later walk (the
+redaction, the JSON written into the bundle) would visit 2**60 times."""
+
+MAX_DEPTH = 64
+"""Nesting a loaded dump may reach; PyTorch's dumps nest a handful of levels."""
+
+
+def _check_size(value: Any, where: str) -> None:
+    """Refuse ``value`` past :data:`MAX_ITEMS` or :data:`MAX_DEPTH`, walking it without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if seen > MAX_ITEMS:
+            raise _refuse(where, f"more than {MAX_ITEMS} items once loaded")
+        if depth > MAX_DEPTH:
+            raise _refuse(where, f"nested more than {MAX_DEPTH} levels")
+        if isinstance(item, dict):
+            stack += [(v, depth + 1) for pair in item.items() for v in pair]
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack += [(v, depth + 1) for v in item]
+
 
 class _PlainUnpickler(pickle.Unpickler):
     """Unpickles plain containers only: every global (class, function) is refused."""
@@ -55,6 +80,8 @@ def load(data: bytes, where: str = "dump") -> dict[str, Any]:
             value = json.loads(stripped.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise _refuse(where, f"not valid JSON: {exc}") from None
+        except RecursionError:
+            raise _refuse(where, "JSON nested too deep") from None
     elif data[:1] == b"\x80":
         try:
             value = _PlainUnpickler(io.BytesIO(data)).load()
@@ -66,6 +93,7 @@ def load(data: bytes, where: str = "dump") -> dict[str, Any]:
         raise _refuse(where, "neither JSON nor a binary pickle")
     if not isinstance(value, dict) or not isinstance(value.get("entries", []), list):
         raise _refuse(where, "not a flight-recorder dump (no dict with 'entries')")
+    _check_size(value, where)
     return value
 
 

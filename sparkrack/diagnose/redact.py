@@ -18,7 +18,7 @@ from typing import Any
 
 MASK = "***"
 
-_KEY_NAMES = r"(?:[A-Za-z_]{0,40}(?:api_key|token|secret|password|master_key))"
+_KEY_NAMES = r"(?:[A-Za-z_-]{0,40}(?:api[_-]?key|token|secret|password|master[_-]?key))"
 
 _SECRET_KEY = re.compile(_KEY_NAMES, re.IGNORECASE)
 
@@ -39,20 +39,26 @@ class _Shape:
         return any(needle in haystack for needle in self.needles)
 
 
-_KEY_NEEDLES = ("api_key", "token", "secret", "password", "master_key")
+_KEY_NEEDLES = ("api_key", "api-key", "apikey", "token", "secret", "password", "master")
 """One of these stands in every match of :data:`_KEY_NAMES`."""
 
 _SHAPES: tuple[_Shape, ...] = (
     # Python reprs and keyword arguments: api_key='x', admin_api_key="x", hf_token='x'
     _Shape(
-        re.compile(rf"\b({_KEY_NAMES})(\s*=\s*)(['\"])(.*?)\3", re.IGNORECASE),
+        re.compile(rf"\b({_KEY_NAMES})(\s*=\s*)(['\"])((?:\\.|(?!\3)[^\\\n])*)\3", re.I),
         rf"\1\2\3{MASK}\3",
         _KEY_NEEDLES,
     ),
     # JSON / YAML shaped: "api_key": "x"
     _Shape(
-        re.compile(rf"([\"']?\b{_KEY_NAMES}[\"']?\s*:\s*)([\"'])(.*?)\2", re.IGNORECASE),
+        re.compile(rf"([\"']?\b{_KEY_NAMES}[\"']?\s*:\s*)([\"'])((?:\\.|(?!\2)[^\\\n])*)\2", re.I),
         rf"\1\2{MASK}\2",
+        _KEY_NEEDLES,
+    ),
+    # JSON inside a JSON string (a structured log's message): {\"api_key\": \"x\"}
+    _Shape(
+        re.compile(rf"(\\[\"']{_KEY_NAMES}\\[\"']\s*:\s*\\[\"'])([^\\\n]*)", re.I),
+        rf"\1{MASK}",
         _KEY_NEEDLES,
     ),
     # YAML with a plain value: api_key: x, master_key: sk-x (LiteLLM's config)
@@ -61,22 +67,24 @@ _SHAPES: tuple[_Shape, ...] = (
         rf"\1{MASK}",
         _KEY_NEEDLES,
     ),
-    # unquoted assignments: API_KEY=x, --api-key=x
+    # unquoted assignments: API_KEY=x, --api-key=x, api_key = x
     _Shape(
         re.compile(
-            rf"\b({_KEY_NAMES}|[A-Za-z-]{{0,40}}api-key)=(?!['\"]|None\b)([^\s,;)'\"]+)",
+            rf"\b({_KEY_NAMES})([ \t]*=[ \t]*)(?!['\"]|None\b)([^\s,;)'\"]+)",
             re.IGNORECASE,
         ),
-        rf"\1={MASK}",
-        (*_KEY_NEEDLES, "api-key"),
+        rf"\1\2{MASK}",
+        _KEY_NEEDLES,
     ),
-    # argv words: --api-key x, --admin-api-key x, --hf-token x
+    # argv words: --api-key x, --api_key x, --admin-api-key "x", --hf-token \<newline> x
     _Shape(
         re.compile(
-            r"(?<![-\w])(--[A-Za-z-]{0,40}(?:api-key|token|secret|password))(\s+)(?!--)(\S+)", re.I
+            r"(?<![-\w])(--[A-Za-z_-]{0,40}(?:api[-_]key|token|secret|password))"
+            r"(\s+(?:\\\s+)?)(?!--)(\"[^\"\n]*\"|'[^'\n]*'|\S+)",
+            re.I,
         ),
         rf"\1\2{MASK}",
-        ("api-key", "token", "secret", "password"),
+        ("api-key", "api_key", "token", "secret", "password"),
     ),
     # environment dumps of key variables: SPARKRACK_ENGINE_KEY=x, SPARKRACK_ADMIN_KEY=x
     _Shape(

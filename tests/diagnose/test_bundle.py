@@ -42,7 +42,7 @@ def test_a_bundle_round_trips_through_diagnose(
     assert list(back.logs) == ["logs/alpha-rank0-0.log", "logs/alpha-rank1-0.log"]
     assert back.events == [{"reason": "Killing"}] and back.notes == ["a note"]
 
-    assert main(["diagnose", "--json", str(path)]) == 0
+    assert main(["diagnose", "--json", str(path)]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report[0]["verdict"]["verdict"] == "stalled"
     found = {
@@ -54,7 +54,7 @@ def test_a_bundle_round_trips_through_diagnose(
         "alpha-rank0-0.log": ["nccl-socket-transport"],
         "alpha-rank1-0.log": ["illegal-instruction-decode"],
     }
-    assert main(["diagnose", str(path)]) == 0
+    assert main(["diagnose", str(path)]) == 1
     out = capsys.readouterr().out
     assert "deployment alpha (sparkrack) stalled: stalled after 3 tokens" in out
 
@@ -75,7 +75,7 @@ def test_a_directory_of_rank_logs_is_diagnosed_per_rank(
     (tmp_path / "rank0.log").write_text((LOGS / "roce-network-unreachable.log").read_text())
     (tmp_path / "rank1.log").write_text(HEALTHY_LOG)
     (tmp_path / "notes.md").write_text("not a log")
-    assert main(["diagnose", "--json", str(tmp_path)]) == 0
+    assert main(["diagnose", "--json", str(tmp_path)]) == 1
     report = json.loads(capsys.readouterr().out)
     found = {Path(r["log"]).name: [f["id"] for f in r["findings"]] for r in report if "log" in r}
     assert found == {"rank0.log": ["roce-network-unreachable"], "rank1.log": []}
@@ -165,6 +165,11 @@ LEAKY_LOG = "\n".join(
         f"cmdline: python3 -m sglang.launch_server --api-key {PLANTED} --admin-api-key "
         f"{PLANTED_ADMIN}",
         f"SPARKRACK_ENGINE_KEY={PLANTED}",
+        f"vllm serve m --api_key {PLANTED} --port 8000",
+        f"launch --admin-api-key \\\n    {PLANTED_ADMIN}",
+        f"api-key: {PLANTED}",
+        f"gateway apiKey: {PLANTED}",
+        f"api_key = {PLANTED}",
     ]
 )
 
@@ -189,4 +194,4 @@ def test_a_planted_key_is_in_no_file_of_a_bundle_nor_its_diagnosis(
         out = capsys.readouterr().out
         assert PLANTED not in out and PLANTED_ADMIN not in out
     # Negative control: the planted text itself carries both keys in every line shape.
-    assert LEAKY_LOG.count(PLANTED) == 4 and LEAKY_LOG.count(PLANTED_ADMIN) == 2
+    assert LEAKY_LOG.count(PLANTED) == 8 and LEAKY_LOG.count(PLANTED_ADMIN) == 3

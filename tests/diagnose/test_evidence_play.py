@@ -72,7 +72,7 @@ def test_the_play_copies_the_dumps_and_the_bundle_names_the_silent_rank(
     assert sorted(p.name for p in dest.iterdir()) == ["fr_dump_rank_0", "fr_dump_rank_1"]
     logs = {p.stem: p.read_text() for p in sorted((HANGS / "rank1_stops").glob("*.log"))}
     path = bundle.write(tmp_path / "evidence", bundle.Identity("alpha"), {}, logs)
-    assert main(["diagnose", "--add-dumps", str(dest), "--json", str(path)]) == 0
+    assert main(["diagnose", "--add-dumps", str(dest), "--json", str(path)]) == 1
     group = next(r for r in json.loads(capsys.readouterr().out) if "hangs" in r)
     assert [(h["id"], h["waiting"], h["silent"]) for h in group["hangs"]] == [
         ("nccl-hang-silent-rank", [0], [1])

@@ -76,7 +76,7 @@ def test_nccl_captures_get_no_barrier_finding(scenario: str) -> None:
 
 
 def test_the_cli_names_the_captured_folder(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["diagnose", "--json", str(BARRIER)]) == 0
+    assert main(["diagnose", "--json", str(BARRIER)]) == 1
     report = json.loads(capsys.readouterr().out)
     group = next(r for r in report if "hangs" in r)
     assert [(h["id"], h["waiting"], h["silent"]) for h in group["hangs"]] == [

@@ -32,6 +32,9 @@ EXPECTED = {
     "op_mismatch": ("nccl-collective-mismatch", (0, 1), (), (), {0: 9, 1: 13}),
 }
 HEALTHY = ("healthy", "socket_transport", "bad_socket_ifname")
+# scenario -> diagnose's exit status: 1 when anything is named (a hang, or a signature in a rank's
+# log: the bootstrap interface error, or channels over the socket transport), 0 for none.
+EXIT = {**dict.fromkeys(EXPECTED, 1), "healthy": 0, "socket_transport": 1, "bad_socket_ifname": 1}
 # scenario -> dead rank -> the signature its own log ends in (none named: the rank was SIGKILLed)
 CAUSES = {"rank1_oom": {1: "cuda-out-of-memory"}}
 
@@ -100,12 +103,17 @@ def test_the_dead_rank_is_named_with_the_error_its_own_log_ends_in() -> None:
 
 def test_only_a_process_ending_signature_is_a_dead_ranks_cause() -> None:
     """Negative controls: without its OOM line rank 1's log names no cause, although another
-    signature (nccl-socket-transport, not ``ends_rank``) still matches in it; and the cause is
-    read from the data, not a pattern of its own."""
+    signature (nccl-socket-transport, not ``ends_rank``, from a channel line of the socket
+    capture put in it) still matches in it; and the cause is read from the data, not a pattern
+    of its own."""
     logs = logs_of("rank1_oom")
-    logs["rank1.log"] = "\n".join(
-        line for line in logs["rank1.log"].splitlines() if "OutOfMemoryError" not in line
+    channel = next(
+        line
+        for line in logs_of("socket_transport")["rank1.log"].splitlines()
+        if "via NET/Socket/" in line
     )
+    kept = [line for line in logs["rank1.log"].splitlines() if "OutOfMemoryError" not in line]
+    logs["rank1.log"] = "\n".join([channel, *kept])
     assert "nccl-socket-transport" in {f.id for f in diagnose(logs["rank1.log"])}
     found = hangs.analyse(logs)
     assert [(f.id, f.dead, f.causes) for f in found] == [("nccl-hang-dead-rank", (1,), {})]
@@ -188,6 +196,38 @@ def test_a_malicious_pickle_is_refused_without_running(tmp_path: Path) -> None:
             flightrecorder.load(bad)
 
 
+def _shared_bomb(levels: int) -> list[object]:
+    """A list whose two items are the same list, ``levels`` deep: a few hundred bytes of pickle
+    (its memo shares every level) that a walk of the loaded value visits 2**levels times."""
+    value: list[object] = ["x"]
+    for _ in range(levels):
+        value = [value, value]
+    return value
+
+
+def test_a_dump_too_big_or_deep_once_loaded_is_refused() -> None:
+    shared = pickle.dumps({"entries": [], "pg_config": _shared_bomb(60)}, protocol=2)
+    assert len(shared) < 1000
+    with pytest.raises(SparkrackError, match="more than .* items"):
+        flightrecorder.load(shared, "fr_dump_rank_0")
+    with pytest.raises(SparkrackError, match="JSON nested too deep"):
+        flightrecorder.load(b"[" * 200_000 + b"]" * 200_000, "fr_dump_rank_0")
+    nested = b'{"entries": [], "x": ' + b"[" * 100 + b"]" * 100 + b"}"
+    for deep in (nested, pickle.dumps({"entries": [], "x": _deep(100)})):
+        with pytest.raises(SparkrackError, match="nested more than"):
+            flightrecorder.load(deep, "fr_dump_rank_0")
+    # Negative control: the same shapes, small, load.
+    small = {"entries": [], "pg_config": _shared_bomb(4), "x": _deep(20)}
+    assert flightrecorder.load(pickle.dumps(small, protocol=2))["pg_config"] == small["pg_config"]
+
+
+def _deep(levels: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 def test_diagnose_reports_a_refused_dump_and_goes_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -195,7 +235,7 @@ def test_diagnose_reports_a_refused_dump_and_goes_on(
     for name in ("rank0.log", "rank1.log"):
         (tmp_path / name).write_text(logs_of("rank1_stops")[name])
     (tmp_path / "fr_dump_rank_1").write_bytes(pickle.dumps({"entries": [_Boom(marker)]}))
-    assert main(["diagnose", str(tmp_path)]) == 0
+    assert main(["diagnose", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "flight-recorder dump not read" in out and "names the global" in out
     assert "nccl-hang-silent-rank" in out and not marker.exists()
@@ -263,9 +303,9 @@ def test_a_bundle_of_the_captures_round_trips_and_names_the_hang(
     ]
     written = _everything_in(path)
     assert not [s for s in SECRETS.values() if s in written]
-    assert main(["diagnose", str(path)]) == 0
+    assert main(["diagnose", str(path)]) == 1
     text = capsys.readouterr().out
-    assert main(["diagnose", "--json", str(path)]) == 0
+    assert main(["diagnose", "--json", str(path)]) == 1
     report = json.loads(capsys.readouterr().out)
     group = next(r for r in report if "hangs" in r)
     assert [(h["id"], h["waiting"], h["silent"]) for h in group["hangs"]] == [
@@ -287,7 +327,7 @@ def test_diagnose_output_of_a_planted_log_holds_no_key(
         f"Authorization: Bearer {SECRETS['gateway']} {SECRETS['hf']}\n"
     )
     for argv in (["diagnose", str(log)], ["diagnose", "--json", str(log)]):
-        assert main(argv) == 0
+        assert main(argv) == 1
         out = capsys.readouterr().out
         assert "cuda-out-of-memory" in out
         assert not [s for s in SECRETS.values() if s in out]
@@ -321,6 +361,24 @@ def test_each_new_signature_has_a_negative_control(sig_id: str) -> None:
     assert diagnose(NEAR_MISSES[sig_id]) == []
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # PyTorch's C10_CUDA_CHECK around a runtime call (context creation, cuBLAS workspace)
+        "torch.AcceleratorError: CUDA error: out of memory",
+        "RuntimeError: CUDA error: out of memory",
+        # NCCL's CUDACHECK/CUCHECK: WARN("Cuda failure %d '%s'") with the error's string
+        "vm:12:12 [1] include/alloc.h:104 NCCL WARN Cuda failure 2 'out of memory'",
+        "vm:12:12 [1] NCCL WARN Cuda failure 'out of memory'",
+    ],
+)
+def test_cuda_out_of_memory_from_the_runtime_and_nccl_is_named(line: str) -> None:
+    assert [f.id for f in diagnose(line)] == ["cuda-out-of-memory"]
+    # Negative controls: another CUDA error and host memory words name nothing.
+    other = line.replace("out of memory", "invalid argument")
+    assert diagnose(other) == []
+
+
 def test_the_python_api_redacts_its_evidence_for_every_caller() -> None:
     """The serve play's filter and the matrix records call diagnose() directly."""
     line = f"torch.OutOfMemoryError: CUDA out of memory --api-key {SECRETS['argv']} {SECRETS['hf']}"
@@ -329,12 +387,35 @@ def test_the_python_api_redacts_its_evidence_for_every_caller() -> None:
     assert not [s for s in SECRETS.values() if s in str(finding)]
 
 
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_the_exit_status_says_whether_anything_was_named(
+    json_flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The healthy capture exits 0; negative control: the same two logs with rank 1's captured
+    OOM line put in exit 1, as does the same log given alone, and a log naming nothing given
+    beside it does not bring the status back to 0."""
+    assert main(["diagnose", *json_flag, str(HANGS / "healthy")]) == 0
+    oom = next(
+        line
+        for line in logs_of("rank1_oom")["rank1.log"].splitlines()
+        if "torch.OutOfMemoryError" in line
+    )
+    for name, text in logs_of("healthy").items():
+        (tmp_path / name).write_text(text + (oom + "\n" if name == "rank1.log" else ""))
+    assert main(["diagnose", *json_flag, str(tmp_path)]) == 1
+    assert main(["diagnose", *json_flag, str(tmp_path / "rank1.log")]) == 1
+    assert main(["diagnose", *json_flag, str(HANGS / "healthy" / "rank0.log")]) == 0
+    argv = [str(HANGS / "healthy" / "rank0.log"), str(tmp_path / "rank1.log")]
+    assert main(["diagnose", *json_flag, *argv]) == 1
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize("scenario", sorted(EXPECTED) + list(HEALTHY))
 def test_the_cli_names_each_captured_folder(
     scenario: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The folders as captured: rank logs, pickled dumps and their JSON conversions side by side."""
-    assert main(["diagnose", "--json", str(HANGS / scenario)]) == 0
+    assert main(["diagnose", "--json", str(HANGS / scenario)]) == EXIT[scenario]
     report = json.loads(capsys.readouterr().out)
     group = next(r for r in report if "hangs" in r)
     assert group["refused_dumps"] == []
@@ -413,7 +494,7 @@ def test_dumps_added_to_a_watchdog_bundle_round_trip_and_name_the_silent_rank(
     path = _watchdog_bundle(tmp_path / "evidence", "rank1_stops")
     assert not (path / bundle.DUMPS_DIR).exists()
     folder = _copied_from_the_sparks(tmp_path, "rank1_stops")
-    assert main(["diagnose", "--add-dumps", str(folder), str(path)]) == 0
+    assert main(["diagnose", "--add-dumps", str(folder), str(path)]) == 1
     text = capsys.readouterr().out
     assert sorted(p.name for p in (path / bundle.DUMPS_DIR).iterdir()) == [
         "fr_dump_rank_0.json",
@@ -421,7 +502,7 @@ def test_dumps_added_to_a_watchdog_bundle_round_trip_and_name_the_silent_rank(
     ]
     assert not [s for s in SECRETS.values() if s in _everything_in(path)]
     assert "added from from-sparks" in json.loads((path / bundle.MANIFEST).read_text())["notes"][-1]
-    assert main(["diagnose", "--json", str(path)]) == 0
+    assert main(["diagnose", "--json", str(path)]) == 1
     report = json.loads(capsys.readouterr().out)
     group = next(r for r in report if "hangs" in r)
     assert [(h["id"], h["waiting"], h["silent"], h["dead"]) for h in group["hangs"]] == [
@@ -438,7 +519,7 @@ def test_without_the_dumps_the_bundle_still_names_the_hang_but_shows_no_recorder
 ) -> None:
     """Negative control of the collection: the watchdog's bundle alone has no dump to show."""
     path = _watchdog_bundle(tmp_path / "evidence", "rank1_stops")
-    assert main(["diagnose", "--json", str(path)]) == 0
+    assert main(["diagnose", "--json", str(path)]) == 1
     group = next(r for r in json.loads(capsys.readouterr().out) if "hangs" in r)
     assert group["flight_recorder"] == [] and group["hangs"][0]["silent"] == [1]
 
@@ -452,7 +533,7 @@ def test_the_dead_ranks_bundle_gets_the_one_dump_there_is(
     (folder / "fr_dump_rank_0").write_bytes(
         (HANGS / "rank1_killed" / "fr_dump_rank_0").read_bytes()
     )
-    assert main(["diagnose", "--add-dumps", str(folder), "--json", str(path)]) == 0
+    assert main(["diagnose", "--add-dumps", str(folder), "--json", str(path)]) == 1
     group = next(r for r in json.loads(capsys.readouterr().out) if "hangs" in r)
     assert [(h["id"], h["dead"]) for h in group["hangs"]] == [("nccl-hang-dead-rank", [1])]
     assert [d["rank"] for d in group["flight_recorder"]] == [0]

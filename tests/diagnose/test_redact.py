@@ -33,6 +33,14 @@ SAMPLES = (
     "api_key: plain-19",
     "  master_key: sk-plain-20  # LiteLLM",
     "--api-key=argv-21",
+    "ServerArgs(api_key='esc-22\\'tail-22', port=1)",
+    "vllm serve m --api_key us-23 --port 1",
+    'launch --api-key "q-24 tail-24" --port 1',
+    "launch --api-key \\\n  cont-25 --port 1",
+    "apiKey: camel-26",
+    "API-KEY: dash-27",
+    "api_key = spaced-28",
+    '{"msg": "{\\"api_key\\": \\"esc-json-29\\"}"}',
 )
 BREAKS = ("\n", "\n  \n\t", " \n \n ")
 
@@ -86,6 +94,16 @@ def test_a_line_far_from_any_key_is_left_as_it_was() -> None:
         "api_key: argv-key-1",
         '{"gateway_master_key": "argv-key-1"}',
         "engine_password=argv-key-1",
+        "server_args=ServerArgs(api_key='argv-\\'-key-1\\'argv-key-1')",
+        "vllm serve m --api_key argv-key-1",
+        'launch_server --api-key "argv-key-1 argv-key-1"',
+        "launch_server --api-key \\\n    argv-key-1",
+        "api-key: argv-key-1",
+        "API-KEY: argv-key-1",
+        "apiKey: argv-key-1",
+        "api_key = argv-key-1",
+        '{"msg": "{\\"api_key\\": \\"argv-key-1\\", \\"n\\": 1}"}',
+        '{"msg": "{\\"gateway_master_key\\":\\"argv-key-1\\"}"}',
     ],
 )
 def test_each_shape_of_a_key_is_masked(line: str) -> None:

@@ -72,6 +72,7 @@ def test_silent_fallback_is_caught_without_any_nccl_error() -> None:
     ]
     assert verdict.rail_use() == [("rocep1s0f0v0", False, 0)]
     assert "Failed to initialize any NET plugin" not in log("silent-fallback")
+    assert [f.id for f in diagnose(log("silent-fallback"))] == ["nccl-socket-transport"]
 
 
 def test_defaults_on_one_host_never_cross_the_fabric() -> None:
@@ -79,4 +80,6 @@ def test_defaults_on_one_host_never_cross_the_fabric() -> None:
     assert report.local_channels == 48 and report.ib_channels == report.socket_channels == 0
     assert report.ib_no_device and not report.net_init_failed
     assert "nccl-no-fabric" in rules("defaults", "socket")
-    assert [f.id for f in diagnose(log("defaults"))] == ["nccl-socket-transport"]
+    # NCCL chose the socket network, but every channel runs over P2P: nothing goes over TCP.
+    assert "Using network Socket" in log("defaults")
+    assert diagnose(log("defaults")) == []
