@@ -19,8 +19,11 @@ from pathlib import Path
 import pytest
 from rehearsal_netns import available, sparks
 
+from sparkrack.serving.context import context_from_inventory
+from sparkrack.serving.deployments.bundle import from_vars
 from sparkrack.serving.enginecheck.upstream import ensure_env
 from sparkrack.serving.rehearsal.plan import HostIp, plan_inventory
+from sparkrack.serving.rehearsal.plan import plan as rehearsal_plan
 from sparkrack.serving.rehearsal.run import Outcome, rehearse
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -83,3 +86,22 @@ def test_vllm_head_and_headless_worker_meet_on_the_fabric_as_rendered() -> None:
     assert out.ok, out.lines
     assert out.lines[0].startswith("gemma rank 0 (spark1): bound the broadcaster at 10.77.0.33:")
     assert out.lines[1].startswith("gemma rank 1 (spark2): connected to 10.77.0.33:")
+
+
+def test_vllm_on_four_sparks_every_headless_worker_receives_the_heads_broadcast() -> None:
+    ctx = context_from_inventory("inventories/lab")
+    four = {
+        "name": "super-4",
+        "profile": VLLM_SWITCH["gemma"],
+        "sparks": ["spark1", "spark2", "spark3", "spark4"],
+    }
+    plan = rehearsal_plan(from_vars({"serving_deployments": [four]}, ctx, "lab.yml"))
+    with sparks(plan, f"srt{os.getpid()}") as netns:
+        out = rehearse(plan, netns.__getitem__, say=lambda _l: None)
+    assert out.ok, out.lines
+    head = ctx.node("spark1").serving_vf.address
+    assert out.lines[0].startswith(f"super-4 rank 0 (spark1): bound the broadcaster at {head}:")
+    assert [line.split(":")[0] for line in out.lines[1:]] == [
+        f"super-4 rank {r} (spark{r + 1})" for r in (1, 2, 3)
+    ]
+    assert all(f"connected to {head}:" in line for line in out.lines[1:])
