@@ -838,10 +838,13 @@ def record_lab(
     return measurements.write(record, "lab", root)
 
 
-def rehearse_ranks(host_ip: str = "render", filtered: bool = True) -> dict[str, Any]:
+def rehearse_ranks(
+    host_ip: str = "render", filtered: bool = True, switch: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The rank-connectivity rehearsal in the lab Sparks' network namespaces (see
-    sparkrack/serving/rehearsal): SGLang's own dist-init and broadcaster per rank, behind the
-    kube-router stand-in. Uses the engine-check environment in the repository's .cache (the one
+    sparkrack/serving/rehearsal): each engine's own dist-init and broadcaster per rank, behind
+    the kube-router stand-in. ``switch`` (deployment -> profile): the deployments as the
+    one-line switch of their profile would run them. Uses the engine-check environment in the repository's .cache (the one
     the unit tests build), so it downloads nothing the test run did not."""
     started = time.monotonic()
     os.environ.setdefault("SPARKRACK_CACHE_DIR", str(ROOT / ".cache"))
@@ -850,7 +853,7 @@ def rehearse_ranks(host_ip: str = "render", filtered: bool = True) -> dict[str, 
     from sparkrack.serving.rehearsal.run import rehearse
 
     mode: HostIp = "fabric" if host_ip == "fabric" else "unset" if host_ip == "unset" else "render"
-    plan = plan_inventory(str(INVENTORY), host_ip=mode)
+    plan = plan_inventory(str(INVENTORY), host_ip=mode, switch=switch)
     for version in sorted({(r.engine, r.version) for r in plan.ranks}):
         ensure_env(*version)
     pids = {

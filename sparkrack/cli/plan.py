@@ -16,7 +16,7 @@ from sparkrack.planner.memory import (
 )
 from sparkrack.planner.switch import SwitchPrediction
 from sparkrack.planner.switch import table as switch_table
-from sparkrack.serving.profile.capacity import plan_profile
+from sparkrack.serving.profile.capacity import SameModel, plan_profile, same_model
 
 COLUMNS = (
     ("profile", 7),
@@ -88,7 +88,7 @@ def row(plan: CapacityPlan) -> list[str]:
     ]
 
 
-def to_dict(plan: CapacityPlan) -> dict[str, Any]:
+def to_dict(plan: CapacityPlan, compared: list[SameModel] | None = None) -> dict[str, Any]:
     return {
         "profile": plan.name,
         "engine": plan.engine,
@@ -113,6 +113,7 @@ def to_dict(plan: CapacityPlan) -> dict[str, Any]:
         "problems": [str(p) for p in plan.problems],
         "notes": list(plan.notes),
         "assumptions": plan.assumptions(),
+        "same_model": [c.to_dict() for c in compared or []],
     }
 
 
@@ -120,9 +121,12 @@ def run(args: argparse.Namespace) -> int:
     hw = Hardware(os_headroom_gb=args.os_headroom_gb, runtime_overhead_gb=args.overhead_gb)
     if args.inventory:
         return run_inventory(args.inventory, hw, args.format)
-    plans = [plan_profile(p, nodes=args.nodes, hardware=hw) for p in _profiles(args.profiles)]
+    profiles = _profiles(args.profiles)
+    plans = [plan_profile(p, nodes=args.nodes, hardware=hw) for p in profiles]
+    shipped = _profiles([])
+    compared = [same_model(p, shipped, hw) for p in profiles]
     if args.format == "json":
-        print(json.dumps([to_dict(p) for p in plans], indent=2))
+        print(json.dumps([to_dict(p, c) for p, c in zip(plans, compared, strict=True)], indent=2))
         return ExitCode.OK if all(p.fits for p in plans) else ExitCode.FAILED
     rows = [row(p) for p in plans]
     widths = [max([w, *(len(r[i]) for r in rows)]) for i, (_t, w) in enumerate(COLUMNS)]
@@ -130,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
     for cells in rows:
         print(" ".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True)).rstrip())
     print("\n(GB = 10^9 bytes, per GPU; tok/s bound = single-stream decode step at empty context)")
-    for p in plans:
-        extra = list(p.notes) + [str(problem) for problem in p.problems]
+    for p, same in zip(plans, compared, strict=True):
+        extra = [*p.notes, *(str(problem) for problem in p.problems), *(c.line() for c in same)]
         for line in extra:
             print(f"{p.name}: {line}")
     print("\nassumptions:")

@@ -292,6 +292,27 @@ class SGLang:
         return names | {"SGL_" + n[len("SGLANG_") :] for n in names if n.startswith("SGLANG_")}
 
 
+PLUGIN_STANDIN = """
+from vllm.reasoning import ReasoningParser, ReasoningParserManager
+
+
+@ReasoningParserManager.register_module({name!r})
+class StandinReasoningParser(ReasoningParser):
+    def is_reasoning_end(self, input_ids):
+        return True
+
+    def extract_content_ids(self, input_ids):
+        return list(input_ids)
+
+    def extract_reasoning(self, model_output, request):
+        return None, model_output
+
+    def extract_reasoning_streaming(self, *args, **kwargs):
+        return None
+"""
+"""The model repo's reasoning-parser plugin, offline: a parser under the profile's name."""
+
+
 class VLLM:
     env_prefixes = ("VLLM_",)
 
@@ -329,9 +350,30 @@ class VLLM:
         validate = getattr(self.serve, "validate_parsed_serve_args", None)
         if validate is not None:
             validate(namespace)
+        self.import_plugin(namespace)
         engine_args = self.engine_args.from_cli_args(namespace)
         # `vllm serve --headless` builds its config as run_headless does (entrypoints/cli/serve.py).
         engine_args.create_engine_config(headless=bool(getattr(namespace, "headless", False)))
+
+    def import_plugin(self, namespace: argparse.Namespace) -> None:
+        """`vllm serve` imports the reasoning-parser plugin before it builds the config (serve.py:
+        run_server and run_headless); the config of later releases looks the parser up by name.
+
+        The plugin is a file of the model repo that the pod's init container copies to its path;
+        offline, a file that registers the ``--reasoning-parser`` name stands in for it, as the
+        model's config.json stands in for the Hub. A path that exists is imported as it is.
+        """
+        path = getattr(namespace, "reasoning_parser_plugin", None)
+        if not path or len(path) <= 3:  # vLLM's own test for "a plugin was given"
+            return
+        from vllm.reasoning import ReasoningParserManager  # type: ignore[import-not-found]
+
+        if not os.path.exists(path):
+            name = getattr(namespace, "reasoning_parser", None) or ""
+            path = os.path.join(os.getcwd(), "reasoning_parser_standin.py")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(PLUGIN_STANDIN.format(name=name))
+        ReasoningParserManager.import_reasoning_parser(path)
 
     def adapt_hub(self, hub: str, models: dict[str, dict[str, Any]]) -> None:
         """Model types this transformers lacks load as the checkpoint's remote code would.

@@ -65,13 +65,23 @@ class DeploymentSet:
 
 
 def from_inventory(
-    inventory: str | Inventory, gid: dict[str, int] | None = None, *, check_memory: bool = True
+    inventory: str | Inventory,
+    gid: dict[str, int] | None = None,
+    *,
+    check_memory: bool = True,
+    switch: Mapping[str, str] | None = None,
 ) -> DeploymentSet:
     """The deployments of an inventory (a directory, or one loaded already), every check
-    passed; each refusal names the file its variable was written in."""
+    passed; each refusal names the file its variable was written in. ``switch`` (deployment ->
+    profile) is the one-line inventory edit that switches a deployment's profile."""
     inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
     ctx = context_of(inv, gid)
     variables = {name: inv.var(name) for name in DEPLOYMENT_VARS}
+    if switch:
+        variables[KEY] = [
+            {**d, "profile": switch.get(d.get("name"), d.get("profile"))}
+            for d in variables[KEY] or []
+        ]
     home = inv.source(KEY if inv.var(KEY) else "serving_profile")
     written = {n: inv.source(n) for n in (*DEPLOYMENT_VARS, *SETTINGS) if inv.where(n)}
     warnings: list[Problem] = []

@@ -577,8 +577,12 @@ class VLLMAcrossSparks(VLLM):
             **VLLM.reserved_flags,
             **dict.fromkeys(
                 ("--distributed-executor-backend", "--data-parallel-backend"),
-                "sparkrack (vLLM's multiprocessing executor across Sparks, without Ray: "
-                "--nnodes, --node-rank, --master-addr and --headless are rendered per rank)",
+                # docs.ray.io ray-core/scheduling/ray-oom-prevention: the raylet's memory
+                # monitor kills workers past its threshold of node memory (0.95 by default).
+                "sparkrack (vLLM's multiprocessing executor across Sparks: every rank gets "
+                "--nnodes, --node-rank, --master-addr and --master-port, ranks 1.. --headless; "
+                "not Ray, whose memory monitor counts a GB10's unified memory, which the "
+                "weights fill, and kills the workers past 95 % of it)",
             ),
         }
     )

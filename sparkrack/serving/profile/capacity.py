@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sparkrack.errors import Problem
@@ -72,3 +73,64 @@ def capacity_problems(
     result = plan_profile(profile, nodes=nodes, engine=engine)
     where = source if source is not None else src
     return [Problem(where or p.file, p.key, p.message, p.fix, p.rule) for p in result.problems]
+
+
+@dataclass(frozen=True)
+class SameModel:
+    """How a profile's decode compares with another engine's profile of the same model on as
+    many Sparks: both planned with the same hardware."""
+
+    plan: CapacityPlan
+    other: CapacityPlan
+
+    def line(self) -> str:
+        a, b = self.plan, self.other
+        bound, other = a.roofline_tokens_per_s(), b.roofline_tokens_per_s()
+        spread = (bound - other) / other * 100 if other else 0.0
+        runs = "-" if a.max_running_requests is None else str(a.max_running_requests)
+        other_runs = "-" if b.max_running_requests is None else str(b.max_running_requests)
+        fit = {(True, True): "both fit", (False, False): "neither fits"}.get(
+            (a.fits, b.fits), f"{'this' if a.fits else b.name} fits, the other does not"
+        )
+        return (
+            f"decode vs {b.name} ({b.engine}, same model, tp/pp {b.tp}/{b.pp}): single-stream "
+            f"bound {bound:.0f} vs {other:.0f} tok/s ({spread:+.0f} %), at most {runs} vs "
+            f"{other_runs} running requests, {fit}; the bound counts bytes read per step, "
+            "not the engine's kernels or its all-reduce over the fabric (bench measures those)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        b = self.other
+        return {
+            "profile": b.name,
+            "engine": b.engine,
+            "roofline_tokens_per_s": round(b.roofline_tokens_per_s(), 1),
+            "max_running_requests": b.max_running_requests,
+            "fits": b.fits,
+        }
+
+
+def _ranks(data: Mapping[str, Any]) -> int:
+    topo = section(data, "topology")
+    return int(topo.get("tp", 1)) * int(topo.get("pp", 1))
+
+
+def same_model(
+    profile: Any, candidates: Sequence[Any], hardware: Hardware | None = None
+) -> list[SameModel]:
+    """``profile`` against each of ``candidates`` that serves the same model with another engine
+    on as many Sparks (the multi-Spark vLLM profile against the SGLang one)."""
+    data, name, _src = _profile_data(profile)
+    engine = engine_of(data).name
+    mine = plan_profile(profile, hardware=hardware)
+    out = []
+    for other in candidates:
+        odata, oname, _ = _profile_data(other)
+        if (
+            oname != name
+            and odata.get("model") == data.get("model")
+            and engine_of(odata).name != engine
+            and _ranks(odata) == _ranks(data)
+        ):
+            out.append(SameModel(mine, plan_profile(other, hardware=hardware)))
+    return out

@@ -21,15 +21,23 @@ from sparkrack import contract
 from sparkrack.errors import Problem, SparkrackError
 from sparkrack.patches import handed_keys
 from sparkrack.serving.deployments.bundle import DeploymentSet, from_inventory, render_serving
+from sparkrack.serving.engines.listeners import Bind, Listener, address_env
 from sparkrack.serving.rehearsal.policy import Admission, Pod, admission
 
-HOST_IP_ENV = "SGLANG_HOST_IP"
-"""What SGLang's ``get_local_ip_auto`` reads first for the address its ranks bind and announce."""
-HOST_IP_FALLBACKS = ("HOST_IP", "SGLANG_LOCAL_IP_NIC")
-
 HostIp = Literal["render", "fabric", "unset"]
-"""``render``: the rendered env as is; ``fabric``: ``SGLANG_HOST_IP`` = the rank's fabric
-address from the address plan; ``unset``: none of the variables SGLang reads for it."""
+"""``render``: the rendered env as is; ``fabric``: the variable the engine reads first for the
+address its ranks bind and announce (SGLang: ``SGLANG_HOST_IP``; vLLM: ``VLLM_HOST_IP``) = the
+rank's fabric address from the address plan; ``unset``: none of the variables it reads for it."""
+
+
+def host_ip_variables(listeners: Sequence[Listener]) -> tuple[str, ...]:
+    """Every variable that chooses the address of a fabric listener (the engine's own record)."""
+    return tuple(
+        name
+        for row in listeners
+        if row.bind is Bind.FABRIC and not row.interface
+        for name in row.chosen_by
+    )
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,7 @@ class RankRun:
     pod: Pod
     fabric_address: str
     engine: str
-    """PyPI distribution of the engine (``sglang``)."""
+    """PyPI distribution of the engine (``sglang``, ``vllm``)."""
     version: str
     argv: tuple[str, ...] = field(repr=False)
     """Words after the engine's entry point, ``$(VAR)`` expanded."""
@@ -143,13 +151,14 @@ def plan(
         for rank in res.ranks:
             sts = by_rank[rank.rank]
             template = sts["spec"]["template"]
+            # The entry point is in args (SGLang's launcher) or ends the command (vLLM's).
             container = next(
-                c for c in template["spec"]["containers"] if _contains(c.get("args") or [], entry)
+                c for c in template["spec"]["containers"] if _contains(_words(c), entry)
             )
             node = str(template["spec"]["nodeSelector"]["kubernetes.io/hostname"])
             pod_ip = rank.node.node_ip
             env, hidden = _container_env(container.get("env") or [], pod_ip)
-            args = list(container["args"])
+            args = _words(container)
             start = _index(args, entry) + len(entry)
             # The keys the launcher hands the server inside its interpreter, after the args.
             handed = handed_keys(container.get("command") or [])
@@ -158,11 +167,12 @@ def plan(
             vfs = rank.node.rail_vfs(d.vf if d.vf is not None else res.ctx.plan.serving_vf_index)
             netdevs = {contract.pod_ifname(vf.rail): vf.netdev for vf in vfs}
             env = {k: netdevs.get(v, v) if k.endswith("IFNAME") else v for k, v in env.items()}
+            listeners = res.engine.multi_rank_listeners
             if host_ip != "render":
-                for key in (HOST_IP_ENV, *HOST_IP_FALLBACKS):
+                for key in host_ip_variables(listeners):
                     env.pop(key, None)
             if host_ip == "fabric":
-                env[HOST_IP_ENV] = vfs[0].address
+                env.update(address_env(listeners, vfs[0].address))
             pod = Pod(
                 name=f"{sts['metadata']['name']}-0",
                 namespace=str(sts["metadata"]["namespace"]),
@@ -197,8 +207,16 @@ def plan(
     return Rehearsal(tuple(ranks), policies)
 
 
-def plan_inventory(inventory: str, *, host_ip: HostIp = "render") -> Rehearsal:
-    return plan(from_inventory(inventory), host_ip=host_ip)
+def plan_inventory(
+    inventory: str, *, host_ip: HostIp = "render", switch: Mapping[str, str] | None = None
+) -> Rehearsal:
+    """The rehearsal of an inventory's deployments; ``switch`` (deployment -> profile) rehearses
+    them as the one-line switch of a deployment's profile would run them."""
+    return plan(from_inventory(inventory, switch=switch), host_ip=host_ip)
+
+
+def _words(container: Mapping[str, Any]) -> list[str]:
+    return [*(container.get("command") or []), *(container.get("args") or [])]
 
 
 def _index(words: Sequence[str], part: Sequence[str]) -> int:

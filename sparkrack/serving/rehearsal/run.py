@@ -2,7 +2,7 @@
 
 Each rank starts as ``nsenter --net=<the Spark's netns> unshare -m`` with a private tmpfs on
 /dev/shm (SGLang decides "same node" through shared memory), then the engine-check interpreter
-with ``sparkrack/data/rehearsal/rank.py``. While the ranks run, every connection a rank reports
+with ``sparkrack/data/rehearsal/rank.py`` (SGLang's or vLLM's init, by the rank's engine). While the ranks run, every connection a rank reports
 it is about to open towards a filtered address gets a counting rule in the drop chain of the
 policy that refuses it; a count above zero is proof that the policy dropped that connection, and
 the rehearsal stops at once with ``rank N -> address:port, dropped by <policy>``. Otherwise it
@@ -172,6 +172,7 @@ def _start(run: RankRun, netns: str, tmp: Path, nonce: str, offline: bool) -> _P
     home.mkdir()
     status, log = home / "status.jsonl", home / "output.log"
     request = {
+        "engine": run.engine,
         "argv": list(run.argv),
         "env": run.env,
         "status": str(status),
@@ -185,7 +186,11 @@ def _start(run: RankRun, netns: str, tmp: Path, nonce: str, offline: bool) -> _P
         f"mount -t tmpfs -o size={SHM_SIZE},mode=1777 tmpfs /dev/shm && "
         f"exec {shlex.quote(sys.executable)} -I -c {shlex.quote(_bootstrap(paths, script))}"
     )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SGL", "HOST_IP"))}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTHON", "SGL", "VLLM", "HOST_IP"))
+    }
     with log.open("w") as out:
         proc = subprocess.Popen(
             ["nsenter", f"--net={netns}", "unshare", "-m", "sh", "-c", inner],

@@ -207,3 +207,44 @@ def test_a_rank_without_the_node_count_is_refused_by_vllm(ctx: ServingContext) -
         "World size (4) is larger than the number of available GPUs (1) in this node" in r.error
         for r in rows
     )
+
+
+# --- vLLM across Sparks on the later release the check pins (0.33.0) --------------------------
+
+
+def _on_033(**vllm: Any) -> Profile:
+    """The shipped profile on a vLLM 0.33.0 image: its env knobs that 0.33.0 no longer reads
+    dropped (the check refuses them as unknown), ``vllm`` keys changed."""
+    profile = load_profile(ACROSS)
+    data = copy.deepcopy(profile.data)
+    data["image"] = "vllm/vllm-openai:cu130-nightly-0123abc"
+    data["image_info"] = {"vllm": "0.33.0"}
+    for key in ("nvfp4_gemm_backend", "use_flashinfer_moe_fp4"):
+        data["vllm"].pop(key)
+    data["vllm"].update(vllm)
+    return Profile(profile.name, profile.path, data)
+
+
+def test_every_rank_passes_vllm_0_33_with_the_plugin_standing_in(ctx: ServingContext) -> None:
+    # `vllm serve` imports the reasoning-parser plugin (a model repo file the pod's init container
+    # copies) before 0.33.0's config looks the parser up by name; offline, a file that registers
+    # the profile's --reasoning-parser name stands in for it.
+    rows = check_resolved([resolve(_on_033(), ctx)], offline=True)
+    assert [(r.rank, r.version) for r in rows] == [(r, "0.33.0") for r in range(4)]
+    assert all(r.ok and not r.unknown_env for r in rows), [r.error for r in rows]
+
+
+def test_vllm_0_33_refuses_a_parser_no_plugin_registers(ctx: ServingContext) -> None:
+    profile = _on_033(reasoning_parser="super_v9")
+    del profile.data["vllm"]["reasoning_parser_plugin"]
+    rows = check_resolved([resolve(profile, ctx)], offline=True)
+    assert rows and all(
+        not r.ok and "Reasoning parser 'super_v9' not found" in r.error for r in rows
+    )
+
+
+def test_vllm_0_33_refuses_the_planted_wrong_flag_on_every_rank(ctx: ServingContext) -> None:
+    profile = _on_033()
+    rows = check_resolved([resolve(profile, ctx, PlantedFlag())], offline=True)
+    assert [r.rank for r in rows] == [0, 1, 2, 3]
+    assert all(not r.ok and "--master-adress" in r.error for r in rows), [r.error for r in rows]

@@ -179,3 +179,19 @@ def test_the_rendered_head_command_reads_as_vllm_serve() -> None:
     res = resolve(load_profile(NAME), ctx)
     command = shlex.split(res.command(1))
     assert command[:2] == ["vllm", "serve"] and command[-1] == "--headless"
+
+
+@pytest.mark.parametrize(
+    "words",
+    [["--distributed-executor-backend", "ray"], ["--data-parallel-backend=ray"]],
+)
+def test_ray_across_sparks_is_refused_with_the_reason_and_the_flags_to_use(
+    words: list[str],
+) -> None:
+    data = copy.deepcopy(load_profile(NAME).data)
+    data["extra_args"] = words
+    (problem,) = validate_profile(data, "x.yml", nodes=4)
+    assert (problem.key, problem.rule) == ("extra_args", "extra-args-owned")
+    assert "memory monitor" in problem.message and "95 %" in problem.message
+    for flag in ("--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless"):
+        assert flag in problem.message

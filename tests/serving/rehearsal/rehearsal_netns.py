@@ -29,27 +29,34 @@ def _ip(*words: str) -> None:
 
 @contextmanager
 def sparks(rehearsal: Rehearsal, prefix: str) -> Iterator[dict[str, str]]:
-    """One namespace per rehearsed Spark (two), linked pairwise; yields node -> netns path."""
+    """One namespace per rehearsed Spark, each with a cluster link and a fabric link to two
+    bridges in a hub namespace (the switches); yields node -> netns path."""
     ranks: Sequence = rehearsal.ranks
-    assert len(ranks) == 2, "the helper links exactly two Sparks"
     names = {r.node: f"{prefix}-{r.node}" for r in ranks}
+    hub = f"{prefix}-hub"
     try:
-        for name in names.values():
-            _ip("netns", "add", name)
-        a, b = ranks
-        na, nb = names[a.node], names[b.node]
-        fabric = next(k for k in ("POD_FABRIC_IFNAME",) if k in a.env)
-        _ip("link", "add", "srmgmt-a", "netns", na, "type", "veth", "peer", "srmgmt-b", "netns", nb)
-        _ip("link", "add", "srfab-a", "netns", na, "type", "veth", "peer", "srfab-b", "netns", nb)
-        for ns, mgmt, fab, run in ((na, "srmgmt-a", "srfab-a", a), (nb, "srmgmt-b", "srfab-b", b)):
-            _ip("-n", ns, "link", "set", mgmt, "name", "eth0")
-            _ip("-n", ns, "link", "set", fab, "name", run.env[fabric])
-            _ip("-n", ns, "addr", "add", f"{run.pod.ip}/24", "dev", "eth0")
-            _ip("-n", ns, "addr", "add", f"{run.fabric_address}/24", "dev", run.env[fabric])
-            for dev in ("lo", "eth0", run.env[fabric]):
+        _ip("netns", "add", hub)
+        for bridge in ("brmgmt", "brfab"):
+            _ip("-n", hub, "link", "add", bridge, "type", "bridge")
+            _ip("-n", hub, "link", "set", bridge, "up")
+        for i, run in enumerate(ranks):
+            ns = names[run.node]
+            _ip("netns", "add", ns)
+            fabric = run.env["POD_FABRIC_IFNAME"]
+            for kind, bridge, dev, address in (
+                ("m", "brmgmt", "eth0", run.pod.ip),
+                ("f", "brfab", fabric, run.fabric_address),
+            ):
+                inner, outer = f"sr{kind}{i}", f"sr{kind}{i}h"
+                _ip("link", "add", inner, "netns", ns, "type", "veth", "peer", outer, "netns", hub)
+                _ip("-n", hub, "link", "set", outer, "master", bridge)
+                _ip("-n", hub, "link", "set", outer, "up")
+                _ip("-n", ns, "link", "set", inner, "name", dev)
+                _ip("-n", ns, "addr", "add", f"{address}/24", "dev", dev)
                 _ip("-n", ns, "link", "set", dev, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
             _ip("-n", ns, "route", "add", "default", "dev", "eth0")
         yield {node: f"/run/netns/{name}" for node, name in names.items()}
     finally:
-        for name in names.values():
+        for name in (*names.values(), hub):
             subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True)

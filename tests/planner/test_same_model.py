@@ -1,0 +1,65 @@
+"""``sparkrack plan`` compares a profile's decode with another engine's profile of the same model
+on as many Sparks: the multi-Spark vLLM profile against the SGLang one."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from sparkrack.cli import main
+from sparkrack.serving import load_profile
+from sparkrack.serving.profile.capacity import plan_profile, same_model
+
+VLLM4 = "nemotron-3-super-120b-a12b-nvfp4-vllm4"
+SGLANG = "nemotron-3-super-120b-a12b-nvfp4"
+SHIPPED = [
+    SGLANG,
+    VLLM4,
+    "nemotron-3-super-120b-a12b-nvfp4-vllm",
+    "nemotron-3-super-120b-a12b-nvfp4-trtllm",
+    "gemma-4-31b-it",
+]
+
+
+def test_the_vllm_profile_across_sparks_is_compared_with_the_sglang_one_only() -> None:
+    shipped = [load_profile(n) for n in SHIPPED]
+    (got,) = same_model(load_profile(VLLM4), shipped)
+    assert (got.other.name, got.other.engine) == (SGLANG, "sglang")
+    mine, other = plan_profile(load_profile(VLLM4)), plan_profile(load_profile(SGLANG))
+    line = got.line()
+    assert (
+        f"{mine.roofline_tokens_per_s():.0f} vs {other.roofline_tokens_per_s():.0f} tok/s" in line
+    )
+    assert f"at most {mine.max_running_requests} vs {other.max_running_requests}" in line
+    assert "both fit" in line
+
+
+def test_a_profile_that_does_not_fit_is_named_in_the_comparison() -> None:
+    data = copy.deepcopy(load_profile(VLLM4).data)
+    data["name"] = "too-big"
+    data["vllm"]["gpu_memory_utilization"] = 0.99  # more than a GB10 has free after the OS
+    (got,) = same_model(data, [load_profile(SGLANG)])
+    assert not got.plan.fits
+    assert f"{SGLANG} fits, the other does not" in got.line()
+
+
+def test_other_spark_counts_and_the_same_engine_are_not_compared() -> None:
+    data = copy.deepcopy(load_profile(VLLM4).data)
+    data["topology"]["tp"] = 2
+    assert same_model(data, [load_profile(SGLANG)]) == []
+    twin = copy.deepcopy(load_profile(VLLM4).data)
+    twin["name"] = "another-vllm4"
+    assert same_model(load_profile(VLLM4), [twin]) == []
+
+
+def test_plan_prints_the_comparison_and_carries_it_in_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    main(["plan", VLLM4])
+    text = capsys.readouterr().out
+    assert f"{VLLM4}: decode vs {SGLANG} (sglang, same model, tp/pp 4/1)" in text
+    main(["plan", VLLM4, "--json"])
+    (row,) = json.loads(capsys.readouterr().out)
+    assert [c["profile"] for c in row["same_model"]] == [SGLANG]
