@@ -229,7 +229,7 @@ def test_every_rank_passes_vllm_0_33_with_the_plugin_standing_in(ctx: ServingCon
     # `vllm serve` imports the reasoning-parser plugin (a model repo file the pod's init container
     # copies) before 0.33.0's config looks the parser up by name; offline, a file that registers
     # the profile's --reasoning-parser name stands in for it.
-    rows = check_resolved([resolve(_on_033(), ctx)], offline=True)
+    rows = check_resolved([resolve(_on_033(), ctx)])
     assert [(r.rank, r.version) for r in rows] == [(r, "0.33.0") for r in range(4)]
     assert all(r.ok and not r.unknown_env for r in rows), [r.error for r in rows]
 
@@ -237,7 +237,7 @@ def test_every_rank_passes_vllm_0_33_with_the_plugin_standing_in(ctx: ServingCon
 def test_vllm_0_33_refuses_a_parser_no_plugin_registers(ctx: ServingContext) -> None:
     profile = _on_033(reasoning_parser="super_v9")
     del profile.data["vllm"]["reasoning_parser_plugin"]
-    rows = check_resolved([resolve(profile, ctx)], offline=True)
+    rows = check_resolved([resolve(profile, ctx)])
     assert rows and all(
         not r.ok and "Reasoning parser 'super_v9' not found" in r.error for r in rows
     )
@@ -245,6 +245,6 @@ def test_vllm_0_33_refuses_a_parser_no_plugin_registers(ctx: ServingContext) -> 
 
 def test_vllm_0_33_refuses_the_planted_wrong_flag_on_every_rank(ctx: ServingContext) -> None:
     profile = _on_033()
-    rows = check_resolved([resolve(profile, ctx, PlantedFlag())], offline=True)
+    rows = check_resolved([resolve(profile, ctx, PlantedFlag())])
     assert [r.rank for r in rows] == [0, 1, 2, 3]
     assert all(not r.ok and "--master-adress" in r.error for r in rows), [r.error for r in rows]
