@@ -538,9 +538,11 @@ def test_the_guard_reads_its_own_proc_as_a_user_of_its_own() -> None:
     hosts = [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v]
     assert "/proc" not in hosts and not spec.get("hostPID") and not spec.get("hostNetwork")
     assert container["args"][container["args"].index("--proc") + 1] == "/proc"
-    user = spec["securityContext"]["runAsUser"]
-    assert user == contract.MEMGUARD_UID != contract.SERVING_UID
-    assert spec["securityContext"]["runAsNonRoot"] is True
+    # The user the process runs as: the container's, where it names one, else the pod's.
+    for context in (spec["securityContext"], container["securityContext"]):
+        assert context["runAsUser"] == context["runAsGroup"] == contract.MEMGUARD_UID
+        assert context["runAsNonRoot"] is True
+    assert contract.MEMGUARD_UID != contract.SERVING_UID
 
 
 def test_the_inventory_variables_take_the_guards_defaults_and_refuse_nonsense() -> None:

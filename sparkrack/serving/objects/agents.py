@@ -470,12 +470,11 @@ def memguard_manifests(
         },
         nonroot=True,
     )
-    # A user of its own: no file or process of another serving container is its to read.
-    pod["securityContext"].update(
-        runAsUser=contract.MEMGUARD_UID,
-        runAsGroup=contract.MEMGUARD_UID,
-        fsGroup=contract.MEMGUARD_UID,
-    )
+    # A user of its own: no file or process of another serving container is its to read. The
+    # container's own user wins over the pod's, so both say so.
+    own_user = {"runAsUser": contract.MEMGUARD_UID, "runAsGroup": contract.MEMGUARD_UID}
+    pod["securityContext"].update(own_user, fsGroup=contract.MEMGUARD_UID)
+    container["securityContext"].update(own_user)
     return [
         *account(metadata, memguard_rules()),
         *memguard_policy(namespace),
