@@ -589,7 +589,6 @@ class VLLMAcrossSparks(VLLM):
 
     def __init__(self, sparks: int | None = None) -> None:
         self.sparks = sparks
-        """tp x pp of the profile: its ranks, one per Spark (``None``: every Spark of the group)."""
 
     def for_profile(self, data: Mapping[str, Any]) -> Engine:
         return ENGINE.for_profile(data)

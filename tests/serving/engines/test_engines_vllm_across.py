@@ -154,6 +154,13 @@ def test_a_two_spark_profile_alone_runs_on_the_first_two_sparks() -> None:
         assert ("--headless" in argv) is (rank.rank == 1)
 
 
+def test_the_one_line_form_runs_a_two_spark_profile_on_the_first_two() -> None:
+    base = context_from_inventory("inventories/lab")
+    (deployment,) = load_deployments({"serving_profile": TWO}, base, "lab.yml", check_memory=False)
+    assert [r.node.name for r in deployment.res.ranks] == ["spark1", "spark2"]
+    assert all(_flag(deployment.res.argv(r), "--nnodes") == "2" for r in deployment.res.ranks)
+
+
 def test_a_deployment_listing_more_sparks_than_the_profile_ranks_is_refused() -> None:
     four = ["spark1", "spark2", "spark3", "spark4"]
     variables, base = _lab([{"name": "super-2", "profile": TWO, "sparks": four}])
