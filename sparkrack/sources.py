@@ -64,6 +64,12 @@ SOURCES: dict[str, Source] = {
             "Nemotron-3-Super on one Spark with vLLM (nightly) and TensorRT-LLM",
         ),
         Source(
+            "super-topology-bench",
+            "Nemotron-3-Super-120B: Topology Benchmark on DGX Spark",
+            "kubis.ai, DGX series benchmarks",
+            "Nemotron-3-Super-120B NVFP4 with vLLM on one Spark and on two at TP=2; decode c1-c64",
+        ),
+        Source(
             "gb10-memavailable-bug",
             "[Bug]: Engine startup on DGX Spark (GB10, unified memory) collapses host memory —"
             " NV_ERR_NO_MEMORY while MemAvailable reports ~22 GiB",

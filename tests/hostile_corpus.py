@@ -35,6 +35,7 @@ ULTRA = "nemotron-3-ultra-550b-a55b-nvfp4"
 QWEN = "qwen3.5-397b-a17b-nvfp4"
 VLLM = "nemotron-3-super-120b-a12b-nvfp4-vllm"
 VLLM4 = "nemotron-3-super-120b-a12b-nvfp4-vllm4"
+VLLM2 = "nemotron-3-super-120b-a12b-nvfp4-vllm2"
 TRTLLM = "nemotron-3-super-120b-a12b-nvfp4-trtllm"
 
 Key = str | tuple[Any, ...]
@@ -669,9 +670,10 @@ RULES: list[Entry] = [
         "vllm-mamba-ssm-float32",
         ("vllm.mamba_ssm_cache_dtype", "float16"),
     ),
-    # tp x pp > 1 runs vLLM across Sparks: one rank per Spark of the deployment (4 here).
-    S("vllm-tp2", VLLM, "vllm-across-ranks", ("topology.tp", 2)),
+    # tp x pp > 1 runs vLLM across Sparks, one rank per Spark: no more ranks than Sparks (4 here).
+    S("vllm-tp8", VLLM, "vllm-across-ranks", ("topology.tp", 8)),
     S("vllm-across-ep2", VLLM4, "vllm-across-ranks", ("topology.ep", 2)),
+    S("vllm2-pp4", VLLM2, "vllm-across-ranks", ("topology.pp", 4)),
     S("vllm-across-dp2", VLLM4, "vllm-across-data-parallel", ("vllm.data_parallel_size", 2)),
     # Ray across Sparks: the refusal names the multiprocessing executor's flags instead.
     S(

@@ -16,7 +16,7 @@ from sparkrack.planner.memory import (
 )
 from sparkrack.planner.switch import SwitchPrediction
 from sparkrack.planner.switch import table as switch_table
-from sparkrack.serving.profile.capacity import SameModel, plan_profile, same_model
+from sparkrack.serving.profile.capacity import SameModel, plan_profile, same_model, unmatched
 
 COLUMNS = (
     ("profile", 7),
@@ -88,7 +88,9 @@ def row(plan: CapacityPlan) -> list[str]:
     ]
 
 
-def to_dict(plan: CapacityPlan, compared: list[SameModel] | None = None) -> dict[str, Any]:
+def to_dict(
+    plan: CapacityPlan, compared: list[SameModel] | None = None, alone: str | None = None
+) -> dict[str, Any]:
     return {
         "profile": plan.name,
         "engine": plan.engine,
@@ -114,6 +116,7 @@ def to_dict(plan: CapacityPlan, compared: list[SameModel] | None = None) -> dict
         "notes": list(plan.notes),
         "assumptions": plan.assumptions(),
         "same_model": [c.to_dict() for c in compared or []],
+        "same_model_note": alone,
     }
 
 
@@ -125,8 +128,10 @@ def run(args: argparse.Namespace) -> int:
     plans = [plan_profile(p, nodes=args.nodes, hardware=hw) for p in profiles]
     shipped = _profiles([])
     compared = [same_model(p, shipped, hw) for p in profiles]
+    alone = [unmatched(p, shipped) for p in profiles]
     if args.format == "json":
-        print(json.dumps([to_dict(p, c) for p, c in zip(plans, compared, strict=True)], indent=2))
+        out = [to_dict(*t) for t in zip(plans, compared, alone, strict=True)]
+        print(json.dumps(out, indent=2))
         return ExitCode.OK if all(p.fits for p in plans) else ExitCode.FAILED
     rows = [row(p) for p in plans]
     widths = [max([w, *(len(r[i]) for r in rows)]) for i, (_t, w) in enumerate(COLUMNS)]
@@ -134,8 +139,9 @@ def run(args: argparse.Namespace) -> int:
     for cells in rows:
         print(" ".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True)).rstrip())
     print("\n(GB = 10^9 bytes, per GPU; tok/s bound = single-stream decode step at empty context)")
-    for p, same in zip(plans, compared, strict=True):
+    for p, same, note in zip(plans, compared, alone, strict=True):
         extra = [*p.notes, *(str(problem) for problem in p.problems), *(c.line() for c in same)]
+        extra += [note] if note else []
         for line in extra:
             print(f"{p.name}: {line}")
     print("\nassumptions:")

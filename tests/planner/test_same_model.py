@@ -10,7 +10,7 @@ import pytest
 
 from sparkrack.cli import main
 from sparkrack.serving import load_profile
-from sparkrack.serving.profile.capacity import plan_profile, same_model
+from sparkrack.serving.profile.capacity import plan_profile, same_model, unmatched
 
 VLLM4 = "nemotron-3-super-120b-a12b-nvfp4-vllm4"
 SGLANG = "nemotron-3-super-120b-a12b-nvfp4"
@@ -63,3 +63,31 @@ def test_plan_prints_the_comparison_and_carries_it_in_json(
     main(["plan", VLLM4, "--json"])
     (row,) = json.loads(capsys.readouterr().out)
     assert [c["profile"] for c in row["same_model"]] == [SGLANG]
+
+
+VLLM2 = "nemotron-3-super-120b-a12b-nvfp4-vllm2"
+
+
+def test_a_profile_with_no_peer_on_as_many_sparks_names_those_on_other_counts() -> None:
+    shipped = [load_profile(n) for n in [*SHIPPED, VLLM2]]
+    assert same_model(load_profile(VLLM2), shipped) == []
+    note = unmatched(load_profile(VLLM2), shipped)
+    assert note is not None and "on 2 Sparks, so no decode comparison" in note
+    assert f"{SGLANG} (sglang, 4 Sparks)" in note and "(trtllm, 1 Spark)" in note
+    assert VLLM4 not in note  # the same engine is no peer
+    # One that has its comparison, and a one-Spark profile, get no note.
+    assert unmatched(load_profile(VLLM4), shipped) is None
+    assert unmatched(load_profile("nemotron-3-super-120b-a12b-nvfp4-vllm"), shipped) is None
+
+
+def test_a_model_no_other_engine_serves_says_so() -> None:
+    alone = [load_profile(VLLM2), load_profile(VLLM4)]
+    note = unmatched(load_profile(VLLM2), alone)
+    assert note is not None and "nothing to compare decode with" in note
+
+
+def test_plan_prints_the_note_and_carries_it_in_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--format", "json", VLLM2]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["fits"] and row["same_model"] == []
+    assert "no decode comparison" in row["same_model_note"]

@@ -2,7 +2,8 @@
 
 Each deployment names a profile, the Sparks it runs on (the first is the head), optionally the
 VF index its pods use, a topology override and the model name clients use (its alias).
-``serving_profile: <name>`` stays the one-line form: one deployment of that profile on every Spark.
+``serving_profile: <name>`` stays the one-line form: one deployment of that profile on every Spark
+(a vLLM profile across fewer Sparks than the inventory: on its first tp x pp).
 
 Validation (all of it before a host or the cluster is touched): the list's schema (unknown keys
 refused), every Spark exists, every profile loads and passes every rule for its effective
@@ -184,8 +185,8 @@ def declared(
     """(the deployment list as the inventory means it, whether it is ``serving_deployments``).
 
     ``serving_profile_file`` (``-e`` from ``sparkrack matrix``) wins, then ``serving_deployments``,
-    then ``serving_profile``: one deployment of that profile on every Spark (or on
-    ``serving_spark`` for a single-Spark engine). ``serving_profile`` or ``serving_spark``
+    then ``serving_profile``: one deployment of that profile on every Spark, or the first
+    ``Engine.sparks`` (or on ``serving_spark`` for a single-Spark engine). ``serving_profile`` or ``serving_spark``
     beside ``serving_deployments`` would be ignored, and are refused.
     """
     single = variables.get("serving_profile_file") or None
@@ -212,7 +213,8 @@ def declared(
     if not profile:
         return [], False
     spark = variables.get("serving_spark")
-    # sparks None: every Spark for an engine whose ranks span Sparks, else serving_spark.
+    # sparks None: every Spark (or the first the profile spans) for an engine whose ranks span
+    # Sparks, else serving_spark.
     return [{"profile": str(profile), "sparks": None, "spark": spark, "file": bool(single)}], False
 
 
@@ -425,7 +427,7 @@ def _sparks_of(
             )
         return sparks, None
     if eng.uses_fabric:
-        return tuple(all_sparks), None
+        return tuple(all_sparks[: eng.sparks or len(all_sparks)]), None
     spark = entry.get("spark")
     if spark is not None and str(spark) not in all_sparks:
         return (), Problem(

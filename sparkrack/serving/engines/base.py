@@ -202,6 +202,9 @@ class Engine:
     memory: MemoryModel
     uses_fabric: bool = False
     """True when the ranks form one NCCL group over the fabric (Multus VF, privileged pod)."""
+    sparks: int | None = None
+    """The Sparks a fabric engine's profile spans when no deployment lists them: ``None``, every
+    Spark of the inventory; else the first that many (vLLM across Sparks: its tp x pp)."""
     gated: bool = False
     """The head's HTTP server listens on loopback behind sparkrack's gate
     (``serving/scripts/engine_gate.py``, a container of the head pod on the API port), which

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sparkrack import contract
-from sparkrack.errors import Problem
+from sparkrack.errors import Problem, SparkrackError
 from sparkrack.fabric import gidtable
 from sparkrack.inputs.imageref import without_digest
 from sparkrack.planner.memory import GB, RecurrentPool, Serving, per_sequence_pool
@@ -482,7 +482,7 @@ class VLLM(SingleSparkEngine):
         topo = section(data, "topology")
         tp, pp = topo.get("tp", 1), topo.get("pp", 1)
         if isinstance(tp, int) and isinstance(pp, int) and tp * pp > 1:
-            return ACROSS
+            return VLLMAcrossSparks(tp * pp)
         return self
 
     def rule_list(self) -> list[Rule]:
@@ -587,12 +587,30 @@ class VLLMAcrossSparks(VLLM):
         }
     )
 
+    def __init__(self, sparks: int | None = None) -> None:
+        self.sparks = sparks
+
     def for_profile(self, data: Mapping[str, Any]) -> Engine:
         return ENGINE.for_profile(data)
 
     def ranks(self, ctx: ServingContext) -> list[Rank]:
-        """One rank per Spark of the deployment, the head (rank 0) first."""
-        return [Rank(i, node) for i, node in enumerate(ctx.group())]
+        """One rank per Spark, the head (rank 0) first: the deployment's Sparks, which must be
+        as many as the profile's tp x pp; a profile alone takes the inventory's first tp x pp."""
+        group = ctx.group()
+        want = self.sparks or len(group)
+        if ctx.sparks and len(group) != want:
+            raise SparkrackError(
+                Problem(
+                    "serving_deployments",
+                    "sparks",
+                    f"the deployment lists {len(group)} Sparks ({', '.join(ctx.sparks)}), but "
+                    f"its profile's tp·pp runs {want} vLLM ranks (one GPU each)",
+                    f"list {want} Sparks for the deployment, or set the profile's tp·pp to "
+                    f"{len(group)}",
+                    "vllm-across-ranks",
+                )
+            )
+        return [Rank(i, node) for i, node in enumerate(group[:want])]
 
     def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
         if knob.runtime == "nnodes":

@@ -137,15 +137,17 @@ ACROSS_RULES = RuleSet()
     "vllm-across-ranks",
     "vllm/engine/arg_utils.py create_engine_config (world_size = dp x pp x tp, divisible by "
     "nnodes); one GB10 per Spark",
-    "vLLM across Sparks: tp x pp = the Sparks of the deployment, ep = 1",
+    "vLLM across Sparks: tp x pp ranks, one per Spark, no more than the Sparks there are; ep = 1",
 )
 def _across_ranks(c: Ctx) -> Iterator[Problem]:
-    if c.nodes is not None and c.tp * c.pp != c.nodes:
+    # Fewer ranks than Sparks is a profile on part of the inventory: it takes the first tp x pp
+    # (VLLMAcrossSparks.ranks), and a deployment naming other Sparks is refused there.
+    if c.nodes is not None and c.tp * c.pp > c.nodes:
         yield c.p(
             "topology.tp",
-            f"tp·pp = {c.tp}·{c.pp} = {c.tp * c.pp} vLLM ranks, but the deployment has {c.nodes} "
+            f"tp·pp = {c.tp}·{c.pp} = {c.tp * c.pp} vLLM ranks, but there are only {c.nodes} "
             "Sparks (one GPU each)",
-            f"set tp·pp to {c.nodes}, or list {c.tp * c.pp} Sparks for the deployment",
+            f"set tp·pp to at most {c.nodes}, or add Sparks",
             "vllm-across-ranks",
         )
     if c.ep != 1:

@@ -134,3 +134,31 @@ def same_model(
         ):
             out.append(SameModel(mine, plan_profile(other, hardware=hardware)))
     return out
+
+
+def unmatched(profile: Any, candidates: Sequence[Any]) -> str | None:
+    """What ``plan`` says of a multi-Spark profile that :func:`same_model` pairs with nothing:
+    the other engines' profiles of its model on other Spark counts, or that there are none.
+    ``None`` for a one-Spark profile, or one that has a comparison."""
+    data, name, _src = _profile_data(profile)
+    ranks, engine = _ranks(data), engine_of(data).name
+    if ranks < 2:
+        return None
+    others = []
+    for other in candidates:
+        odata, oname, _ = _profile_data(other)
+        same = oname != name and odata.get("model") == data.get("model")
+        if same and engine_of(odata).name != engine:
+            if _ranks(odata) == ranks:
+                return None
+            count = _ranks(odata)
+            others.append(f"{oname} ({engine_of(odata).name}, {count} Spark{'s' * (count > 1)})")
+    if not others:
+        return (
+            f"no other engine's profile of {data.get('model')} is shipped: "
+            "nothing to compare decode with"
+        )
+    return (
+        f"no other engine's profile of {data.get('model')} on {ranks} Sparks, so no decode "
+        f"comparison (the bound scales with the Sparks); on other counts: {', '.join(others)}"
+    )

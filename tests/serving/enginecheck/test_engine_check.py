@@ -50,6 +50,11 @@ def rows(ctx: ServingContext) -> list[Row]:
     return check_profiles([load_profile(p.stem) for p in list_profiles()], ctx)
 
 
+def _spread(data: dict[str, Any]) -> int:
+    topo = data.get("topology", {})
+    return int(topo.get("tp", 1)) * int(topo.get("pp", 1)) if engine_of(data).uses_fabric else 1
+
+
 def test_every_shipped_profile_and_rank_passes_its_engine(rows: list[Row]) -> None:
     table = "\n".join(
         f"{r.profile:<42} rank {r.rank}  {r.engine} {r.version:<9} "
@@ -58,11 +63,9 @@ def test_every_shipped_profile_and_rank_passes_its_engine(rows: list[Row]) -> No
         for r in rows
     )
     print("\n" + table)
-    # SGLang and vLLM across Sparks: one rank per Spark of the example inventory.
-    ranks = {
-        p.stem: (4 if engine_of(load_profile(p.stem).data).uses_fabric else 1)
-        for p in list_profiles()
-    }
+    # SGLang and vLLM across Sparks: one rank per Spark, tp·pp of them (the example inventory
+    # has 4; a 2-Spark profile alone runs on its first 2).
+    ranks = {p.stem: _spread(load_profile(p.stem).data) for p in list_profiles()}
     assert sorted((r.profile, r.rank) for r in rows) == sorted(
         (name, rank) for name, count in ranks.items() for rank in range(count)
     )
@@ -197,6 +200,24 @@ def test_every_rank_of_the_planted_wrong_flag_fails_naming_it(ctx: ServingContex
     assert all(not r.ok and "unrecognized arguments: --master-adress" in r.error for r in rows)
     problems = problems_of(rows, {profile.name: profile.source})
     assert len(problems) == 4
+    assert all("--master-adress" in p.message and p.rule == "engine-check" for p in problems)
+
+
+TWO = "nemotron-3-super-120b-a12b-nvfp4-vllm2"
+
+
+def test_the_two_spark_profile_passes_and_its_planted_wrong_flag_fails(ctx: ServingContext) -> None:
+    """The sourced 2-Spark profile: both ranks pass vLLM 0.19.0; the same ranks with the
+    misspelled flag fail, naming it (negative control)."""
+    profile = load_profile(TWO)
+    rows = check_resolved([resolve(profile, ctx)], offline=True)
+    assert [(r.rank, r.version) for r in rows] == [(0, "0.19.0"), (1, "0.19.0")]
+    assert all(r.ok and not r.unknown_env for r in rows), [r.error for r in rows]
+    bad = check_resolved([resolve(profile, ctx, PlantedFlag(2))], offline=True)
+    assert [r.rank for r in bad] == [0, 1]
+    assert all(not r.ok and "unrecognized arguments: --master-adress" in r.error for r in bad)
+    problems = problems_of(bad, {profile.name: profile.source})
+    assert [p.file for p in problems] == [profile.source] * 2
     assert all("--master-adress" in p.message and p.rule == "engine-check" for p in problems)
 
 

@@ -135,7 +135,40 @@ def test_the_shipped_profile_is_valid_on_four_sparks_only() -> None:
     assert validate_profile(copy.deepcopy(data), "x.yml", nodes=4) == []
     problems = validate_profile(copy.deepcopy(data), "x.yml", nodes=2)
     assert [(p.key, p.rule) for p in problems] == [("topology.tp", "vllm-across-ranks")]
-    assert "set tp·pp to 2" in problems[0].fix
+    assert "set tp·pp to at most 2" in problems[0].fix
+
+
+TWO = "nemotron-3-super-120b-a12b-nvfp4-vllm2"
+
+
+def test_a_two_spark_profile_alone_runs_on_the_first_two_sparks() -> None:
+    ctx = context_from_inventory("inventories/example")
+    assert validate_profile(copy.deepcopy(load_profile(TWO).data), "x.yml", nodes=4) == []
+    res = resolve(load_profile(TWO), ctx)
+    head, worker = ctx.group()[:2]
+    assert [r.node.name for r in res.ranks] == [head.name, worker.name]
+    for rank in res.ranks:
+        argv = res.argv(rank)
+        assert _flag(argv, "--nnodes") == "2" and _flag(argv, "--tensor-parallel-size") == "2"
+        assert _flag(argv, "--master-addr") == head.serving_vf.address
+        assert ("--headless" in argv) is (rank.rank == 1)
+
+
+def test_the_one_line_form_runs_a_two_spark_profile_on_the_first_two() -> None:
+    base = context_from_inventory("inventories/lab")
+    (deployment,) = load_deployments({"serving_profile": TWO}, base, "lab.yml", check_memory=False)
+    assert [r.node.name for r in deployment.res.ranks] == ["spark1", "spark2"]
+    assert all(_flag(deployment.res.argv(r), "--nnodes") == "2" for r in deployment.res.ranks)
+
+
+def test_a_deployment_listing_more_sparks_than_the_profile_ranks_is_refused() -> None:
+    four = ["spark1", "spark2", "spark3", "spark4"]
+    variables, base = _lab([{"name": "super-2", "profile": TWO, "sparks": four}])
+    with pytest.raises(SparkrackError) as err:
+        load_deployments(variables, base, "lab.yml", check_memory=False)
+    (problem,) = err.value.problems
+    assert problem.rule == "vllm-across-ranks" and problem.key == "sparks"
+    assert "list 2 Sparks" in problem.fix
 
 
 def _lab(deployments: list[dict[str, Any]]) -> tuple[dict[str, Any], ServingContext]:
