@@ -54,6 +54,10 @@ WATCHDOG_VERDICT_ANNOTATION: Final = "sparkrack.io/watchdog-verdict"
 """In the watchdog's state ConfigMap: its last verdict line and its time."""
 WATCHDOG_RESTARTS_ANNOTATION: Final = "sparkrack.io/watchdog-restarts"
 """In the watchdog's state ConfigMap: Unix times of its group restarts (its budget)."""
+PLANNED_MEMORY_ANNOTATION: Final = "sparkrack.io/planned-memory-bytes"
+"""On every rank pod: the unified memory its rank plans on its Spark, in bytes (the planner's
+footprint); the memory guard ranks engine pods by it (an engine's CUDA pool is not what its
+memory cgroup is charged, nor what its containers request)."""
 LABEL_QUARANTINE: Final = "sparkrack.io/quarantined"
 """Added to a deployment's API Service selector while it is sick: no pod carries it, so the
 Service has no endpoints and the gateway's router cools the route down and fails over."""
@@ -66,7 +70,8 @@ needs more than ``baseline``: the SGLang ranks and the fabric-check pods run pri
 verbs on the VF Multus moves in), or with ``serving_rdma_access: device-plugin`` add
 ``IPC_LOCK``, which ``baseline`` does not allow either; every rank and fetch pod mounts the
 node's HF cache (``hostPath``); the fetch and receiver Jobs use the host network (the fabric PF
-addresses). Only the gateway and pre-pull pods would pass ``restricted``. Set on the namespace
+addresses). Only the pre-pull pods would pass ``restricted`` (the agents run in a namespace of
+their own, :func:`agents_namespace`). Set on the namespace
 explicitly, so a cluster whose default is stricter (K3s' hardening guide: restricted) admits
 exactly this namespace's pods."""
 NAMESPACE_LABELS: Final = {
@@ -77,6 +82,28 @@ NAMESPACE_LABELS: Final = {
     },
 }
 """Labels of the serving namespace, rendered by the add-ons and by the serve play alike."""
+
+# --- the agents' namespace ----------------------------------------------------------------------
+AGENTS_SUFFIX: Final = "-agents"
+"""The agents' namespace is the serving namespace's name with this suffix."""
+AGENTS_POD_SECURITY_LEVEL: Final = "restricted"
+"""Pod Security level of the agents' namespace, where the gateway, the watchdogs and the memory
+guard run: none of them needs a host path, a host port, a capability or root, so the strictest
+level admits them, and the API server refuses any pod there that would need more (a patched
+template included)."""
+AGENTS_NAMESPACE_LABELS: Final = {
+    **PART_OF,
+    **{
+        f"pod-security.kubernetes.io/{mode}": AGENTS_POD_SECURITY_LEVEL
+        for mode in ("enforce", "audit", "warn")
+    },
+}
+
+
+def agents_namespace(serving_namespace: str) -> str:
+    """The namespace of the agents that hold API tokens or keys for the serving namespace."""
+    return f"{serving_namespace}{AGENTS_SUFFIX}"
+
 
 MONITORING_NAMESPACE: Final = "monitoring"
 """Namespace of the monitoring stack (Prometheus scrapes the serving pods from there)."""
@@ -298,6 +325,7 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "label_deployment": LABEL_DEPLOYMENT,
         "serving_listed_kinds": [k for k in SERVING_PRUNE_KINDS if k != "Secret"],
         "api_service": API_SERVICE,
+        "agents_suffix": AGENTS_SUFFIX,
         "launcher_mount": LAUNCHER_MOUNT,
         "smoke_file": SMOKE_FILE,
         "smoke_path": f"{LAUNCHER_MOUNT}/{SMOKE_FILE}",

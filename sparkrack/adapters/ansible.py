@@ -408,12 +408,18 @@ def serving_stale(
     return stale_serving(rendered, by_kind, applied_first or [])
 
 
-def watchdog_stale(live: list[Mapping[str, Any]], deployments: list[str], guard: bool) -> list[Any]:
-    """``{{ found.results | sparkrack_stale_watchdogs(keep, guard) }}`` with ``found`` a k8s_info
-    loop over the watchdog's kinds: the watchdogs of deployments not in ``keep`` and, unless
-    ``guard``, the memory guard's objects."""
+def watchdog_stale(
+    live: list[Mapping[str, Any]],
+    deployments: list[str],
+    guard: bool,
+    namespaces: list[str] | None = None,
+) -> list[Any]:
+    """``{{ found.results | sparkrack_stale_watchdogs(keep, guard, namespaces) }}`` with
+    ``found`` a k8s_info loop over the watchdog's kinds in every namespace: the watchdogs of
+    deployments not in ``keep`` and, unless ``guard``, the memory guard's objects, of
+    ``namespaces`` only."""
     by_kind = {str(r["item"]): list(r.get("resources") or []) for r in live}
-    return stale_watchdogs(by_kind, deployments, bool(guard))
+    return stale_watchdogs(by_kind, deployments, bool(guard), namespaces or ())
 
 
 def fetch_secret_data(password: str) -> dict[str, str]:

@@ -119,11 +119,21 @@ def _serving_namespace(value: Any) -> str | None:
             f"is {value}, a namespace of the cluster's own: the serve play would label it "
             "privileged and grant the watchdog a Role among its pods"
         )
+    agents = contract.agents_namespace(value)
+    if len(agents) > AGENTS_NAME_MAX or agents in SYSTEM_NAMESPACES:
+        return (
+            f"gives the agents' namespace {agents!r}, which is no namespace of its own of at "
+            f"most {AGENTS_NAME_MAX} characters"
+        )
     return None
 
 
+AGENTS_NAME_MAX = 63
+"""A namespace name is a DNS label: the agents' namespace, the serving namespace's name with
+:data:`sparkrack.contract.AGENTS_SUFFIX`, must fit too."""
 SERVING_NAMESPACE = forms.Form(
     forms.dns_label().words
+    + f" of at most {AGENTS_NAME_MAX - len(contract.AGENTS_SUFFIX)} characters"
     + ", naming a namespace of its own (not "
     + ", ".join(SYSTEM_NAMESPACES)
     + ")",

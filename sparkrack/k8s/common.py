@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sparkrack.contract import (
+    AGENTS_NAMESPACE_LABELS,
     HOSTNAME_LABEL,
     K3S_CNI_BIN_DIR,
     K3S_CNI_CONF_DIR,
@@ -47,6 +48,16 @@ def namespace_manifest(name: str) -> Manifest:
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {"name": name, "labels": dict(NAMESPACE_LABELS)},
+    }
+
+
+def agents_namespace_manifest(name: str) -> Manifest:
+    """The agents' namespace (:func:`sparkrack.contract.agents_namespace`), at its own Pod
+    Security level."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": dict(AGENTS_NAMESPACE_LABELS)},
     }
 
 

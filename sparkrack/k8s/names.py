@@ -145,7 +145,8 @@ def _fix_of(what: str, kind: str) -> str:
 
 def name_problems(docs: Iterable[Mapping[str, Any]], source: str) -> list[Problem]:
     """Every name, label, image and port the API server would refuse, and every name taken
-    twice by one kind in one namespace; a problem names the deployment whose name made it."""
+    twice by one kind in one namespace (a Service: in any); a problem names the deployment whose
+    name made it."""
     problems: list[Problem] = []
     taken: dict[tuple[str, str, str], str] = {}
     for doc in docs:
@@ -168,7 +169,10 @@ def name_problems(docs: Iterable[Mapping[str, Any]], source: str) -> list[Proble
             for port in (doc.get("spec") or {}).get("ports") or []:
                 found += [(w, _fix_of(w, kind)) for w in _port_problems(port, seen, "the Service")]
         problems += [Problem(source, where, what, fix, RULE) for what, fix in found]
-        slot = (kind, str(meta.get("namespace", "")), name)
+        # Services share one set of names across the serving and the agents' namespaces: a
+        # deployment's Service named like the gateway's would answer at its name, the gateway
+        # bypassed, for a client that names the other namespace.
+        slot = (kind, "" if kind == "Service" else str(meta.get("namespace", "")), name)
         component = str((meta.get("labels") or {}).get(contract.LABEL_COMPONENT) or "sparkrack")
         this = f"deployment {owner}" if owner else f"the {component}"
         if slot in taken:

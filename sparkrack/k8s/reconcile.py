@@ -211,15 +211,24 @@ def stale_serving(
 
 
 def stale_watchdogs(
-    live: Mapping[str, Iterable[Mapping[str, Any]]], deployments: Iterable[str], guard: bool
+    live: Mapping[str, Iterable[Mapping[str, Any]]],
+    deployments: Iterable[str],
+    guard: bool,
+    namespaces: Iterable[str] = (),
 ) -> list[dict[str, str]]:
-    """Live watchdog and memory-guard objects (``live``: kind -> objects) to remove, in
-    :data:`WATCHDOG_KINDS` order: the watchdogs of deployments not in ``deployments`` (those
-    that keep a watchdog: none when the watchdogs are off), and the memory guard's unless
-    ``guard``. A kept one is updated in place."""
+    """Live watchdog and memory-guard objects (``live``: kind -> objects, listed in every
+    namespace) to remove, in :data:`WATCHDOG_KINDS` order: the watchdogs of deployments not in
+    ``deployments`` (those that keep a watchdog: none when the watchdogs are off), and the memory
+    guard's unless ``guard``. Only objects of ``namespaces`` (the serving namespace and the
+    agents') and cluster-wide ones are considered; with no ``namespaces``, every one. A kept one
+    is updated in place."""
     kept = set(deployments)
+    ours = set(namespaces)
 
     def stale(obj: Mapping[str, Any]) -> bool:
+        namespace = _meta(obj).get("namespace")
+        if ours and namespace and namespace not in ours:
+            return False
         labels = _meta(obj).get("labels") or {}
         if labels.get(contract.LABEL_COMPONENT) == contract.COMPONENT_MEMGUARD:
             return not guard

@@ -100,6 +100,11 @@ class ServingContext:
     watchdog image, no guard)."""
 
     @property
+    def agents_namespace(self) -> str:
+        """Where the gateway, the watchdogs and the memory guard run."""
+        return contract.agents_namespace(self.namespace)
+
+    @property
     def nodes(self) -> int:
         return len(self.group())
 

@@ -115,9 +115,9 @@ class Cluster:
         ).items
         return sorted({s.metadata.labels[contract.LABEL_DEPLOYMENT] for s in sets})
 
-    def _get(self, read: Any, name: str) -> Any | None:
+    def _get(self, read: Any, name: str, namespace: str | None = None) -> Any | None:
         try:
-            return read(name, self.namespace)
+            return read(name, namespace or self.namespace)
         except ApiException as exc:
             if _absent(exc):
                 return None
@@ -155,7 +155,9 @@ class Cluster:
             self.namespace, label_selector=sel
         ).items
         api = next((s for s in services if s.spec.cluster_ip != "None"), None)
-        watchdog = self._get(self.apps.read_namespaced_deployment, state_name(name))
+        # The watchdog's Deployment runs in the agents' namespace.
+        agents = contract.agents_namespace(self.namespace)
+        watchdog = self._get(self.apps.read_namespaced_deployment, state_name(name), agents)
         return DeploymentView(
             name, sorted(sets, key=_rank), sorted(pods, key=_rank), api, self.state(name), watchdog
         )

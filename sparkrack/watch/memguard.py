@@ -14,9 +14,12 @@ a rank label too, but not the serving component.
 
 :func:`decide` is pure (the tests feed it real-format ``/proc`` files); :func:`pod_usage` reads
 each pod's ``memory.current`` from the node's cgroup v2 tree; :class:`Guard` makes the API
-calls. What a pod uses is its memory cgroup's charge when the pod's cgroup is found, else its
-containers' memory requests. Whether the GB10's CUDA allocations are charged to the pod's memory
-cgroup is not verified here: a pod whose GPU memory is not charged looks smaller than it is.
+calls. What a pod uses is its memory cgroup's charge when a cgroup tree is given and the pod's
+cgroup is found there; else the rank's planned unified memory, which the render writes on every
+rank pod; else its containers' memory requests. The guard's DaemonSet mounts no cgroup tree (a
+pod of the agents' namespace may mount no host path), so in the cluster it ranks by the plan:
+an engine's CUDA pool, most of what it holds, is allocated up front at the planned size, and
+whether the GB10 charges it to the pod's memory cgroup at all is not verified.
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ class PodMemory:
     uid: str
     bytes: float
     source: str
-    """``cgroup`` (memory.current) or ``requests``."""
+    """``cgroup`` (memory.current), ``plan`` (the rank's planned unified memory) or
+    ``requests``."""
 
 
 @dataclass
@@ -149,6 +153,15 @@ def pod_usage(cgroup_root: Path, uids: list[str]) -> dict[str, float]:
     return found
 
 
+def planned_bytes(pod: Any) -> float | None:
+    """The rank's planned unified memory (:data:`sparkrack.contract.PLANNED_MEMORY_ANNOTATION`),
+    None when the pod carries no readable figure."""
+    text = ((pod.metadata.annotations or {}) if pod.metadata else {}).get(
+        contract.PLANNED_MEMORY_ANNOTATION, ""
+    )
+    return float(text) if text.isdigit() and len(text) <= 15 else None
+
+
 def requested_bytes(pod: Any) -> float:
     total = 0.0
     for c in pod.spec.containers or []:
@@ -185,6 +198,8 @@ class Guard:
                 out.append(
                     PodMemory(p.metadata.name, p.metadata.namespace, uid, usage[uid], "cgroup")
                 )
+            elif (planned := planned_bytes(p)) is not None:
+                out.append(PodMemory(p.metadata.name, p.metadata.namespace, uid, planned, "plan"))
             else:
                 out.append(
                     PodMemory(

@@ -62,11 +62,12 @@ def test_render_for_the_inventory(inventory: str) -> None:
     assert dep["selector"] == (
         "sparkrack.io/component=serving,sparkrack.io/deployment=nemotron-3-super-120b-a12b-nvfp4"
     )
-    # Namespace and its default deny; launcher ConfigMap, 2 Services, a StatefulSet per Spark,
-    # the deployment's NetworkPolicy; the gateway's 3 and its NetworkPolicy.
-    assert len(out["manifests"]) == 2 + 3 + len(inv.sparks) + 1 + 3 + 1
+    # The serving and the agents' namespaces and their default denies; launcher ConfigMap, 2
+    # Services, a StatefulSet per Spark, the deployment's NetworkPolicy; the gateway's 3 and its
+    # NetworkPolicy.
+    assert len(out["manifests"]) == 4 + 3 + len(inv.sparks) + 1 + 3 + 1
     kinds = [d["kind"] for d in out["manifests"]]
-    assert kinds.count("NetworkPolicy") == 3
+    assert kinds.count("NetworkPolicy") == 4
     assert dep["nccl_check"] is True
     assert out["prune_selectors"][-1] == (
         "sparkrack.io/deployment notin (nemotron-3-super-120b-a12b-nvfp4)"

@@ -186,3 +186,14 @@ def test_state_under_a_home_directory_is_refused(name: str, path: str, under: st
     assert under in problem.message and "/var/lib/sparkrack" in problem.fix
     assert refusals({name: "/var/lib/sparkrack/state"}) == []  # negative control
     assert refusals({name: "/srv/homework"}) == []  # a name that starts like home is not one
+
+
+def test_a_serving_namespace_leaves_room_for_the_agents_namespace() -> None:
+    """The agents' namespace is the serving namespace's name plus ``-agents``: a serving
+    namespace that is a DNS label but leaves no room for the suffix is refused, naming both."""
+    from sparkrack import contract
+
+    room = 63 - len(contract.AGENTS_SUFFIX)
+    assert refusals({"serving_namespace": "n" * room}) == []
+    [refused] = refusals({"serving_namespace": "n" * (room + 1)})
+    assert refused[1] == "serving_namespace" and "agents' namespace" in refused[2]

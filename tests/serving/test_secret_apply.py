@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "roles" / "serving" / "tasks"
 HF_TOKEN = "hf_SENTINEL_secret_apply_31d9e2"
 GATEWAY_KEY = "sk-SENTINEL-gateway-8c41f7"
+ENGINE_KEY = "SENTINEL-engine-3b9e20"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
@@ -73,7 +74,7 @@ SECRET_LABELS = {
 """A deployment's Secret labels as the render gives them (its name, no profile)."""
 
 
-def play(tasks: list[dict[str, Any]], namespace: str, kube_api: Any) -> dict[str, Any]:
+def play(tasks: list[dict[str, Any]], namespace: str, agents: str, kube_api: Any) -> dict[str, Any]:
     return {
         "name": "The serve role's Secret tasks",
         "hosts": "localhost",
@@ -91,6 +92,7 @@ def play(tasks: list[dict[str, Any]], namespace: str, kube_api: Any) -> dict[str
             # Secret yet (their `when`s are dropped, so every Secret task writes).
             "serving_rendered": {
                 "contract": contract_fact(),
+                "agents_namespace": agents,
                 "deployments": [
                     {
                         "name": "d1",
@@ -101,6 +103,17 @@ def play(tasks: list[dict[str, Any]], namespace: str, kube_api: Any) -> dict[str
                         "receiver_jobs": ["sparkrack-d1-recv-2"],
                     }
                 ],
+            },
+            # The key Secret as the read before the engine key's copy finds it.
+            "serving_keys_read": {
+                "results": [
+                    {
+                        "item": {"key_secret": DEPLOYMENT_KEYS, "secret_labels": SECRET_LABELS},
+                        "resources": [
+                            {"data": {"engine": base64.b64encode(ENGINE_KEY.encode()).decode()}}
+                        ],
+                    }
+                ]
             },
             "serving_keys_found": {
                 "results": [
@@ -136,12 +149,15 @@ def run(
     ansible_playbook: Playbook, kube_api: Any, tmp_path: Path, tasks: list[dict[str, Any]]
 ) -> tuple[str, list[Any]]:
     namespace = kube_api.namespace("secrets")
+    agents = kube_api.namespace("secrets-agents")
     path = tmp_path / "play.yml"
-    path.write_text(yaml.safe_dump([play(tasks, namespace, kube_api)], sort_keys=False))
+    path.write_text(yaml.safe_dump([play(tasks, namespace, agents, kube_api)], sort_keys=False))
     proc = ansible_playbook(str(path), env={"HOME": str(tmp_path)})
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     api = client.CoreV1Api(kube_api.client())
-    return namespace, api.list_namespaced_secret(namespace).items
+    return namespace, [
+        s for ns in (namespace, agents) for s in api.list_namespaced_secret(ns).items
+    ]
 
 
 def test_the_role_writes_three_secrets_or_more() -> None:

@@ -267,6 +267,47 @@ def test_the_guard_asks_for_the_engine_pods_of_its_own_node(
     assert [e["involvedObject"]["name"] for e in core.events] == ["alpha-r0"]
 
 
+def test_the_guard_ranks_engine_pods_by_their_planned_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the cluster the guard reads no cgroup: a rank pod's planned memory (the annotation the
+    render writes) ranks it, before what its containers request. An annotation that is no whole
+    number of bytes counts as absent (negative control: then the requests rank)."""
+    planned = {"alpha-r0": "20000000000", "beta-r0": "90000000000", "gamma-r0": "1e12"}
+    pods = []
+    for name, size in planned.items():
+        body = pod(name, "spark3", "40Gi" if name != "beta-r0" else "1Gi")
+        body["metadata"]["annotations"] = {contract.PLANNED_MEMORY_ANNOTATION: size}
+        pods.append(as_listed(body, "serving"))
+    monkeypatch.setattr(client, "CoreV1Api", lambda api: StandInCore(pods))
+    guard = memguard.Guard(object(), "spark3", "serving", grace_s=0)
+    ranked = {p.name: (p.bytes, p.source) for p in guard.pods()}
+    assert ranked == {
+        "alpha-r0": (20e9, "plan"),
+        "beta-r0": (90e9, "plan"),
+        "gamma-r0": (40 * 2**30, "requests"),
+    }
+    tight = read_pressure(proc(tmp_path, PSI_STALLING, 2 * 1024 * 1024))
+    stop = guard.check(tight, Floor()).stop
+    assert stop is not None and stop.name == "beta-r0"
+
+
+def test_every_rank_pod_carries_its_planned_memory() -> None:
+    from sparkrack.planner.memory import GB
+    from sparkrack.serving.deployments.bundle import from_inventory, render_serving
+
+    deployments = from_inventory("inventories/lab")
+    footprint = {d.name: d.res.footprint_gb for d in deployments.deployments}
+    rendered = render_serving(deployments)
+    for dep in rendered["deployments"]:
+        sets = [d for d in dep["manifests"] if d["kind"] == "StatefulSet"]
+        assert sets
+        for sts in sets:
+            notes = sts["spec"]["template"]["metadata"]["annotations"]
+            planned = int(notes[contract.PLANNED_MEMORY_ANNOTATION])
+            assert planned == round(footprint[dep["name"]] * GB) > 0, sts["metadata"]["name"]
+
+
 def test_a_fabric_check_pod_is_no_engine_pod_to_the_guard(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -543,6 +584,7 @@ def test_the_guard_reads_its_own_proc_as_a_user_of_its_own() -> None:
         assert context["runAsUser"] == context["runAsGroup"] == contract.MEMGUARD_UID
         assert context["runAsNonRoot"] is True
     assert contract.MEMGUARD_UID != contract.SERVING_UID
+    assert not hosts  # a restricted namespace admits no host path at all
 
 
 def test_the_inventory_variables_take_the_guards_defaults_and_refuse_nonsense() -> None:

@@ -89,6 +89,12 @@ def served(kube_api: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             core.create_node(node)
             made.append(node["metadata"]["name"])
     ns = kube_api.namespace("watch", {"pod-security.kubernetes.io/enforce": "privileged"})
+    # The agents' namespace beside it, at the level the render gives it.
+    agents = {
+        "name": contract.agents_namespace(ns),
+        "labels": dict(contract.AGENTS_NAMESPACE_LABELS),
+    }
+    core.create_namespace({"metadata": agents})
     dyn = DynamicClient(api)
     for doc in rendered(tmp_path_factory.mktemp("render")):
         doc["metadata"]["namespace"] = ns
@@ -101,6 +107,7 @@ def served(kube_api: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield cluster
     finally:
         core.delete_namespace(ns)
+        core.delete_namespace(contract.agents_namespace(ns))
         for name in made:
             with contextlib.suppress(client.ApiException):
                 core.delete_node(name)
@@ -234,10 +241,16 @@ def test_the_restart_budget_stops_restarting_and_marks_the_deployment_failed(
 
 
 def sa_kubeconfig(
-    kube_api: Any, cluster: Cluster, account: str, path: Path, pod: Any | None = None
+    kube_api: Any,
+    cluster: Cluster,
+    account: str,
+    path: Path,
+    pod: Any | None = None,
+    namespace: str | None = None,
 ) -> Path:
-    """A kubeconfig that authenticates as ``account`` (a token from the TokenRequest API; with
-    ``pod``, bound to that pod as the kubelet binds a pod's own token, its node named in it)."""
+    """A kubeconfig that authenticates as ``account`` of ``namespace`` (default: the cluster's;
+    a token from the TokenRequest API; with ``pod``, bound to that pod as the kubelet binds a
+    pod's own token, its node named in it)."""
     spec: dict[str, Any] = {"expirationSeconds": 3600}
     if pod is not None:
         spec["boundObjectRef"] = {
@@ -247,7 +260,7 @@ def sa_kubeconfig(
             "uid": pod.metadata.uid,
         }
     token = cluster.core.create_namespaced_service_account_token(
-        account, cluster.namespace, {"spec": spec}
+        account, namespace or cluster.namespace, {"spec": spec}
     ).status.token
     admin = yaml.safe_load(kube_api.kubeconfig.read_text())
     admin["users"] = [{"name": account, "user": {"token": token}}]
@@ -261,27 +274,31 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
     kube_api: Any, served: Cluster, tmp_path: Path
 ) -> None:
     cluster = served
+    agents = contract.agents_namespace(cluster.namespace)
     settings = WatchdogSettings(image="registry.invalid/sparkrack@sha256:" + "0" * 64)
     docs = validated(
-        manifests(NAME, cluster.namespace, "http://x:30000", "model-alpha", settings, ranks=2),
+        manifests(
+            NAME, cluster.namespace, "http://x:30000", "model-alpha", settings, ranks=2,
+            agents=agents,
+        ),
         "test",
-    )
+    )  # fmt: skip
     dyn = DynamicClient(cluster.core.api_client)
     for doc in docs:
         if doc["kind"] == "ConfigMap":  # the state object: the serving render made it already
             continue
         dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).create(
-            body=doc, namespace=cluster.namespace
+            body=doc, namespace=doc["metadata"]["namespace"]
         )
     account = watchdog_name(NAME)
-    config = sa_kubeconfig(kube_api, cluster, account, tmp_path / "sa.kubeconfig")
+    config = sa_kubeconfig(kube_api, cluster, account, tmp_path / "sa.kubeconfig", None, agents)
     wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
     before = uids(cluster)
     # The watchdog's own pod carries the deployment's label too: never part of the group.
     watchdog_pods = f"{contract.LABEL_COMPONENT}={contract.COMPONENT_WATCHDOG}"
 
     def own_pods() -> set[str]:
-        found = cluster.core.list_namespaced_pod(cluster.namespace, label_selector=watchdog_pods)
+        found = cluster.core.list_namespaced_pod(agents, label_selector=watchdog_pods)
         return {p.metadata.uid for p in found.items}
 
     wait("the watchdog's pod exists", lambda: len(own_pods()) == 1)
@@ -396,7 +413,7 @@ def test_the_deployed_watchdog_can_do_its_job_with_its_role_and_no_more(
     shown = (code, rows[0]["watchdog"], rows[0]["serving"])
     assert shown == (1, "watchdog not running (last state: healthy)", True), rows
     # Negative control: without the Deployment the same state is shown as the one written.
-    cluster.apps.delete_namespaced_deployment(account, cluster.namespace)
+    cluster.apps.delete_namespaced_deployment(account, agents)
     wait("the watchdog's Deployment gone", lambda: cluster.view(NAME).watchdog is None)
     code, rows = status(kube_api, cluster, tmp_path)
     assert (code, rows[0]["watchdog"]) == (0, "healthy"), rows
@@ -411,7 +428,9 @@ def test_status_watch_redraws_a_state_change_and_ends_on_its_bound_or_ctrl_c(
     # The watchdog runs here as this test's own Actions: no deployed watchdog Deployment (an
     # earlier test's may be left when that test failed) tells status that none runs.
     if cluster.view(NAME).watchdog is not None:
-        cluster.apps.delete_namespaced_deployment(watchdog_name(NAME), cluster.namespace)
+        cluster.apps.delete_namespaced_deployment(
+            watchdog_name(NAME), contract.agents_namespace(cluster.namespace)
+        )
         wait("no watchdog Deployment", lambda: cluster.view(NAME).watchdog is None)
     wait("group Ready", lambda: cluster.view(NAME).ranks_ready() == (2, 2))
     with spawn(["--rate", "100"]) as url:
@@ -464,24 +483,42 @@ def test_the_rendered_watchdog_passes_the_api_server_before_its_account_exists(
 
     api = kube_api.client()
     ns = kube_api.namespace("wdry", {"pod-security.kubernetes.io/enforce": "privileged"})
-    everything = render_serving(from_inventory("inventories/lab"))["manifests"]
+    # The agents' namespace at the level the render gives it: the API refuses there any pod
+    # that needs more than ``restricted``.
+    agents = kube_api.namespace("wdry-agents", dict(contract.AGENTS_NAMESPACE_LABELS))
+    rendered = render_serving(from_inventory("inventories/lab"))
+    moved = {rendered["namespace"]: ns, rendered["agents_namespace"]: agents}
     mine = [
-        {**d, "metadata": {**d["metadata"], "namespace": ns}}
-        for d in everything
+        {**d, "metadata": {**d["metadata"], "namespace": moved[d["metadata"]["namespace"]]}}
+        for d in rendered["manifests"]
         if d["metadata"].get("labels", {}).get(contract.LABEL_COMPONENT) == "watchdog"
-        and d["metadata"]["labels"][contract.LABEL_DEPLOYMENT] == "gemma"
+        and d["metadata"]["labels"].get(contract.LABEL_DEPLOYMENT) == "gemma"
     ]
+    for doc in mine:
+        for subject in doc.get("subjects", []):
+            subject["namespace"] = moved[subject["namespace"]]
+    # The account, the pod and its policy in the agents' namespace; the rights in the serving one.
+    where = {d["kind"]: d["metadata"]["namespace"] for d in mine}
+    assert where["Role"] == where["RoleBinding"] == where["ConfigMap"] == ns
+    assert where["ServiceAccount"] == where["Deployment"] == where["NetworkPolicy"] == agents
     assert sorted(d["kind"] for d in mine) == [
         "ConfigMap", "Deployment", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount",
     ]  # fmt: skip
     dyn = DynamicClient(api)
     for doc in dry_run_objects(mine):
         dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).create(
-            body=doc, namespace=ns, dry_run="All"
+            body=doc, namespace=doc["metadata"]["namespace"], dry_run="All"
         )
     # Negative control: the pod as its Deployment names it is refused while its account is
     # missing (what the dry-run's substitution avoids).
     [deployment] = [d for d in mine if d["kind"] == "Deployment"]
     with pytest.raises(client.ApiException) as refused:
-        client.CoreV1Api(api).create_namespaced_pod(ns, template_pod(deployment), dry_run="All")
+        client.CoreV1Api(api).create_namespaced_pod(agents, template_pod(deployment), dry_run="All")
     assert "service account" in str(refused.value.body)
+    # Negative control: a hostPath (what the evidence used before its volume) is refused there.
+    pod = template_pod(deployment)
+    pod["spec"]["serviceAccountName"] = "default"
+    pod["spec"]["volumes"][0] = {"name": "evidence", "hostPath": {"path": "/var/lib/x"}}
+    with pytest.raises(client.ApiException) as refused:
+        client.CoreV1Api(api).create_namespaced_pod(agents, pod, dry_run="All")
+    assert "restricted" in str(refused.value.body) and "hostPath" in str(refused.value.body)

@@ -17,8 +17,10 @@ from kubernetes import client
 
 from sparkrack import contract
 from sparkrack.inputs.variable_table import SERVING_DEFAULTS
+from sparkrack.serving.names import ObjectNames
 
 NS = yaml.safe_load((ROOT / "inventories/lab/group_vars/all.yml").read_text())["serving_namespace"]
+AGENTS = contract.agents_namespace(NS)
 LAB_VARS = yaml.safe_load((ROOT / "inventories/lab/group_vars/all.yml").read_text())
 
 
@@ -69,7 +71,7 @@ def test_every_deployment_is_ready_its_jobs_complete_and_the_gateway_available()
     for job in jobs:
         assert conditions(job).get("Complete") == "True", job.metadata.name
         assert contract.SPEC_HASH_ANNOTATION in job.metadata.annotations
-    gateway = apps.read_namespaced_deployment("sparkrack-gateway", NS)
+    gateway = apps.read_namespaced_deployment("sparkrack-gateway", AGENTS)
     assert conditions(gateway)["Available"] == "True"
 
 
@@ -105,13 +107,43 @@ def test_the_serving_namespace_enforces_its_pod_security_level() -> None:
         core.delete_namespace(other)
 
 
+def test_the_agents_namespace_is_restricted_and_refuses_a_host_path() -> None:
+    """The gateway, the watchdogs and the memory guard run in a namespace the API holds to
+    ``restricted``: a pod there that mounts a host path, or runs privileged, is refused."""
+    core = client.CoreV1Api(kube())
+    labels = core.read_namespace(AGENTS).metadata.labels
+    assert labels["pod-security.kubernetes.io/enforce"] == contract.AGENTS_POD_SECURITY_LEVEL
+    apps = client.AppsV1Api(kube())
+    running = {
+        d.metadata.labels.get(contract.LABEL_COMPONENT)
+        for d in [*apps.list_namespaced_deployment(AGENTS).items]
+        + [*apps.list_namespaced_daemon_set(AGENTS).items]
+    }
+    assert {contract.COMPONENT_GATEWAY, contract.COMPONENT_WATCHDOG} <= running
+    host_path = privileged_pod("h")
+    host_path["spec"]["containers"][0]["securityContext"] = {}
+    host_path["spec"]["volumes"] = [{"name": "v", "hostPath": {"path": "/sys/fs/cgroup"}}]
+    for pod in (privileged_pod("p"), host_path):
+        with pytest.raises(client.ApiException) as refused:
+            core.create_namespaced_pod(AGENTS, pod, dry_run="All")
+        assert refused.value.status == 403 and "violates PodSecurity" in refused.value.body
+    # Each deployment's engine key is there for the gateway and its watchdog; its admin key
+    # is not.
+    for dep in LAB_VARS["serving_deployments"]:
+        name = ObjectNames.of(dep["name"]).keys
+        copy, own = (core.read_namespaced_secret(name, ns).data for ns in (AGENTS, NS))
+        assert set(copy) == {contract.ENGINE_KEY_KEY} and contract.ADMIN_KEY_KEY in own
+        assert copy[contract.ENGINE_KEY_KEY] == own[contract.ENGINE_KEY_KEY]
+
+
 def test_no_secret_value_sits_in_an_annotation() -> None:
     core = client.CoreV1Api(kube())
-    secret = core.read_namespaced_secret(SERVING_DEFAULTS["serving_gateway_key_secret"], NS)
+    secret = core.read_namespaced_secret(SERVING_DEFAULTS["serving_gateway_key_secret"], AGENTS)
     value = LAB_VARS["vault_gateway_key"]
     assert base64.b64decode(secret.data[contract.GATEWAY_KEY_KEY]).decode() == value
     encoded = base64.b64encode(value.encode()).decode()
-    for other in core.list_namespaced_secret(NS).items:
+    secrets = [*core.list_namespaced_secret(NS).items, *core.list_namespaced_secret(AGENTS).items]
+    for other in secrets:
         annotations = json.dumps(other.metadata.annotations or {})
         assert value not in annotations and encoded not in annotations, other.metadata.name
         assert "kubectl.kubernetes.io/last-applied-configuration" not in (

@@ -41,6 +41,8 @@ from sparkrack.watch.cluster import Cluster
 
 LAB_VARS = yaml.safe_load((ROOT / "inventories/lab/group_vars/all.yml").read_text())
 NS = LAB_VARS["serving_namespace"]
+AGENTS = contract.agents_namespace(NS)
+"""The watchdogs' accounts, pods and policies live there; their Roles and state in NS."""
 TARGET = "gemma"
 STATE = contract.WATCHDOG_STATE_ANNOTATION
 
@@ -56,7 +58,7 @@ def test_every_deployment_has_its_watchdog(rendered: dict[str, Any]) -> None:
     assert rendered["names"], "the lab serves no deployment"
     for dep in rendered["names"]:
         obj = watchdog_name(dep)
-        wd = apps.read_namespaced_deployment(obj, NS)
+        wd = apps.read_namespaced_deployment(obj, AGENTS)
         assert wd.metadata.labels[contract.LABEL_DEPLOYMENT] == dep
         pod = wd.spec.template.spec
         assert pod.service_account_name == obj and pod.automount_service_account_token
@@ -66,15 +68,17 @@ def test_every_deployment_has_its_watchdog(rendered: dict[str, Any]) -> None:
         assert c.security_context.read_only_root_filesystem
         assert c.security_context.privileged is False
         assert not c.security_context.allow_privilege_escalation
-        assert core.read_namespaced_service_account(obj, NS)
+        assert core.read_namespaced_service_account(obj, AGENTS)
         role = rbac.read_namespaced_role(obj, NS)
         assert not any("secrets" in (r.resources or []) for r in role.rules)
         # Every right it has but reading events names its objects; its state has an object of
         # its own.
         assert all(r.resource_names for r in role.rules if r.resources != ["events"])
         assert core.read_namespaced_config_map(obj, NS).metadata.labels == wd.metadata.labels
-        assert rbac.read_namespaced_role_binding(obj, NS).role_ref.name == obj
-        policy = net.read_namespaced_network_policy(obj, NS)
+        binding = rbac.read_namespaced_role_binding(obj, NS)
+        assert binding.role_ref.name == obj
+        assert [(s.name, s.namespace) for s in binding.subjects] == [(obj, AGENTS)]
+        policy = net.read_namespaced_network_policy(obj, AGENTS)
         assert policy.spec.policy_types == ["Ingress", "Egress"]
     evidence = host_of("cp1").file(
         LAB_VARS.get("serving_watchdog_evidence_dir", "/var/lib/sparkrack/evidence")
@@ -105,7 +109,7 @@ def token_kubeconfig(tmp: Path, account: str) -> Path:
     request = client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
     )
-    token = core.create_namespaced_service_account_token(account, NS, request).status.token
+    token = core.create_namespaced_service_account_token(account, AGENTS, request).status.token
     cfg = kube().configuration
     path = tmp / "watchdog.kubeconfig"
     path.write_text(
@@ -225,9 +229,10 @@ def test_a_stalled_deployment_is_restarted_within_its_budget_and_routed_back(
     kubeconfig = token_kubeconfig(tmp_path, watchdog_name(TARGET))
     # Its own rights: it may delete pods, never read Secrets (negative control of the token).
     own = client.CoreV1Api(__import__("kubernetes").config.new_client_from_config(str(kubeconfig)))
-    with pytest.raises(client.ApiException) as refused:
-        own.list_namespaced_secret(NS)
-    assert refused.value.status == 403
+    for namespace in (NS, AGENTS):
+        with pytest.raises(client.ApiException) as refused:
+            own.list_namespaced_secret(namespace)
+        assert refused.value.status == 403
     admin_kc = admin_kubeconfig(tmp_path)
     evidence = tmp_path / "evidence"
     port, metrics_port = free_port(), free_port()
@@ -335,13 +340,13 @@ def test_the_watchdog_probes_with_the_deployments_key_and_a_refused_key_restarts
     ranks = cluster.view(TARGET).ranks_ready()[1]
     wait("ranks Ready", lambda: cluster.view(TARGET).ranks_ready() == (ranks, ranks))
     wait("API Service endpoints", lambda: len(cluster.ready_endpoints(api_service)) == 1)
-    applied = client.AppsV1Api(kube()).read_namespaced_deployment(watchdog_name(TARGET), NS)
+    applied = client.AppsV1Api(kube()).read_namespaced_deployment(watchdog_name(TARGET), AGENTS)
     [container] = applied.spec.template.spec.containers
     assert container.args[container.args.index("--api-key-env") + 1] == contract.ENGINE_KEY_ENV
     [ref] = [
         e.value_from.secret_key_ref for e in container.env if e.name == contract.ENGINE_KEY_ENV
     ]
-    data = client.CoreV1Api(admin()).read_namespaced_secret(ref.name, NS).data
+    data = client.CoreV1Api(admin()).read_namespaced_secret(ref.name, AGENTS).data
     key = base64.b64decode(data[ref.key]).decode()
     assert key and key not in json.dumps(applied.to_dict(), default=str)
 
@@ -413,14 +418,15 @@ def _guarding(rendered: dict[str, Any]) -> dict[str, list[str]]:
     core, net = client.CoreV1Api(kube()), client.NetworkingV1Api(kube())
     admission = client.AdmissionregistrationV1Api(kube())
     selector = rendered["watchdog"]["selector"]
+    every = {"label_selector": selector}
     listed = {
-        "DaemonSet": apps.list_namespaced_daemon_set(NS, label_selector=selector),
-        "Deployment": apps.list_namespaced_deployment(NS, label_selector=selector),
-        "NetworkPolicy": net.list_namespaced_network_policy(NS, label_selector=selector),
-        "ConfigMap": core.list_namespaced_config_map(NS, label_selector=selector),
-        "RoleBinding": rbac.list_namespaced_role_binding(NS, label_selector=selector),
-        "Role": rbac.list_namespaced_role(NS, label_selector=selector),
-        "ServiceAccount": core.list_namespaced_service_account(NS, label_selector=selector),
+        "DaemonSet": apps.list_daemon_set_for_all_namespaces(**every),
+        "Deployment": apps.list_deployment_for_all_namespaces(**every),
+        "NetworkPolicy": net.list_network_policy_for_all_namespaces(**every),
+        "ConfigMap": core.list_config_map_for_all_namespaces(**every),
+        "RoleBinding": rbac.list_role_binding_for_all_namespaces(**every),
+        "Role": rbac.list_role_for_all_namespaces(**every),
+        "ServiceAccount": core.list_service_account_for_all_namespaces(**every),
         "ValidatingAdmissionPolicyBinding": admission.list_validating_admission_policy_binding(
             label_selector=selector
         ),
@@ -429,7 +435,10 @@ def _guarding(rendered: dict[str, Any]) -> dict[str, list[str]]:
         ),
     }
     assert set(listed) == set(rendered["watchdog"]["kinds"])
-    return {kind: sorted(o.metadata.name for o in found.items) for kind, found in listed.items()}
+    return {
+        kind: sorted(f"{o.metadata.namespace or ''}/{o.metadata.name}" for o in found.items)
+        for kind, found in listed.items()
+    }
 
 
 def test_emptying_the_watchdog_image_removes_every_watchdog_and_the_guard(
@@ -452,6 +461,6 @@ def test_emptying_the_watchdog_image_removes_every_watchdog_and_the_guard(
 def rendered_ranks() -> str:
     """The ``--ranks`` the render gives TARGET's watchdog: its Role names each rank's objects, so a
     watch run with its token reads them by name, never by listing."""
-    applied = client.AppsV1Api(kube()).read_namespaced_deployment(watchdog_name(TARGET), NS)
+    applied = client.AppsV1Api(kube()).read_namespaced_deployment(watchdog_name(TARGET), AGENTS)
     [container] = applied.spec.template.spec.containers
     return str(container.args[container.args.index("--ranks") + 1])

@@ -7,6 +7,7 @@ The tests depend on their order (one lab, one cluster): pytest runs them top to 
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from pathlib import Path
@@ -17,6 +18,8 @@ from conftest import PLAY_LOGS, ROOT, admin, inventory_copy, recap_changed, run_
 from kubernetes import client, dynamic
 
 from sparkrack import contract
+from sparkrack.serving.names import ObjectNames
+from sparkrack.serving.objects.agents import name as watchdog_name
 
 SERVE = "playbooks/serve.yml"
 NS = yaml.safe_load((ROOT / "inventories/lab/group_vars/all.yml").read_text())["serving_namespace"]
@@ -53,18 +56,18 @@ def words(proc: Any) -> str:
 
 
 def snapshot() -> dict[tuple[str, str], tuple[str, str]]:
-    """(kind, name) -> (resourceVersion, deployment label) of every sparkrack object in the
-    serving namespace."""
+    """(kind, namespace/name) -> (resourceVersion, deployment label) of every sparkrack object in
+    the serving namespace and the agents' namespace."""
     api = dynamic.DynamicClient(admin())
     found = {}
-    for kind in KINDS:
+    for kind, namespace in itertools.product(KINDS, (NS, contract.agents_namespace(NS))):
         version = VERSIONS.get(kind, "v1")
         items = api.resources.get(api_version=version, kind=kind).get(
-            namespace=NS, label_selector=contract.contract_fact()["part_of_selector"]
+            namespace=namespace, label_selector=contract.contract_fact()["part_of_selector"]
         )
         for item in items.items:
             labels = dict(item.metadata.labels or {})
-            found[(kind, item.metadata.name)] = (
+            found[(kind, f"{namespace}/{item.metadata.name}")] = (
                 item.metadata.resourceVersion,
                 labels.get(contract.LABEL_DEPLOYMENT, "-"),
             )
@@ -204,6 +207,11 @@ def test_dropping_a_deployment_removes_its_objects_and_nothing_else(tmp_path: Pa
     proc = run_play(SERVE, inventory=inventory)
     assert proc.returncode == 0, out(proc)[-4000:]
     after = snapshot()
+    # Its watchdog and engine-key copy in the agents' namespace were there, and are gone too.
+    agents = contract.agents_namespace(NS)
+    dropped = {name for (_kind, name) in of(before, "super-trtllm")}
+    assert f"{agents}/{ObjectNames.of('super-trtllm').keys}" in dropped
+    assert f"{agents}/{watchdog_name('super-trtllm')}" in dropped
     assert of(after, "super-trtllm") == {}, "the dropped deployment's objects remain"
     for untouched in ("gemma", "super-vllm"):
         assert of(after, untouched) == of(before, untouched), f"{untouched} was touched"

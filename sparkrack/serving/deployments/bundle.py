@@ -24,7 +24,7 @@ from sparkrack.serving.deployments.plan import deployment_plan, summary
 from sparkrack.serving.objects import agents as watchdog
 from sparkrack.serving.objects.connections import connection_problems
 from sparkrack.serving.objects.network import default_deny
-from sparkrack.serving.objects.pod import namespace
+from sparkrack.serving.objects.pod import agents_namespace, namespace
 from sparkrack.serving.objects.ranks import deployment_objects
 from sparkrack.serving.resolution import Resolution, serving_selector
 from sparkrack.serving.switch.objects import (
@@ -121,7 +121,15 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
     if untrusted:
         raise SparkrackError(untrusted)
     per: list[dict[str, Any]] = []
-    docs: list[dict[str, Any]] = [namespace(ctx), default_deny(ctx)]
+    agents = ctx.agents_namespace
+    docs: list[dict[str, Any]] = [
+        namespace(ctx),
+        agents_namespace(ctx),
+        default_deny(ctx.namespace),
+        default_deny(agents),
+    ]
+    if ctx.watchdog is not None:
+        docs += watchdog.evidence_volume(ctx.watchdog.evidence_dir, agents)
     fetch: list[dict[str, Any]] = []
     for d in deployments.deployments:
         res = d.res
@@ -170,13 +178,14 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
     docs += gateway_docs
     # One memory guard per Spark, beside the watchdogs (same image).
     docs += (
-        watchdog.memguard_manifests(ctx.namespace, ctx.memguard, ctx.api_server)
+        watchdog.memguard_manifests(ctx.namespace, ctx.memguard, ctx.api_server, agents)
         if ctx.memguard
         else []
     )
     listed = [d.name for d in deployments.deployments]
     rendered = {
         "namespace": ctx.namespace,
+        "agents_namespace": agents,
         "deployments": per,
         "names": listed,
         "gateway": {"manifests": gateway_docs, "service": contract.API_SERVICE},
@@ -194,6 +203,7 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
             "selector": f"{contract.LABEL_COMPONENT} in "
             f"({contract.COMPONENT_WATCHDOG},{contract.COMPONENT_MEMGUARD})",
             "keep": listed if ctx.watchdog is not None else [],
+            "namespaces": [ctx.namespace, agents],
             "guard": ctx.memguard is not None,
             "evidence_dir": ctx.watchdog.evidence_dir if ctx.watchdog else "",
             "owner": contract.SERVING_UID,
@@ -254,6 +264,7 @@ def watchdog_objects(d: Deployment) -> list[dict[str, Any]]:
         res.names.keys if res.engine.client_key_env else None,
         len(res.ranks),
         ctx.api_server,
+        ctx.agents_namespace,
     )
 
 
@@ -261,15 +272,17 @@ def in_apply_order(
     rendered: Mapping[str, Any], deployment: str | None = None
 ) -> list[dict[str, Any]]:
     """Every object of :func:`render_serving`'s result in the order a switch applies them: the
-    namespace, the pre-pull Jobs, the fetch objects, then the deployments and the gateway. With
-    ``deployment``: the namespace, that deployment's fetch objects, then its own objects."""
-    first, *rest = rendered["manifests"]
+    namespaces, the pre-pull Jobs, the fetch objects, then the deployments and the gateway. With
+    ``deployment``: the namespaces, that deployment's fetch objects, then its own objects."""
+    manifests = rendered["manifests"]
+    count = next(i for i, doc in enumerate(manifests) if doc["kind"] != "Namespace")
+    first, rest = manifests[:count], manifests[count:]
     if deployment is None:
-        return [first, *rendered["prepull"], *rendered["fetch"], *rest]
+        return [*first, *rendered["prepull"], *rendered["fetch"], *rest]
     [own] = [d for d in rendered["deployments"] if d["name"] == deployment]
     fetch = [
         doc
         for doc in rendered["fetch"]
         if doc["metadata"]["labels"].get(contract.LABEL_DEPLOYMENT) == deployment
     ]
-    return [first, *fetch, *own["manifests"]]
+    return [*first, *fetch, *own["manifests"]]

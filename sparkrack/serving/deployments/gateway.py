@@ -117,7 +117,7 @@ def service(ctx: ServingContext, labels: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": meta(contract.API_SERVICE, ctx.namespace, labels),
+        "metadata": meta(contract.API_SERVICE, ctx.agents_namespace, labels),
         "spec": spec,
     }
 
@@ -126,7 +126,7 @@ def manifests(deployments: Sequence[Deployment], ctx: ServingContext) -> list[di
     """ConfigMap (the config), Deployment (the proxy), the Service clients call and the
     NetworkPolicy of who may call it."""
     labels = {**contract.PART_OF, contract.LABEL_COMPONENT: contract.COMPONENT_GATEWAY}
-    ns = ctx.namespace
+    ns = ctx.agents_namespace
     # LiteLLM runs as the serving user on a read-only root: its optional web UI, which it would
     # rewrite under /var/lib/litellm at start, is not served; the OpenAI API is all clients use.
     litellm = hardened(

@@ -71,6 +71,6 @@ def summary(per: Sequence[Mapping[str, Any]], ctx: ServingContext, objects: int)
         )
     lines.append(
         f"{objects} manifests validated; clients call Service {contract.API_SERVICE}."
-        f"{ctx.namespace}:{ctx.api_port} (LiteLLM {gateway.LITELLM_VERSION}, routes by alias)"
+        f"{ctx.agents_namespace}:{ctx.api_port} (LiteLLM {gateway.LITELLM_VERSION}, routes by alias)"
     )
     return lines

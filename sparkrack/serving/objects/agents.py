@@ -6,8 +6,14 @@ Why a Deployment and not a sidecar of rank 0: the watchdog deletes every rank po
 group; as a sidecar it would kill itself in the act, lose its in-flight evidence and share the
 fate of a wedged pod. On the control-plane node it needs no GPU and none of a Spark's unified
 memory, outlives every restart it makes, and keeps its state (restart times) in the annotations
-of a ConfigMap of its own, the one object it writes besides the API Service's selector. Evidence goes to a hostPath on that node, bounded by
-the bundle format's rotation and size cap (:mod:`sparkrack.diagnose.bundle`).
+of a ConfigMap of its own, the one object it writes besides the API Service's selector.
+
+The watchdogs and the memory guard run in the agents' namespace
+(:func:`sparkrack.contract.agents_namespace`, Pod Security ``restricted``), apart from the
+privileged engine pods: their ServiceAccounts and pods live there, and their Roles live in the
+serving namespace, bound to those accounts, naming the objects they may touch. Evidence goes to
+a local PersistentVolume on the control-plane node (:func:`evidence_volume`), bounded by the
+bundle format's rotation and size cap (:mod:`sparkrack.diagnose.bundle`).
 
 The image must carry sparkrack with aiohttp and the Kubernetes client (image/Containerfile, built
 by ``make image``); no image is named here, the inventory gives one pinned by digest.
@@ -28,7 +34,14 @@ from sparkrack.serving.agent_settings import (
     name,
 )
 from sparkrack.serving.names import ObjectNames
-from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL, api_server, dns, policy, tcp
+from sparkrack.serving.objects.network import (
+    NAMESPACE_NAME_LABEL,
+    api_server,
+    dns,
+    in_namespace,
+    policy,
+    tcp,
+)
 from sparkrack.serving.objects.pod import (
     hardened,
     meta,
@@ -107,12 +120,15 @@ def state(deployment: str, namespace: str) -> dict[str, Any]:
     }
 
 
-def account(metadata: dict[str, Any], granted: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A ServiceAccount, a Role granting ``granted`` and their RoleBinding, all named and
-    labelled by ``metadata``."""
-    obj, namespace = metadata["name"], metadata["namespace"]
+def account(
+    metadata: dict[str, Any], granted: list[dict[str, Any]], home: str
+) -> list[dict[str, Any]]:
+    """A ServiceAccount in namespace ``home``, and a Role granting ``granted`` with its
+    RoleBinding to that account in ``metadata``'s namespace, all named and labelled by
+    ``metadata``."""
+    obj = metadata["name"]
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(metadata)},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**metadata, "namespace": home}},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
@@ -124,7 +140,60 @@ def account(metadata: dict[str, Any], granted: list[dict[str, Any]]) -> list[dic
             "kind": "RoleBinding",
             "metadata": dict(metadata),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": obj},
-            "subjects": [{"kind": "ServiceAccount", "name": obj, "namespace": namespace}],
+            "subjects": [{"kind": "ServiceAccount", "name": obj, "namespace": home}],
+        },
+    ]
+
+
+EVIDENCE_CLAIM: Final = f"{contract.OBJECT_PREFIX}-evidence"
+"""The claim every watchdog of the agents' namespace mounts its evidence from."""
+EVIDENCE_SIZE: Final = "1Gi"
+"""The evidence volume's stated size: ``KEEP`` bundles of each deployment, each log cut to
+``MAX_LOG_BYTES`` (:mod:`sparkrack.diagnose.bundle`), stay far below it; a local volume does not
+enforce it."""
+
+
+def evidence_volume(directory: str, agents: str) -> list[dict[str, Any]]:
+    """A local PersistentVolume on the control-plane node at ``directory`` (the serve play
+    creates it, owned by the watchdog's user) and the claim bound to it in namespace ``agents``.
+    A pod of a ``restricted`` namespace may mount no hostPath; a claim it may."""
+    labels = {**contract.PART_OF, contract.LABEL_COMPONENT: COMPONENT}
+    volume = f"{agents}-evidence"
+    access = ["ReadWriteOnce"]
+    size = {"storage": EVIDENCE_SIZE}
+    control_plane = {
+        "key": contract.LABEL_ROLE,
+        "operator": "In",
+        "values": [contract.ROLE_CONTROL_PLANE],
+    }
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume, "labels": dict(labels)},
+            "spec": {
+                "capacity": dict(size),
+                "accessModes": list(access),
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "volumeMode": "Filesystem",
+                "local": {"path": directory},
+                "claimRef": {"namespace": agents, "name": EVIDENCE_CLAIM},
+                "nodeAffinity": {
+                    "required": {"nodeSelectorTerms": [{"matchExpressions": [control_plane]}]}
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": meta(EVIDENCE_CLAIM, agents, labels),
+            "spec": {
+                "accessModes": list(access),
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": {"requests": dict(size)},
+            },
         },
     ]
 
@@ -140,14 +209,19 @@ def manifests(
     key_secret: str | None = None,
     ranks: int = 1,
     api_address: str = "",
+    agents: str | None = None,
 ) -> list[dict[str, Any]]:
     """ServiceAccount, Role, RoleBinding, state ConfigMap, NetworkPolicy and the Deployment of
-    one serving deployment's watchdog (``ranks``: how many rank StatefulSets it may touch). ``url``: rank 0's engine (its stable pod name, never the API Service,
-    which the watchdog takes out of routing); ``head``: the labels of rank 0's pod, the one
-    destination its NetworkPolicy lets it probe, on ``api_port``; ``key_secret``: the deployment's
-    key Secret, whose engine key the probe sends (None: the engine checks no key)."""
+    one serving deployment's watchdog (``ranks``: how many rank StatefulSets it may touch).
+    ``url``: rank 0's engine (its stable pod name, never the API Service, which the watchdog
+    takes out of routing); ``head``: the labels of rank 0's pod, the one destination its
+    NetworkPolicy lets it probe, on ``api_port``; ``key_secret``: the Secret in ``agents`` with
+    the deployment's engine key, which the probe sends (None: the engine checks no key).
+    ``agents``: the namespace of its account, pod and policy (default: ``namespace``); its Role,
+    binding and state ConfigMap stay in the serving ``namespace``."""
     obj = name(deployment)
     own = labels(deployment)
+    home = agents or namespace
     s = settings
     args: list[str] = [
         "watch",
@@ -224,9 +298,9 @@ def manifests(
             "volumes": [
                 {
                     "name": "evidence",
-                    # Created by the serve play on the control-plane node, owned by the pod's
-                    # user; the bundle format keeps it bounded (rotation, per-log cap).
-                    "hostPath": {"path": s.evidence_dir, "type": "Directory"},
+                    # The local volume on the control-plane node's evidence directory; the
+                    # bundle format keeps it bounded (rotation, per-log cap).
+                    "persistentVolumeClaim": {"claimName": EVIDENCE_CLAIM},
                 },
                 tmp_volume(),
             ],
@@ -234,15 +308,15 @@ def manifests(
         nonroot=True,
     )
     return [
-        *account(meta(obj, namespace, own), rules(deployment, ranks)),
+        *account(meta(obj, namespace, own), rules(deployment, ranks), home),
         state(deployment, namespace),
-        watchdog_policy(deployment, namespace, head or {}, api_port, api_address),
+        watchdog_policy(deployment, home, namespace, head or {}, api_port, api_address),
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": meta(
                 obj,
-                namespace,
+                home,
                 own,
                 scanner.skips(
                     scanner.IMAGES,
@@ -272,15 +346,21 @@ def manifests(
 
 
 def watchdog_policy(
-    deployment: str, namespace: str, head: dict[str, str], api_port: int, api_address: str
+    deployment: str,
+    namespace: str,
+    serving: str,
+    head: dict[str, str],
+    api_port: int,
+    api_address: str,
 ) -> dict[str, Any]:
-    """In: the metrics port from the monitoring namespace. Out: rank 0's engine port, the API
-    server (its address only) and the cluster DNS; nothing else."""
+    """The policy of the watchdog's pod in ``namespace``. In: the metrics port from the
+    monitoring namespace. Out: rank 0's engine port in the ``serving`` namespace, the API server
+    (its address only) and the cluster DNS; nothing else."""
     monitoring = {
         "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: contract.MONITORING_NAMESPACE}}
     }
     egress: list[dict[str, Any]] = [
-        {"to": [{"podSelector": {"matchLabels": dict(head)}}], "ports": tcp(api_port)},
+        {"to": [in_namespace(serving, head)], "ports": tcp(api_port)},
         *api_server(api_address),
         dns(),
     ]
@@ -297,7 +377,6 @@ MEMGUARD_NAME: Final = f"{contract.OBJECT_PREFIX}-{MEMGUARD}"
 PROC: Final = "/proc"
 """The guard's own /proc: ``meminfo`` and ``pressure/memory`` are the node's in every pid
 namespace, so no host /proc is mounted (whose ``<pid>/environ`` files hold other pods' keys)."""
-HOST_CGROUP: Final = "/host/sys/fs/cgroup"
 MEMGUARD_PROBES: Final = dict.fromkeys(
     ("CKV_K8S_8", "CKV_K8S_9"),
     "the guard serves no port and no traffic; the kubelet restarts it when its loop exits",
@@ -339,9 +418,9 @@ def selector_expression(selector: str, obj: str) -> str:
     return " && ".join(terms)
 
 
-def memguard_policy(namespace: str) -> list[dict[str, Any]]:
-    """A ValidatingAdmissionPolicy and its binding: a pod deletion by the guard's account is
-    refused unless the pod is an engine pod (:data:`sparkrack.contract.ENGINE_SELECTOR`, the
+def memguard_policy(namespace: str, home: str | None = None) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: a pod deletion in ``namespace`` by the
+    guard's account (of namespace ``home``, default ``namespace``) is refused unless the pod is an engine pod (:data:`sparkrack.contract.ENGINE_SELECTOR`, the
     selector the guard lists with) on the node the guard's token is bound to (the API server
     records that node in the token's ``extra``)."""
     policy_name = f"{MEMGUARD_NAME}-{namespace}"
@@ -367,7 +446,8 @@ def memguard_policy(namespace: str) -> list[dict[str, Any]]:
                 "matchConditions": [
                     {
                         "name": "the-memory-guard",
-                        "expression": f"request.userInfo.username == {memguard_account(namespace)!r}",
+                        "expression": "request.userInfo.username == "
+                        f"{memguard_account(home or namespace)!r}",
                     }
                 ],
                 "validations": [
@@ -401,11 +481,13 @@ def memguard_policy(namespace: str) -> list[dict[str, Any]]:
 
 
 def memguard_manifests(
-    namespace: str, settings: MemguardSettings, api_address: str = ""
+    namespace: str, settings: MemguardSettings, api_address: str = "", agents: str | None = None
 ) -> list[dict[str, Any]]:
     """ServiceAccount, Role, RoleBinding and the DaemonSet of the memory guard: one pod on every
-    Spark under a user of its own, reading its own /proc and the host's cgroup tree read-only,
-    deleting only engine pods of its own node (:func:`memguard_policy`).
+    Spark under a user of its own, reading its own /proc, ranking the engine pods by their
+    planned memory, deleting only engine pods of ``namespace`` on its own node
+    (:func:`memguard_policy`). Its account, pods and policy live in ``agents`` (default:
+    ``namespace``), its Role in ``namespace``.
 
     A DaemonSet and not a sidecar: the guard must outlive the pod it stops and watch a Spark
     with no engine on it yet. Requests equal to limits (Guaranteed QoS) put it last in the
@@ -413,6 +495,7 @@ def memguard_manifests(
     obj = MEMGUARD_NAME
     labels = {**contract.PART_OF, contract.LABEL_COMPONENT: MEMGUARD}
     metadata = {"name": obj, "namespace": namespace, "labels": dict(labels)}
+    home = agents or namespace
     s = settings
     args: list[str] = [
         "memguard",
@@ -422,8 +505,6 @@ def memguard_manifests(
         namespace,
         "--proc",
         PROC,
-        "--cgroup",
-        HOST_CGROUP,
         "--floor",
         s.floor,
         "--psi-full",
@@ -450,9 +531,6 @@ def memguard_manifests(
                 }
             ],
             "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "volumeMounts": [
-                {"name": "cgroup", "mountPath": HOST_CGROUP, "readOnly": True},
-            ],
         }
     )
     pod = pod_spec(
@@ -463,10 +541,7 @@ def memguard_manifests(
             "nodeSelector": {contract.LABEL_ROLE: contract.ROLE_SPARK},
             "tolerations": [{"operator": "Exists"}],
             "containers": [container],
-            "volumes": [
-                {"name": "cgroup", "hostPath": {"path": "/sys/fs/cgroup", "type": "Directory"}},
-                tmp_volume(),
-            ],
+            "volumes": [tmp_volume()],
         },
         nonroot=True,
     )
@@ -476,16 +551,17 @@ def memguard_manifests(
     pod["securityContext"].update(own_user, fsGroup=contract.MEMGUARD_UID)
     container["securityContext"].update(own_user)
     return [
-        *account(metadata, memguard_rules()),
-        *memguard_policy(namespace),
+        *account(metadata, memguard_rules(), home),
+        *memguard_policy(namespace, home),
         # Nothing in; out, the API server's address at its port alone (the in-cluster
         # configuration names the API by address: no DNS).
-        policy(obj, namespace, labels, labels, [], api_server(api_address)),
+        policy(obj, home, labels, labels, [], api_server(api_address)),
         {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",
             "metadata": {
                 **metadata,
+                "namespace": home,
                 "annotations": scanner.skips(scanner.IMAGES, scanner.TOKEN, MEMGUARD_PROBES),
             },
             "spec": {

@@ -1,6 +1,7 @@
-"""Who may reach a serving pod, and whom it may reach: the serving namespace's NetworkPolicies.
+"""Who may reach a serving pod, and whom it may reach: the NetworkPolicies of the serving
+namespace and of the agents' namespace.
 
-Every pod of the namespace refuses inbound traffic and sends none by default. A deployment's policy
+Every pod of either namespace refuses inbound traffic and sends none by default. A deployment's policy
 is derived from its engine's listeners (:mod:`sparkrack.serving.engines.listeners`): each listener
 bound on the pod's cluster address at a fixed port admits the peers it declares there (the engine
 port: the gateway, the monitoring namespace, the deployment's own ranks and its watchdog; the
@@ -94,9 +95,18 @@ def outside_cluster(api_address: str, port: int) -> dict[str, Any]:
     return {"to": [{"ipBlock": {"cidr": EVERYWHERE, "except": inside}}], "ports": tcp(port)}
 
 
-def default_deny(ctx: ServingContext) -> dict[str, Any]:
-    """No traffic to or from any pod of the namespace unless a policy below allows it."""
-    return policy(DEFAULT_DENY, ctx.namespace, dict(contract.PART_OF), {}, [], [])
+def default_deny(namespace: str) -> dict[str, Any]:
+    """No traffic to or from any pod of ``namespace`` unless a policy below allows it."""
+    return policy(DEFAULT_DENY, namespace, dict(contract.PART_OF), {}, [], [])
+
+
+def in_namespace(namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A peer entry: the pods labelled ``labels`` of ``namespace`` (the serving namespace's
+    policies name the agents' pods this way, and the agents' policies the engines)."""
+    return {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+        "podSelector": {"matchLabels": dict(labels)},
+    }
 
 
 def peer_selectors(res: Resolution, peers: tuple[Peer, ...]) -> list[dict[str, Any]]:
@@ -106,7 +116,7 @@ def peer_selectors(res: Resolution, peers: tuple[Peer, ...]) -> list[dict[str, A
     out: list[dict[str, Any]] = []
     for peer in peers:
         if peer is Peer.GATEWAY:
-            out.append({"podSelector": {"matchLabels": dict(GATEWAY_LABELS)}})
+            out.append(in_namespace(ctx.agents_namespace, GATEWAY_LABELS))
         elif peer is Peer.MONITORING:
             out.append(
                 {
@@ -118,7 +128,7 @@ def peer_selectors(res: Resolution, peers: tuple[Peer, ...]) -> list[dict[str, A
         elif peer is Peer.RANKS:
             out.append({"podSelector": {"matchLabels": dict(res.labels)}})
         elif peer is Peer.WATCHDOG and ctx.watchdog is not None:
-            out.append({"podSelector": {"matchLabels": watchdog_labels(res.name)}})
+            out.append(in_namespace(ctx.agents_namespace, watchdog_labels(res.name)))
     return out
 
 
@@ -135,11 +145,13 @@ def peer_ports(res: Resolution, peer: Peer) -> list[int]:
 
 
 def sends_to(res: Resolution, peer: Peer) -> list[dict[str, Any]]:
-    """The egress of ``peer`` to the deployment's pods: the ports its listeners admit it at."""
+    """The egress of ``peer`` to the deployment's pods: the ports its listeners admit it at (a
+    rank's own ranks in its namespace; an agent's, from the agents' namespace)."""
     ports = peer_ports(res, peer)
     if not ports:
         return []
-    to = [{"podSelector": {"matchLabels": dict(res.labels)}}]
+    own = {"podSelector": {"matchLabels": dict(res.labels)}}
+    to = [own if peer is Peer.RANKS else in_namespace(res.ctx.namespace, res.labels)]
     return [{"to": to, "ports": [p for port in ports for p in tcp(port)]}]
 
 
@@ -183,4 +195,6 @@ def gateway_policy(ctx: ServingContext, port: int, engines: list[Resolution]) ->
     clients = [{"ipBlock": {"cidr": c}} for c in ctx.gateway_clients] or [{"namespaceSelector": {}}]
     ingress = [{"from": clients, "ports": tcp(port)}]
     egress = [dns(), *(rule for res in engines for rule in sends_to(res, Peer.GATEWAY))]
-    return policy(GATEWAY_POLICY, ctx.namespace, GATEWAY_LABELS, GATEWAY_LABELS, ingress, egress)
+    return policy(
+        GATEWAY_POLICY, ctx.agents_namespace, GATEWAY_LABELS, GATEWAY_LABELS, ingress, egress
+    )

@@ -23,7 +23,7 @@ from typing import Any
 
 from sparkrack import contract
 from sparkrack.fabric.addressplan import NodePlan
-from sparkrack.k8s.common import namespace_manifest
+from sparkrack.k8s.common import agents_namespace_manifest, namespace_manifest
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.profile.knobs import PodVariable
 
@@ -80,6 +80,10 @@ def meta(
 
 def namespace(ctx: ServingContext) -> dict[str, Any]:
     return namespace_manifest(ctx.namespace)
+
+
+def agents_namespace(ctx: ServingContext) -> dict[str, Any]:
+    return agents_namespace_manifest(ctx.agents_namespace)
 
 
 def node_selector(node: NodePlan) -> dict[str, str]:

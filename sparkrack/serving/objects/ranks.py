@@ -18,6 +18,7 @@ from typing import Any
 from sparkrack import contract
 from sparkrack.k8s import scanner
 from sparkrack.k8s.nads import pod_network_annotation
+from sparkrack.planner.memory import GB
 from sparkrack.serving.context import ServingContext
 from sparkrack.serving.engines import FileSet, Rank
 from sparkrack.serving.engines.listeners import LOOPBACK_ADDRESS
@@ -209,6 +210,7 @@ def _statefulset(
         "labels": {**selector, contract.LABEL_SPARK_INDEX: str(rank.node.spark_index)}
     }
     annotations = eng.scrape_annotations(ctx, rank)
+    annotations[contract.PLANNED_MEMORY_ANNOTATION] = str(round(res.footprint_gb * GB))
     if eng.uses_fabric:
         annotations[contract.MULTUS_NETWORKS_ANNOTATION] = pod_network_annotation(
             rank.node, ctx.namespace, ctx.vf_index

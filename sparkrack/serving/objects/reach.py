@@ -57,7 +57,7 @@ def peer(entry: Mapping[str, Any], ports: list[int]) -> str:
         return "every pod of the cluster"
     namespace = names.get(NAMESPACE_NAME_LABEL, str(names))
     if selected:
-        return pods(selected)
+        return f"{pods(selected)} ({namespace})"
     return f"namespace {namespace}"
 
 
@@ -76,7 +76,7 @@ def reach_table(manifests: Iterable[Mapping[str, Any]]) -> str:
     """The table of every NetworkPolicy of ``manifests``, in render order, with its markers."""
     lines = [
         TABLE_BEGIN,
-        "| pods | policy | may be reached by | may reach |",
+        "| pods | namespace/policy | may be reached by | may reach |",
         "|---|---|---|---|",
     ]
     for doc in manifests:
@@ -87,7 +87,8 @@ def reach_table(manifests: Iterable[Mapping[str, Any]]) -> str:
         selected = pods(spec.get("podSelector", {}).get("matchLabels", {}))
         inbound = rules(spec.get("ingress", []), "from") if "Ingress" in types else "(not limited)"
         outbound = rules(spec.get("egress", []), "to") if "Egress" in types else "(not limited)"
-        lines.append(f"| {selected} | `{doc['metadata']['name']}` | {inbound} | {outbound} |")
+        where = f"{doc['metadata']['namespace']}/{doc['metadata']['name']}"
+        lines.append(f"| {selected} | `{where}` | {inbound} | {outbound} |")
     lines.append(TABLE_END)
     return "\n".join(lines)
 

@@ -94,7 +94,9 @@ def profile_copy(tmp_path: Path, name: str, **sglang: Any) -> str:
 def test_mixed_engines_render_valid_distinct_pinned_objects(ctx: ServingContext) -> None:
     out = render(MIXED, ctx)
     assert validate_manifests(out["manifests"], source="mixed") == []
-    keys = [(d["kind"], d["metadata"]["name"]) for d in out["manifests"]]
+    keys = [
+        (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in out["manifests"]
+    ]
     assert len(keys) == len(set(keys)), "object name collision"
     sparks = {m["name"]: m["sparks"] for m in MIXED}
     for dep in out["deployments"]:

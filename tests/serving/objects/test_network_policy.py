@@ -26,6 +26,8 @@ from sparkrack.serving.objects.agents import name as watchdog_name
 from sparkrack.serving.objects.network import NAMESPACE_NAME_LABEL
 
 NS = "sparkrack"
+AGENTS = "sparkrack-agents"
+"""The lab's serving namespace and the agents' namespace beside it."""
 Peer = tuple[dict[str, str], str]
 """A pod as a policy sees it: its labels and its namespace."""
 
@@ -125,7 +127,8 @@ def rendered() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def gateway_pod(rendered: dict[str, Any]) -> Peer:
     [dep] = [d for d in rendered["gateway"]["manifests"] if d["kind"] == "Deployment"]
-    return dep["spec"]["template"]["metadata"]["labels"], NS
+    assert dep["metadata"]["namespace"] == AGENTS
+    return dep["spec"]["template"]["metadata"]["labels"], AGENTS
 
 
 def test_engine_ports_admit_the_gateway_monitoring_and_own_ranks_only(
@@ -141,6 +144,8 @@ def test_engine_ports_admit_the_gateway_monitoring_and_own_ranks_only(
         others = [p for n, ps in pods.items() if n != name for p in ps]
         for pod in ranks:
             assert admits(docs, pod, api, gateway_pod)
+            # The gateway's labels on a pod of the privileged serving namespace open nothing.
+            assert not admits(docs, pod, api, (gateway_pod[0], NS))
             assert admits(docs, pod, api, prometheus)
             assert all(admits(docs, pod, api, own) for own in ranks)
             assert not admits(docs, pod, api, stranger)
@@ -163,7 +168,7 @@ def test_an_engine_port_admits_its_own_watchdog_only(rendered: dict[str, Any]) -
             for d in docs
             if d["kind"] == "Deployment" and d["metadata"]["name"] == watchdog_name(deployment)
         ]
-        return dep["spec"]["template"]["metadata"]["labels"], NS
+        return dep["spec"]["template"]["metadata"]["labels"], dep["metadata"]["namespace"]
 
     for name, ranks in pods.items():
         head = ranks[0]
@@ -184,8 +189,9 @@ def test_the_watchdog_takes_only_the_metrics_scrape_and_reaches_only_what_it_cal
         [wd] = [d for d in dep["manifests"] if d["kind"] == "Deployment"]
         labels = wd["spec"]["template"]["metadata"]["labels"]
         prometheus: Peer = ({"app": "prometheus"}, contract.MONITORING_NAMESPACE)
-        assert admits([policy], (labels, NS), 9464, prometheus)
-        assert not admits([policy], (labels, NS), 9464, ({"app": "x"}, NS))
+        assert policy["metadata"]["namespace"] == wd["metadata"]["namespace"] == AGENTS
+        assert admits([policy], (labels, AGENTS), 9464, prometheus)
+        assert not admits([policy], (labels, AGENTS), 9464, ({"app": "x"}, AGENTS))
         assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
         ports = sorted(
             (q["protocol"], q["port"]) for r in policy["spec"]["egress"] for q in r["ports"]
@@ -194,8 +200,17 @@ def test_the_watchdog_takes_only_the_metrics_scrape_and_reaches_only_what_it_cal
         [probe] = [r for r in policy["spec"]["egress"] if r["ports"][0]["port"] == 30000]
         head = probe["to"][0]["podSelector"]["matchLabels"]
         assert head[contract.LABEL_RANK] == "0" and head[contract.LABEL_DEPLOYMENT] == dep["name"]
+        [rank0] = [
+            (d["spec"]["template"]["metadata"]["labels"], NS)
+            for d in dep["manifests"]
+            if d["kind"] == "StatefulSet"
+            and d["spec"]["template"]["metadata"]["labels"][contract.LABEL_RANK] == "0"
+        ]
+        me: Peer = (labels, AGENTS)
+        # Rank 0 of its own deployment, in the serving namespace; not the same labels elsewhere.
+        assert sends([policy], me, 30000, rank0)
+        assert not sends([policy], me, 30000, (rank0[0], AGENTS))
         # The API server's address at its port, no other host's.
-        me: Peer = (labels, NS)
         assert sends([policy], me, 6443, ({}, ""), ip=API_SERVER)
         assert not sends([policy], me, 6443, ({}, ""), ip="172.28.250.99")
         assert not sends([policy], me, 443, ({}, ""), ip=API_SERVER)
@@ -243,7 +258,8 @@ def test_the_gateway_sends_to_the_engines_only(rendered: dict[str, Any], gateway
 def test_the_memory_guard_sends_to_the_api_server_only(rendered: dict[str, Any]) -> None:
     docs = rendered["manifests"]
     [ds] = [d for d in docs if d["kind"] == "DaemonSet"]
-    guard: Peer = (ds["spec"]["template"]["metadata"]["labels"], NS)
+    assert ds["metadata"]["namespace"] == AGENTS
+    guard: Peer = (ds["spec"]["template"]["metadata"]["labels"], AGENTS)
     assert sends(docs, guard, 6443, ({}, ""), ip=API_SERVER)
     assert not sends(docs, guard, 6443, ({}, ""), ip="172.28.250.99")
     assert not sends(docs, guard, 53, ({"k8s-app": "kube-dns"}, "kube-system"))
@@ -275,7 +291,8 @@ def pod_templates(docs: Sequence[Mapping[str, Any]]) -> list[tuple[str, Peer, bo
         template = d.get("spec", {}).get("template")
         if template is not None:
             host = bool(template["spec"].get("hostNetwork"))
-            out.append((d["metadata"]["name"], (template["metadata"]["labels"], NS), host))
+            labels = template["metadata"]["labels"]
+            out.append((d["metadata"]["name"], (labels, d["metadata"]["namespace"]), host))
     return out
 
 
@@ -438,10 +455,10 @@ def test_the_api_server_accepts_every_policy(kube_api: Any, rendered: dict[str, 
     ns = kube_api.namespace("netpol")
     api = client.NetworkingV1Api(kube_api.client())
     policies = [d for d in in_apply_order(rendered) if d["kind"] == "NetworkPolicy"]
-    # The namespace's default deny, the gateway's, the memory guard's, per deployment its
+    # Each namespace's default deny, the gateway's, the memory guard's, per deployment its
     # engine's and its watchdog's, and per one-Spark deployment its fetch pod's.
     fetching = [d for d in rendered["deployments"] if not d["receiver_jobs"]]
-    assert len(policies) == 3 + 2 * len(rendered["deployments"]) + len(fetching)
+    assert len(policies) == 4 + 2 * len(rendered["deployments"]) + len(fetching)
     for doc in policies:
         body = copy.deepcopy(doc)
         body["metadata"]["namespace"] = ns

@@ -363,9 +363,11 @@ def admitted(pods_api: Any, namespace: str, pod: dict[str, Any]) -> bool:
 
 def test_the_namespace_level_is_the_strictest_its_pods_allow(kube_api: Any) -> None:
     out = rendered("inventories/example")
-    ns_doc = in_apply_order(out)[0]
-    labels = ns_doc["metadata"]["labels"]
-    level = labels[PSA]
+    serving_doc, agents_doc = in_apply_order(out)[:2]
+    levels = {
+        serving_doc["metadata"]["name"]: serving_doc["metadata"]["labels"][PSA],
+        agents_doc["metadata"]["name"]: agents_doc["metadata"]["labels"][PSA],
+    }
     api = DynamicClient(kube_api.client()).resources.get(api_version="v1", kind="Pod")
     every = [
         {"apiVersion": "v1", "kind": "Pod", "metadata": dict(meta), "spec": spec}
@@ -375,15 +377,24 @@ def test_the_namespace_level_is_the_strictest_its_pods_allow(kube_api: Any) -> N
     for candidate in LEVELS:
         ns = kube_api.namespace("psa", {PSA: candidate})
         verdicts[candidate] = [admitted(api, ns, p) for p in every]
-    assert all(verdicts[level]), "a rendered pod is refused at the namespace's own level"
-    stricter = LEVELS[: LEVELS.index(level)]
-    # Negative control: a stricter level refuses some pod (else the level could be stricter).
-    assert stricter and all(not all(verdicts[s]) for s in stricter)
-    # The hardened pods alone would pass restricted: their hostPath and hostNetwork use is what
-    # keeps the namespace above it, not their containers.
-    gateway = [
-        ok
-        for p, ok in zip(every, verdicts["restricted"], strict=True)
-        if component(p["metadata"]) in (contract.COMPONENT_GATEWAY, contract.COMPONENT_PREPULL)
-    ]
-    assert gateway and all(gateway)
+    for namespace, level in levels.items():
+        own = [i for i, p in enumerate(every) if p["metadata"]["namespace"] == namespace]
+        assert own, f"no pod of {namespace}"
+        admitted_there = [verdicts[level][i] for i in own]
+        assert all(admitted_there), f"a pod is refused at {namespace}'s own level {level}"
+        # Negative control: a stricter level refuses some pod (else the level could be
+        # stricter); the agents' namespace is at the strictest level there is.
+        for stricter in LEVELS[: LEVELS.index(level)]:
+            assert not all(verdicts[stricter][i] for i in own), (namespace, stricter)
+    assert levels[agents_doc["metadata"]["name"]] == LEVELS[0] == "restricted"
+    # The gateway, the watchdogs and the memory guard are the agents' namespace's pods.
+    agents = {
+        component(p["metadata"])
+        for p in every
+        if p["metadata"]["namespace"] == agents_doc["metadata"]["name"]
+    }
+    assert agents == {
+        contract.COMPONENT_GATEWAY,
+        contract.COMPONENT_WATCHDOG,
+        contract.COMPONENT_MEMGUARD,
+    }

@@ -31,7 +31,9 @@ def test_a_stale_row_is_caught(rendered: str) -> None:
     """Negative control: the row of the watchdog's egress as it was before egress was limited
     (the API port of any host), planted in the page."""
     text = PAGE.read_text()
-    row = next(r for r in shipped(text).splitlines() if "`sparkrack-gemma-watchdog`" in r)
+    row = next(
+        r for r in shipped(text).splitlines() if "`sparkrack-agents/sparkrack-gemma-watchdog`" in r
+    )
     stale = row.replace("the API server (172.28.250.10/32) at 6443/TCP", "anyone at 6443/TCP")
     assert stale != row
     assert shipped(text.replace(row, stale)) != rendered

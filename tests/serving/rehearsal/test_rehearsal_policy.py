@@ -41,9 +41,11 @@ def test_own_ranks_get_the_api_and_dist_init_ports_only(lab: Rehearsal) -> None:
 
 def test_gateway_gets_the_api_port_and_a_stranger_nothing(lab: Rehearsal) -> None:
     rank0 = lab.ranks[0].pod
-    gateway = _pod(
-        {**contract.PART_OF, contract.LABEL_COMPONENT: contract.COMPONENT_GATEWAY}, "10.42.0.9"
-    )
+    gateway_labels = {**contract.PART_OF, contract.LABEL_COMPONENT: contract.COMPONENT_GATEWAY}
+    gateway = _pod(gateway_labels, "10.42.0.9", ns=contract.agents_namespace("sparkrack"))
+    # The same labels on a pod of the serving namespace are not the gateway.
+    impostor = _pod(gateway_labels, "10.42.0.6")
+    assert admission(lab.policies, impostor, rank0).ports == frozenset()
     stranger = _pod({"app": "other"}, "10.42.0.8")
     other_ns = _pod(dict(lab.ranks[1].pod.labels), "10.42.0.7", ns="default")
     assert admission(lab.policies, gateway, rank0).ports == frozenset({(30000, 30000)})

@@ -337,7 +337,9 @@ def test_render_prints_prepull_then_fetch_then_the_deployments(
     prepull = [i for i, c in enumerate(component) if c == "prepull"]
     fetch = [i for i, c in enumerate(component) if c == "fetch"]
     switch_cms = [i for i, d in enumerate(docs) if d["metadata"]["name"].endswith("-switch")]
-    assert len(prepull) == 4 and prepull == list(range(1, 5))
+    # The two namespaces come first, then the pre-pull Jobs.
+    assert kinds[:2] == ["Namespace", "Namespace"]
+    assert len(prepull) == 4 and prepull == list(range(2, 6))
     assert max(prepull) < min(switch_cms) < min(fetch)
     assert max(fetch) < kinds.index("StatefulSet")
 
