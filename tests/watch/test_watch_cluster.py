@@ -515,7 +515,7 @@ def test_the_rendered_watchdog_passes_the_api_server_before_its_account_exists(
     with pytest.raises(client.ApiException) as refused:
         client.CoreV1Api(api).create_namespaced_pod(agents, template_pod(deployment), dry_run="All")
     assert "service account" in str(refused.value.body)
-    # Negative control: a hostPath (what the evidence used before its volume) is refused there.
+    # Negative control: the same pod with its evidence on a hostPath is refused there.
     pod = template_pod(deployment)
     pod["spec"]["serviceAccountName"] = "default"
     pod["spec"]["volumes"][0] = {"name": "evidence", "hostPath": {"path": "/var/lib/x"}}
