@@ -180,7 +180,7 @@ def throughput_alerts() -> list[dict[str, Any]]:
             upper = f" < {levels[i + 1][0]}" if i + 1 < len(levels) else ""
             bands.append(
                 f"({GEN_RATE}{sel} < {THROUGHPUT_FRACTION * tps:.6g}"
-                f"\n  and on({BY}) ({RUNNING}{sel} >= {level}{upper}))"
+                f"\n  and on({BY})\n  ({RUNNING}{sel} >= {level}{upper}))"
             )
         out.append(
             _alert(
