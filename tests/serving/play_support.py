@@ -1,14 +1,18 @@
 """What the tests of the serve role's task files (test_manifest_tasks.py, test_wait_tasks.py)
 share: one task file included by a play that the real ``ansible-playbook`` runs against a real
-API server (``kube_api``), and the pods (on :data:`NO_NODE`, which no kubelet or KWOK serves),
+API server (``kube_api``), and the pods (on :data:`UNSERVED_NODE`, which no kubelet or KWOK serves),
 container statuses and Jobs they stage there."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import yaml
+from kubernetes import client
 
 from sparkrack.inputs.variable_table import contract_fact
 
@@ -25,7 +29,24 @@ RESTRICTED = {
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 """The namespace's Pod Security level (restricted) asks for this of every container."""
-NO_NODE = "no-such-node"
+UNSERVED_NODE = "unserved-node"
+"""A Node that exists, so the control plane's pod garbage collector keeps the pods bound to it
+(it deletes pods bound to a node that does not exist), and that carries no KWOK label, so no
+stand-in kubelet rewrites their status. Its taints (never heartbeating, it turns unreachable) are
+tolerated by every staged pod."""
+
+
+@pytest.fixture
+def unserved_node(kube_api: Any) -> Iterator[str]:
+    """:data:`UNSERVED_NODE` for the length of one test."""
+    core = client.CoreV1Api(kube_api.client())
+    with contextlib.suppress(client.ApiException):
+        core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": UNSERVED_NODE}})
+    try:
+        yield UNSERVED_NODE
+    finally:
+        with contextlib.suppress(client.ApiException):
+            core.delete_node(UNSERVED_NODE)
 
 
 def container(name: str) -> dict[str, Any]:
@@ -39,9 +60,9 @@ def pod(
     init: tuple[str, ...] = (),
     restart_policy: str | None = None,
 ) -> dict[str, Any]:
-    """A pod bound to :data:`NO_NODE` with restricted containers named ``containers`` and init
-    containers ``init``."""
-    spec: dict[str, Any] = {"nodeName": NO_NODE}
+    """A pod bound to :data:`UNSERVED_NODE` with restricted containers named ``containers`` and
+    init containers ``init``."""
+    spec: dict[str, Any] = {"nodeName": UNSERVED_NODE, "tolerations": [{"operator": "Exists"}]}
     if restart_policy:
         spec["restartPolicy"] = restart_policy
     if init:

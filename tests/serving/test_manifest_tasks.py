@@ -4,8 +4,8 @@ reports through the status a kubelet writes; the play writes the receivers' Conf
 download container's termination message only (the push container's is ignored), and stops,
 naming the Job, when the download reported none.
 
-The pod is bound to a node that does not exist, so no kubelet or KWOK touches it; its status is
-written through the status subresource as a kubelet would write it.
+The pod is bound to a node that no kubelet or KWOK serves (play_support.UNSERVED_NODE); its
+status is written through the status subresource as a kubelet would write it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from kubernetes import client
-from play_support import container_status, pod, run_tasks
+from play_support import container_status, pod, run_tasks, unserved_node  # noqa: F401
 
 from sparkrack.contract import FETCH_MANIFEST_KEY
 
@@ -70,6 +71,7 @@ def run(
     return run_tasks(ansible_playbook, kube_api, tmp_path, namespace, "manifest.yml", carry)
 
 
+@pytest.mark.usefixtures("unserved_node")
 def test_the_downloads_digest_reaches_the_receivers_configmap(
     ansible_playbook: Playbook, kube_api: Any, tmp_path: Path
 ) -> None:
@@ -83,6 +85,7 @@ def test_the_downloads_digest_reaches_the_receivers_configmap(
     assert cm.metadata.labels == DEPLOYMENT["manifest_labels"]
 
 
+@pytest.mark.usefixtures("unserved_node")
 def test_a_download_that_reported_nothing_stops_the_play_naming_the_job(
     ansible_playbook: Playbook, kube_api: Any, tmp_path: Path
 ) -> None:

@@ -3,7 +3,7 @@ against a real API server (``kube_api``): a rank whose image cannot be pulled an
 cannot pull end the wait at once, naming the object and the reason, long before its time limit;
 a Ready rank passes (the negative control).
 
-The pods are bound to a node that does not exist, so no kubelet or KWOK touches them; their
+The pods are bound to a node that no kubelet or KWOK serves (play_support.UNSERVED_NODE); their
 status is written through the status subresource as a kubelet would write it.
 """
 
@@ -12,8 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from kubernetes import client
-from play_support import container_status, pod, run_tasks, suspended_job
+from play_support import (  # noqa: F401
+    container_status,
+    pod,
+    run_tasks,
+    suspended_job,
+    unserved_node,
+)
 
 if TYPE_CHECKING:
     from conftest import Playbook
@@ -52,6 +59,7 @@ def run_wait(
     return run_tasks(ansible_playbook, kube_api, tmp_path, namespace, "wait.yml", wait)
 
 
+@pytest.mark.usefixtures("unserved_node")
 def test_a_rank_that_cannot_pull_ends_the_wait_naming_it(
     ansible_playbook: Playbook, kube_api: Any, tmp_path: Path
 ) -> None:
@@ -61,10 +69,13 @@ def test_a_rank_that_cannot_pull_ends_the_wait_naming_it(
     core.patch_namespaced_pod_status("rank-0", namespace, status("ImagePullBackOff"))
     code, out = run_wait(ansible_playbook, kube_api, tmp_path, namespace, "Pod", ["rank-0"])
     assert code != 0, out
-    assert "Pod/rank-0: pod rank-0 on no-such-node: container c: ImagePullBackOff for image " in out
+    assert (
+        "Pod/rank-0: pod rank-0 on unserved-node: container c: ImagePullBackOff for image " in out
+    )
     assert "still waiting" not in out
 
 
+@pytest.mark.usefixtures("unserved_node")
 def test_a_job_whose_pod_cannot_pull_ends_the_wait_naming_the_job(
     ansible_playbook: Playbook, kube_api: Any, tmp_path: Path
 ) -> None:
@@ -76,9 +87,10 @@ def test_a_job_whose_pod_cannot_pull_ends_the_wait_naming_the_job(
     core.patch_namespaced_pod_status("fetch-abcde", namespace, status("ErrImagePull"))
     code, out = run_wait(ansible_playbook, kube_api, tmp_path, namespace, "Job", ["fetch"])
     assert code != 0, out
-    assert "Job/fetch: pod fetch-abcde on no-such-node: container c: ErrImagePull" in out
+    assert "Job/fetch: pod fetch-abcde on unserved-node: container c: ErrImagePull" in out
 
 
+@pytest.mark.usefixtures("unserved_node")
 def test_a_ready_rank_passes_the_wait(
     ansible_playbook: Playbook, kube_api: Any, tmp_path: Path
 ) -> None:
@@ -91,6 +103,7 @@ def test_a_ready_rank_passes_the_wait(
     assert code == 0, out
 
 
+@pytest.mark.usefixtures("unserved_node")
 def test_status_lists_a_deployments_fetch_jobs_with_their_state(kube_api: Any) -> None:
     """``sparkrack status``'s Job lines come from the same verdicts: a copy Job whose pod cannot
     pull shows FAILED with the reason; a running one shows its pods and how long it runs."""
