@@ -83,9 +83,9 @@ def receive(
         for host in hosts:
             if not common.HOST_RE.match(host):
                 raise common.StepError(f"{flag} {host!r} is not an address")
+    env = relaying.relay_env(relay) if relay is not None else {}
     if shutil.which("rsync") is None:
         raise common.StepError("rsync is not installed in this image")
-    env = relaying.relay_env(relay) if relay is not None else {}
     if os.geteuid() != 0:
         raise common.StepError(
             "receive runs as root (chroot, then every transfer as uid "
