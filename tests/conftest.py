@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -80,6 +81,40 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 report.outcome = "failed"
                 report.longrepr = f"{variable}=1 and this {tier} test skipped: {report.longrepr}"
     return report
+
+
+class FastTestOpenedASocket(AssertionError):
+    """A fast test connected or bound an internet socket: it belongs in the tools tier."""
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_open_no_socket(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The fast tier's "no network", held in the test's own process: a fast test that connects or
+    binds an internet socket (a loopback server included) fails, naming the address. Such a test
+    is ``tools`` (docs/dev/testing.md). Unix sockets and socket pairs stay allowed."""
+    if request.node.get_closest_marker("fast") is None:
+        yield
+        return
+    originals = {name: getattr(socket.socket, name) for name in ("connect", "connect_ex", "bind")}
+
+    def refusing(name: str) -> Callable[..., object]:
+        def call(sock: socket.socket, address: object, *args: object) -> object:
+            if sock.family == socket.AF_UNIX:
+                return originals[name](sock, address, *args)
+            raise FastTestOpenedASocket(
+                f"a fast test called socket.{name}({address!r}); mark its module "
+                "pytestmark = pytest.mark.tools (docs/dev/testing.md)"
+            )
+
+        return call
+
+    for name in originals:
+        setattr(socket.socket, name, refusing(name))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(socket.socket, name, original)
 
 
 @pytest.fixture

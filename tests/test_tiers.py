@@ -1,7 +1,8 @@
-"""The test tiers of tests/conftest.py: every test lands in exactly one tier, and under a
-SPARKRACK_REQUIRE_* variable an api or docker test that skips fails. Run on a planted suite in a
-child pytest that loads the real hooks; the same suite without the variables is the negative
-control (its skips stay skips)."""
+"""The test tiers of tests/conftest.py: every test lands in exactly one tier, under a
+SPARKRACK_REQUIRE_* variable an api or docker test that skips fails, and a fast test that opens
+an internet socket fails. Run on planted suites in a child pytest that loads the real hooks; the
+same suite without the variables is the negative control (its skips stay skips), and so is the
+same socket opened by a tools test."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ _tiers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_tiers)
 pytest_collection_modifyitems = _tiers.pytest_collection_modifyitems
 pytest_runtest_makereport = _tiers.pytest_runtest_makereport
+_fast_tests_open_no_socket = _tiers._fast_tests_open_no_socket
 
 
 @pytest.fixture
@@ -67,10 +69,37 @@ def test_expected_failure():
     raise AssertionError
 """
 
+SOCKETS = """
+import socket
 
-def run(tmp_path: Path, *args: str, **env: str) -> tuple[int, dict[str, str]]:
+import pytest
+
+
+def test_fast_binds_loopback():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+
+
+def test_fast_connects_loopback():
+    with socket.socket() as sock:
+        sock.connect_ex(("127.0.0.1", 9))
+
+
+def test_fast_binds_a_unix_socket(tmp_path):
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "s"))
+
+
+@pytest.mark.tools
+def test_tools_binds_loopback():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+"""
+
+
+def run(tmp_path: Path, *args: str, suite: str = SUITE, **env: str) -> tuple[int, dict[str, str]]:
     (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_suite.py").write_text(SUITE)
+    (tmp_path / "test_suite.py").write_text(suite)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SPARKRACK_REQUIRE_")}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
@@ -115,3 +144,14 @@ def test_without_the_variables_the_same_skips_stay_skips(tmp_path: Path) -> None
     assert code == 1
     assert outcomes["test_in_a_container"] == "FAILED"
     assert outcomes["test_against_the_api"] == "SKIPPED"
+
+
+def test_a_fast_test_that_opens_an_internet_socket_fails(tmp_path: Path) -> None:
+    code, outcomes = run(tmp_path, "-rf", suite=SOCKETS)
+    assert code == 1
+    assert outcomes == {
+        "test_fast_binds_loopback": "FAILED",
+        "test_fast_connects_loopback": "FAILED",
+        "test_fast_binds_a_unix_socket": "PASSED",
+        "test_tools_binds_loopback": "PASSED",  # the negative control: the same bind in tools
+    }

@@ -20,7 +20,8 @@ from sparkrack.bench import server
 from sparkrack.bench.client import RequestSpec
 from sparkrack.bench.runner import BenchConfig, RunResult, run_bench
 
-pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
+# tools: serves HTTP on loopback; serial: bounds wall or CPU time, alone, never beside a worker
+pytestmark = [pytest.mark.tools, pytest.mark.serial]
 
 TOLERANCE = 0.01
 # (concurrency levels, rate tok/s per stream, tokens per SSE chunk, tokens per request)

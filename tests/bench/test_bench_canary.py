@@ -19,6 +19,8 @@ from sparkrack.bench import canary
 from sparkrack.bench.server import BASE_MODEL, solve, spawn
 from sparkrack.cli import main
 
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
+
 SUM, COPY, ECHO = canary.QUESTIONS
 
 

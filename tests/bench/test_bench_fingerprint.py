@@ -14,7 +14,8 @@ from sparkrack.bench.guard import GuardConfig
 from sparkrack.bench.runner import BenchConfig, RunResult, run_bench
 from sparkrack.bench.stats import LevelResult, RequestResult
 
-pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
+# tools: serves HTTP on loopback; serial: bounds wall or CPU time, alone, never beside a worker
+pytestmark = [pytest.mark.tools, pytest.mark.serial]
 
 
 def _run(model: str, n: int, tokens: int, guard: bool, rate: int = 3000) -> RunResult:

@@ -7,10 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sparkrack.bench import server
 from sparkrack.bench.mtp import generated_tokens
 from sparkrack.cli import main
 from sparkrack.cli.exitcodes import ExitCode
+
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
 
 FAST = ["--rate", "1000", "--tokens-per-chunk", "2", "--ttft", "0.01", "--natural-tokens", "100000"]
 

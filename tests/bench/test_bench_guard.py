@@ -13,6 +13,8 @@ from sparkrack.bench.detectors import DetectorConfig
 from sparkrack.bench.guard import GuardConfig, RepetitionGuard
 from sparkrack.bench.runner import BenchConfig, run_bench
 
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
+
 
 def _feed_all(guard: RepetitionGuard, tokens: list[str]) -> int | None:
     """Feed tokens one by one; return the index at which the guard tripped."""

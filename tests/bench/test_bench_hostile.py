@@ -34,7 +34,8 @@ from hostile_servers import (
 from sparkrack.bench.client import DEFAULT_CONNECT_S, DEFAULT_STALL_S
 from sparkrack.cli import build_parser, main
 
-pytestmark = pytest.mark.serial  # bounds wall or CPU time: alone, never beside a worker
+# tools: serves HTTP on loopback; serial: bounds wall or CPU time, alone, never beside a worker
+pytestmark = [pytest.mark.tools, pytest.mark.serial]
 
 
 @dataclass

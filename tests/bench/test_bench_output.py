@@ -23,6 +23,8 @@ from sparkrack.bench.report import (
 )
 from sparkrack.bench.runner import BenchConfig, RunResult, load_prompts, run_bench
 
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
+
 FAST = ["--rate", "2000", "--tokens-per-chunk", "4", "--ttft", "0.01"]
 
 

@@ -15,6 +15,8 @@ from sparkrack.bench.client import DEFAULT_STALL_S
 from sparkrack.cli import build_parser, main
 from sparkrack.cli.exitcodes import ExitCode
 
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
+
 FAST = ["--rate", "1000", "--tokens-per-chunk", "2", "--ttft", "0.01", "--natural-tokens", "100000"]
 
 

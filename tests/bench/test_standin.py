@@ -7,7 +7,11 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from sparkrack.serving.scripts import smoke_chat
+
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
 
 
 def test_standin_answers_the_smoke_request_as_the_served_model() -> None:

@@ -13,6 +13,8 @@ import pytest
 
 from sparkrack.bench.server import ServerConfig, auth_refusal, main, spawn
 
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
+
 KEYED = ServerConfig(api_key="engine-k")
 GATED = ("/server_info", "/get_server_info", "/flush_cache", "/update_weights_from_tensor")
 

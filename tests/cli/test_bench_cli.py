@@ -11,6 +11,8 @@ import pytest
 from sparkrack.bench import server
 from sparkrack.cli import main
 
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
+
 FAST = ["--rate", "2000", "--tokens-per-chunk", "4", "--ttft", "0.01", "--natural-tokens", "120"]
 
 

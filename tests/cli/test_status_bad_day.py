@@ -112,6 +112,7 @@ def test_no_kubeconfig_is_one_line_exit_4(tmp_path: Path) -> None:
     assert "fix: run site.yml (it writes ~/.kube/sparkrack.yaml)" in line
 
 
+@pytest.mark.tools  # serves or probes HTTP on loopback
 def test_a_refusing_api_found_where_site_yml_writes_the_kubeconfig(tmp_path: Path) -> None:
     port = free_port()
     kubeconfig(tmp_path / ".kube" / "sparkrack.yaml", port)
@@ -121,6 +122,7 @@ def test_a_refusing_api_found_where_site_yml_writes_the_kubeconfig(tmp_path: Pat
     assert line.startswith(f"status: the API at https://127.0.0.1:{port} refused the connection")
 
 
+@pytest.mark.tools  # serves or probes HTTP on loopback
 def test_kubeconfig_env_comes_before_the_default(tmp_path: Path) -> None:
     """$KUBECONFIG names another server than ~/.kube/sparkrack.yaml: its is the one asked."""
     kubeconfig(tmp_path / ".kube" / "sparkrack.yaml", free_port())
@@ -130,6 +132,7 @@ def test_kubeconfig_env_comes_before_the_default(tmp_path: Path) -> None:
     assert f"https://127.0.0.1:{other} refused" in one_line(done)
 
 
+@pytest.mark.tools  # serves or probes HTTP on loopback
 def test_a_silent_api_is_one_line_exit_5_within_the_bound(tmp_path: Path, silent_port: int) -> None:
     config = kubeconfig(tmp_path / "k.yaml", silent_port)
     done = status(tmp_path, "--kubeconfig", str(config), "--request-timeout", "1")

@@ -195,6 +195,7 @@ def test_bad_matrix_files_are_refused(matrix_file: Path, text: str, key: str) ->
     assert err.value.problems[0].key == key and err.value.problems[0].file == str(matrix_file)
 
 
+@pytest.mark.tools  # serves or probes HTTP on loopback
 def test_full_run_refusal_crash_bench_and_winner(
     matrix_file: Path, tmp_path: Path, cluster: FakeCluster
 ) -> None:
@@ -240,6 +241,7 @@ def test_full_run_refusal_crash_bench_and_winner(
     assert (out / "tok_s_vs_concurrency.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.tools  # serves or probes HTTP on loopback
 def test_interrupted_matrix_resumes_where_it_stopped(matrix_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "results"
     crash = {"low-mem": (LOGS / "mem-fraction-too-low.log").read_text()}
@@ -399,6 +401,7 @@ def test_default_validator_is_the_profiles_rule_engine() -> None:
     assert default_validator() is validate_profile
 
 
+@pytest.mark.tools  # serves or probes HTTP on loopback
 def test_real_validator_refuses_a_case_of_a_shipped_profile(tmp_path: Path) -> None:
     """With the profiles' real rule engine, a seed trap (piecewise CUDA graph on NVFP4) is
     recorded as refused by its rule and never deployed; the clean case is deployed and benched."""

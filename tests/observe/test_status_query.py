@@ -19,6 +19,8 @@ import pytest
 from sparkrack.observe.query import tokens_per_s
 from sparkrack.observe.rules import GEN_RATE
 
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
+
 
 class Answer:
     """What the fake Prometheus answers next (status, content type, body) and what it was asked."""

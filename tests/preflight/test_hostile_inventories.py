@@ -241,6 +241,7 @@ def test_hostile_log_is_diagnosed_with_control_characters_escaped(
     assert entry.shows in got.out, got.out
 
 
+@pytest.mark.tools  # serves or probes HTTP on loopback
 @pytest.mark.parametrize("entry", BENCH, ids=lambda e: e.id)
 def test_hostile_server_is_refused_in_time_with_text_escaped(
     entry: ServerEntry, tmp_path: Path

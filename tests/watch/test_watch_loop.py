@@ -17,6 +17,8 @@ from sparkrack.watch.metrics import Series
 from sparkrack.watch.probe import ProbeConfig, ProbeResult
 from sparkrack.watch.supervisor import Budget, Supervisor
 
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
+
 
 def free_port() -> int:
     with socket.socket() as s:

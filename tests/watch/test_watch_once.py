@@ -20,6 +20,8 @@ import pytest
 from sparkrack.bench.server import spawn
 from sparkrack.watch.probe import ProbeConfig, Verdict, run_probe
 
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
+
 timed = pytest.mark.serial  # bounds wall time or a rate: alone, never beside a worker
 
 S = 2.0

@@ -249,6 +249,7 @@ def test_copy_records_one_per_peer_and_rail(capsys: pytest.CaptureFixture[str]) 
     assert [(r["peer"], r["seconds"], "bytes" in r) for r in checks] == [("10.0.0.4", 1.25, False)]
 
 
+@pytest.mark.tools  # serves or probes HTTP on loopback
 def test_download_refuses_short_disk_before_writing(tmp_path: Path) -> None:
     cache = tmp_path / "hf"
     need = 10**18  # more than any disk here: the real statvfs of tmp_path refuses

@@ -13,6 +13,8 @@ import pytest
 from sparkrack.serving.scripts.group_guard import main
 from sparkrack.serving.scripts.smoke_chat import main as smoke
 
+pytestmark = pytest.mark.tools  # serves or probes HTTP on loopback
+
 
 class Head(BaseHTTPRequestHandler):
     status = 200
