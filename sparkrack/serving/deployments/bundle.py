@@ -7,6 +7,7 @@ removing one leaves the others byte-identical; only the gateway's route table ch
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -273,16 +274,24 @@ def in_apply_order(
 ) -> list[dict[str, Any]]:
     """Every object of :func:`render_serving`'s result in the order a switch applies them: the
     namespaces, the pre-pull Jobs, the fetch objects, then the deployments and the gateway. With
-    ``deployment``: the namespaces, that deployment's fetch objects, then its own objects."""
+    ``deployment``: the namespaces and what every deployment shares (each namespace's default
+    deny, the watchdogs' evidence volume), that deployment's fetch objects, then its own
+    objects."""
     manifests = rendered["manifests"]
     count = next(i for i, doc in enumerate(manifests) if doc["kind"] != "Namespace")
     first, rest = manifests[:count], manifests[count:]
     if deployment is None:
         return [*first, *rendered["prepull"], *rendered["fetch"], *rest]
+    shared = list(
+        itertools.takewhile(
+            lambda doc: contract.LABEL_DEPLOYMENT not in (doc["metadata"].get("labels") or {}),
+            rest,
+        )
+    )
     [own] = [d for d in rendered["deployments"] if d["name"] == deployment]
     fetch = [
         doc
         for doc in rendered["fetch"]
         if doc["metadata"]["labels"].get(contract.LABEL_DEPLOYMENT) == deployment
     ]
-    return [*first, *fetch, *own["manifests"]]
+    return [*first, *shared, *fetch, *own["manifests"]]

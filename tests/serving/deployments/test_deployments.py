@@ -336,9 +336,16 @@ def test_cli_renders_the_inventory_one_deployment_and_the_gateway(
     assert main(["render", "-i", inv, "--deployment", "gemma", "--what", "manifests"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert {d["metadata"].get("labels", {}).get("sparkrack.io/deployment") for d in docs} == {
-        None,  # the Namespace
+        None,  # the namespaces and what the deployments share
         "gemma",
     }
+    shared = [
+        f"{d['kind']}/{d['metadata']['name']}"
+        for d in docs
+        if "sparkrack.io/deployment" not in d["metadata"].get("labels", {})
+    ]
+    assert {"PersistentVolume", "PersistentVolumeClaim"} <= {s.split("/")[0] for s in shared}
+    assert sum(s.startswith("NetworkPolicy/") for s in shared) == 2  # each namespace's deny
     assert main(["render", "-i", inv, "--what", "gateway"]) == 0
     assert len(yaml.safe_load(capsys.readouterr().out)["model_list"]) == 3
     assert (
