@@ -62,7 +62,7 @@ def test_stop_ends_exactly_the_processes_it_recorded(tmp_path: Path) -> None:
     ours = subprocess.Popen(["sleep", "60"])
     other = subprocess.Popen(["sleep", "60"])
     try:
-        ticks = cp._start_ticks(ours.pid)
+        ticks = cp.start_ticks(ours.pid)
         plane = cp.ControlPlane(tmp_path, started=[cp.Started("sleep", ours.pid, ticks)])
         assert plane.stop() == ["sleep"]
         assert ours.wait(timeout=10) is not None

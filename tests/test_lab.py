@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -15,6 +16,14 @@ from sparkrack.inputs.inventory import load_inventory
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _module(lab: ModuleType, name: str) -> ModuleType:
+    """A module beside lab/lab.py that the driver imported (lab/labhost.py, lab/labnodes.py): the
+    one whose globals its own functions read, so the one a test patches."""
+    module = sys.modules[name]
+    assert Path(str(module.__file__)) == Path(str(lab.__file__)).with_name(f"{name}.py")
+    return module
+
+
 def test_image_tag_follows_the_recipe(
     lab: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -22,35 +31,36 @@ def test_image_tag_follows_the_recipe(
     image.mkdir()
     (image / "packages.txt").write_text("# comment\nsystemd\npython3  # inline\n\n")
     (image / "customize.sh").write_text("#!/bin/sh\n")
-    monkeypatch.setattr(lab, "IMAGE_DIR", image)
-    monkeypatch.setattr(lab, "apt_sources", lambda: [])
-    assert lab.packages() == ["systemd", "python3"]
-    first = lab.recipe_hash()
-    assert first == lab.recipe_hash() and len(first) == 12
-    assert lab.image_tag() == f"sparkrack-node:{first}"
+    host = _module(lab, "labhost")
+    monkeypatch.setattr(host, "IMAGE_DIR", image)
+    monkeypatch.setattr(host, "apt_sources", lambda: [])
+    assert host.packages() == ["systemd", "python3"]
+    first = host.recipe_hash()
+    assert first == host.recipe_hash() and len(first) == 12
+    assert host.image_tag() == f"sparkrack-node:{first}"
     (image / "packages.txt").write_text("systemd\npython3\nrdma-core\n")
-    assert lab.recipe_hash() != first
+    assert host.recipe_hash() != first
     sources = tmp_path / "debian.sources"
     sources.write_text("Types: deb\nURIs: http://deb.debian.org/debian\n")
-    before = lab.recipe_hash()
-    monkeypatch.setattr(lab, "apt_sources", lambda: [sources])
-    assert lab.recipe_hash() != before, "a different mirror must give a different image"
+    before = host.recipe_hash()
+    monkeypatch.setattr(host, "apt_sources", lambda: [sources])
+    assert host.recipe_hash() != before, "a different mirror must give a different image"
 
 
 def test_shipped_recipe_has_what_the_roles_need(lab: ModuleType) -> None:
     wanted = {"systemd", "systemd-sysv", "dbus", "udev", "python3", "iproute2", "netplan.io"}
     wanted |= {"iputils-ping", "procps", "sudo", "rdma-core", "ibverbs-utils"}
-    assert wanted <= set(lab.packages())
+    assert wanted <= set(_module(lab, "labhost").packages())
 
 
 def test_topology_reads_the_plan(lab: ModuleType) -> None:
-    topo = lab.load_topology()
+    topo = _module(lab, "labnodes").load_topology()
     plan = load_inventory(ROOT / "inventories" / "lab").plan()
     assert len(plan.rails) == 2, "the lab runs both halves of the QSFP cage as rails"
     assert [n.host for n in topo.nodes] == ["cp1", *(n.name for n in plan.nodes)]
     for node in topo.nodes:
         assert node.container == f"sparkrack-{node.host}"
-        assert ipaddress.IPv4Address(node.mgmt_ip) in lab.MGMT_SUBNET
+        assert ipaddress.IPv4Address(node.mgmt_ip) in _module(lab, "labhost").MGMT_SUBNET
         if node.spark:
             ports = {p.name: p.address for p in plan.node(node.host).ports}
             assert [(f.name, f.address, f.network) for f in node.fabric] == [
@@ -117,18 +127,20 @@ def test_network_removal_waits_for_released_endpoints(
         calls.append(args)
         return answers.pop(0)
 
-    monkeypatch.setattr(lab, "docker", fake_docker)
+    monkeypatch.setattr(_module(lab, "labnodes"), "docker", fake_docker)
     monkeypatch.setattr(lab.time, "sleep", lambda _s: None)
-    lab._remove_network("sparkrack-mgmt")
+    _module(lab, "labnodes")._remove_network("sparkrack-mgmt")
     assert calls == [("network", "rm", "sparkrack-mgmt")] * 3
 
 
 def test_network_removal_fails_at_once_on_other_errors(
     lab: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lab, "docker", lambda *a, check=True: _result(1, "permission denied"))
+    monkeypatch.setattr(
+        _module(lab, "labnodes"), "docker", lambda *a, check=True: _result(1, "permission denied")
+    )
     with pytest.raises(lab.LabError, match="permission denied"):
-        lab._remove_network("sparkrack-mgmt")
+        _module(lab, "labnodes")._remove_network("sparkrack-mgmt")
 
 
 def test_leaked_endpoint_on_an_empty_network_is_left_with_a_warning(
@@ -141,9 +153,9 @@ def test_leaked_endpoint_on_an_empty_network_is_left_with_a_warning(
             return subprocess.CompletedProcess(["docker"], 0, "{}", "")
         return _result(1, busy)
 
-    monkeypatch.setattr(lab, "docker", fake_docker)
+    monkeypatch.setattr(_module(lab, "labnodes"), "docker", fake_docker)
     monkeypatch.setattr(lab.time, "sleep", lambda _s: None)
-    lab._remove_network("sparkrack-mgmt", timeout=0.0)
+    _module(lab, "labnodes")._remove_network("sparkrack-mgmt", timeout=0.0)
     assert "stale endpoint on the empty network sparkrack-mgmt" in capsys.readouterr().out
 
 
@@ -158,10 +170,10 @@ def test_network_with_containers_attached_is_an_error(
             return subprocess.CompletedProcess(["docker"], 0, attached, "")
         return _result(1, busy)
 
-    monkeypatch.setattr(lab, "docker", fake_docker)
+    monkeypatch.setattr(_module(lab, "labnodes"), "docker", fake_docker)
     monkeypatch.setattr(lab.time, "sleep", lambda _s: None)
     with pytest.raises(lab.LabError, match="still has containers attached \\(sparkrack-spark1\\)"):
-        lab._remove_network("sparkrack-mgmt", timeout=0.0)
+        _module(lab, "labnodes")._remove_network("sparkrack-mgmt", timeout=0.0)
 
 
 def _make_recipe(target: str) -> tuple[list[str], list[str]]:
