@@ -210,6 +210,10 @@ the engines of other Sparks over :data:`DP_LISTENERS`."""
 ACROSS_RULES = RuleSet()
 
 
+DP_READ = ((0, 18), (0, 19))
+"""The vLLM releases (major, minor) whose data-parallel launch across nodes sparkrack has read."""
+
+
 def data_parallel(c: Ctx) -> int:
     """The profile's ``vllm.data_parallel_size`` (1 when unset)."""
     dp = c.block("vllm").get("data_parallel_size", 1)
@@ -268,11 +272,22 @@ def is_moe(c: Ctx) -> bool:
     "vllm/v1/engine/core.py (EngineCoreProc.run_engine_core: the DP engines of a dense model run "
     "as independent engines of DP size 1); vllm/distributed/parallel_state.py "
     "(init_distributed_environment: with --nnodes every engine's group meets at "
-    "--master-addr:--master-port)",
-    "vLLM data parallel across Sparks is rendered for MoE models only",
+    "--master-addr:--master-port); DP_LISTENERS (read from the 0.18.0 and 0.19.0 wheels)",
+    "vLLM data parallel across Sparks is rendered for MoE models, on vLLM 0.18 and 0.19 only",
 )
 def _across_dp(c: Ctx) -> Iterator[Problem]:
     dp = data_parallel(c)
+    version = c.image.version if c.image is not None else None
+    if dp > 1 and version is not None and version_tuple(version)[:2] not in DP_READ:
+        read = " and ".join(".".join(map(str, v)) for v in DP_READ)
+        yield c.p(
+            "image",
+            f"vLLM {version}: sparkrack has read the data-parallel launch across nodes (its "
+            f"flags and sockets, DP_LISTENERS) of vLLM {read} only",
+            f"use an image of vLLM {read} (image_info.vllm states it), or set "
+            "vllm.data_parallel_size: 1",
+            "vllm-across-data-parallel",
+        )
     if dp > 1 and not is_moe(c):
         yield c.p(
             "vllm.data_parallel_size",

@@ -143,6 +143,17 @@ def test_data_parallel_of_a_dense_model_is_refused() -> None:
     assert "set vllm.data_parallel_size: 1" in problems[0].fix
 
 
+def test_data_parallel_on_a_release_sparkrack_has_not_read_is_refused() -> None:
+    data = copy.deepcopy(load_profile(DP2).data)
+    data["image"] = "vllm/vllm-openai:cu130-nightly-0123abc"
+    data["image_info"] = {"vllm": "0.33.0"}
+    problems = validate_profile(data, "x.yml", nodes=4)
+    assert [(p.key, p.rule) for p in problems] == [("image", "vllm-across-data-parallel")]
+    assert "0.18 and 0.19" in problems[0].fix
+    data["image_info"] = {"vllm": "0.19.1"}
+    assert validate_profile(data, "x.yml", nodes=4) == []
+
+
 @pytest.mark.parametrize(
     "words",
     [
