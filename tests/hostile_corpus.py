@@ -674,7 +674,18 @@ RULES: list[Entry] = [
     S("vllm-tp8", VLLM, "vllm-across-ranks", ("topology.tp", 8)),
     S("vllm-across-ep2", VLLM4, "vllm-across-ranks", ("topology.ep", 2)),
     S("vllm2-pp4", VLLM2, "vllm-across-ranks", ("topology.pp", 4)),
-    S("vllm-across-dp2", VLLM4, "vllm-across-data-parallel", ("vllm.data_parallel_size", 2)),
+    # dp x tp x pp counts the ranks with data parallel: 2 x 4 = 8 on 4 Sparks.
+    S("vllm-across-dp2", VLLM4, "vllm-across-ranks", ("vllm.data_parallel_size", 2)),
+    # Data parallel across Sparks is rendered for MoE models only: the same model without experts.
+    S(
+        "vllm-across-dp2-dense",
+        VLLM2,
+        "vllm-across-data-parallel",
+        ("topology.tp", 1),
+        ("vllm.data_parallel_size", 2),
+        ("model_info.experts", DELETE),
+        ("model_info.layers.moe", DELETE),
+    ),
     # Ray across Sparks: the refusal names the multiprocessing executor's flags instead.
     S(
         "vllm-across-ray",

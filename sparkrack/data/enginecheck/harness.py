@@ -292,6 +292,21 @@ class SGLang:
         return names | {"SGL_" + n[len("SGLANG_") :] for n in names if n.startswith("SGLANG_")}
 
 
+# The ParallelConfig fields a vLLM rank's config is built with (vllm/config/parallel.py), as
+# the check reports them: the ranks of one launch must agree on every one but the rank's own.
+PARALLEL_FACTS = (
+    "nnodes",
+    "node_rank",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "data_parallel_rank",
+    "master_addr",
+    "master_port",
+    "data_parallel_master_ip",
+    "data_parallel_rpc_port",
+)
+
 PLUGIN_STANDIN = """
 from vllm.reasoning import ReasoningParser, ReasoningParserManager
 
@@ -342,7 +357,7 @@ class VLLM:
         )
         return parser
 
-    def check(self, argv: list[str]) -> None:
+    def check(self, argv: list[str]) -> dict[str, str]:
         # `vllm serve MODEL ...` takes the model as --model or as the positional model_tag.
         namespace = self.parser().parse_args(argv)
         if getattr(namespace, "model_tag", None):
@@ -353,7 +368,11 @@ class VLLM:
         self.import_plugin(namespace)
         engine_args = self.engine_args.from_cli_args(namespace)
         # `vllm serve --headless` builds its config as run_headless does (entrypoints/cli/serve.py).
-        engine_args.create_engine_config(headless=bool(getattr(namespace, "headless", False)))
+        config = engine_args.create_engine_config(
+            headless=bool(getattr(namespace, "headless", False))
+        )
+        parallel = config.parallel_config
+        return {name: str(getattr(parallel, name)) for name in PARALLEL_FACTS}
 
     def import_plugin(self, namespace: argparse.Namespace) -> None:
         """`vllm serve` imports the reasoning-parser plugin before it builds the config (serve.py:
@@ -478,6 +497,7 @@ def main() -> None:
         verdicts = []
         for job in request.get("jobs", []):
             error = ""
+            facts = None
             out = io.StringIO()
             try:
                 with (
@@ -485,7 +505,7 @@ def main() -> None:
                     contextlib.redirect_stdout(out),
                     contextlib.redirect_stderr(out),
                 ):
-                    engine.check(list(job["argv"]))
+                    facts = engine.check(list(job["argv"]))
             except ImportError as exc:  # a missing stand-in, not the engine's verdict
                 answer["fatal"] = describe(exc) + "\n" + traceback.format_exc()[-3000:]
                 break
@@ -494,7 +514,14 @@ def main() -> None:
                 lines = out.getvalue().strip().splitlines()
                 if isinstance(exc, SystemExit) and lines:
                     error += f" ({lines[-1]})"  # argparse's own message
-            verdicts.append({"label": job["label"], "ok": not error, "error": error})
+            verdicts.append(
+                {
+                    "label": job["label"],
+                    "ok": not error,
+                    "error": error,
+                    "facts": facts if not error and isinstance(facts, dict) else {},
+                }
+            )
         answer["verdicts"] = verdicts
     with open(request["answer"], "w", encoding="utf-8") as fh:
         json.dump(answer, fh)

@@ -38,6 +38,9 @@ class Row:
     ok: bool
     error: str
     unknown_env: tuple[str, ...]
+    disagrees: tuple[tuple[str, str, str], ...] = ()
+    """(field, what the engine built, what sparkrack's plan of the ranks says), where they
+    differ (:meth:`~sparkrack.serving.engines.base.Engine.rank_facts`)."""
 
 
 def invocations(res: Resolution) -> list[tuple[int, enginecheck.Invocation]]:
@@ -70,6 +73,7 @@ def check_resolved(resolved: Sequence[Resolution], *, offline: bool = False) -> 
     batches: dict[tuple[str, str], list[tuple[Profile, int, enginecheck.Invocation]]] = defaultdict(
         list
     )
+    planned: dict[tuple[str, int], dict[str, str]] = {}
     for res in resolved:
         profile, eng = res.profile, res.engine
         version = eng.upstream_version(profile) or "unknown"
@@ -81,20 +85,29 @@ def check_resolved(resolved: Sequence[Resolution], *, offline: bool = False) -> 
                 )
             else:
                 batches[(eng.upstream, version)].append((profile, rank, inv))
+                planned[(profile.name, rank)] = eng.rank_facts(res.ctx, res.ranks[rank])
     for (dist, version), items in sorted(batches.items()):
         verdicts = enginecheck.run_upstream(
             dist, version, [inv for _p, _r, inv in items], offline=offline
         )
         for (profile, rank, _inv), verdict in zip(items, verdicts, strict=True):
+            built = dict(verdict.facts)
+            plan = planned[(profile.name, rank)]
+            disagrees = tuple(
+                (name, built[name], want)
+                for name, want in sorted(plan.items())
+                if name in built and built[name] != want
+            )
             rows.append(
                 Row(
                     profile.name,
                     rank,
                     dist,
                     version,
-                    verdict.ok,
+                    verdict.ok and not disagrees,
                     verdict.error,
                     tuple(verdict.unknown_env),
+                    disagrees,
                 )
             )
     return rows
@@ -105,7 +118,20 @@ def problems_of(rows: Sequence[Row], sources: dict[str, str]) -> list[Problem]:
     out: list[Problem] = []
     for row in rows:
         source = sources.get(row.profile, row.profile)
-        if not row.ok:
+        for name, built, want in row.disagrees:
+            out.append(
+                Problem(
+                    source,
+                    f"rank {row.rank} {name}",
+                    f"{row.engine} {row.version} builds {name} = {built} from rank {row.rank}'s "
+                    f"command, but the deployment's ranks are planned with {want}: the ranks "
+                    "would not meet as one launch",
+                    f"render every rank from one profile and inventory (sparkrack render "
+                    f"{row.profile} --rank {row.rank} --what command shows the command)",
+                    RULE,
+                )
+            )
+        if not row.ok and not row.disagrees:
             out.append(
                 Problem(
                     source,

@@ -57,6 +57,8 @@ class Verdict:
     ok: bool
     error: str  # the upstream exception as "Type: message" ("" when ok)
     unknown_env: tuple[str, ...]  # engine-prefixed env names this version does not define
+    facts: tuple[tuple[str, str], ...] = ()  # what the engine built from the argv (vLLM: its
+    # ParallelConfig's sizes, ranks and addresses), when it accepted it
 
 
 def cache_dir() -> Path:
@@ -401,7 +403,8 @@ def ask(
     verdicts = []
     for inv, got in zip(invocations, answer["verdicts"], strict=True):
         unknown = tuple(sorted(k for k in inv.env if k.startswith(prefixes) and k not in known))
-        verdicts.append(Verdict(got["label"], bool(got["ok"]), str(got["error"]), unknown))
+        facts = tuple(sorted((str(k), str(v)) for k, v in (got.get("facts") or {}).items()))
+        verdicts.append(Verdict(got["label"], bool(got["ok"]), str(got["error"]), unknown, facts))
     return Answer(verdicts, list(zip(options, answer.get("dests", []), strict=True)), known)
 
 

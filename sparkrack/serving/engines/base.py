@@ -412,8 +412,9 @@ class Engine:
 
     # --- command and environment ----------------------------------------------------------------
 
-    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
-        """The value of a deployment flag of the table for one rank."""
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str | None:
+        """The value of a deployment flag of the table for one rank (None: the rank's argv
+        leaves the flag out)."""
         if knob.runtime == "host":
             # A gated engine: loopback, behind its gate. Else the pod's cluster address only:
             # never 0.0.0.0, never the fabric VF.
@@ -425,6 +426,11 @@ class Engine:
         if knob.runtime == "port":
             return str(ctx.api_port)
         raise ValueError(f"{self.name}: no value for the deployment flag {knob.flag}")
+
+    def rank_facts(self, ctx: ServingContext, rank: Rank) -> dict[str, str]:
+        """What the engine's release must build from the rank's command (the engine check's
+        facts: field -> value), as the plan of the deployment's ranks says; empty: nothing."""
+        return {}
 
     def runtime_switch(self, knob: RuntimeKnob, rank: Rank) -> bool:
         """Whether a rank's argv carries the deployment switch ``knob`` (a flag without value)."""
@@ -438,7 +444,9 @@ class Engine:
                 if self.runtime_switch(knob, rank):
                     words.append(str(knob.flag))
             elif isinstance(knob, RuntimeKnob):
-                words += [str(knob.flag), self.runtime_value(knob, ctx, rank)]
+                value = self.runtime_value(knob, ctx, rank)
+                if value is not None:
+                    words += [str(knob.flag), value]
             else:
                 words += knob.args(lookup(profile.data, knob.key))
         return words
@@ -595,7 +603,7 @@ class SingleSparkEngine(Engine):
     def ranks(self, ctx: ServingContext) -> list[Rank]:
         return [Rank(0, ctx.spark_node())]
 
-    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str | None:
         if knob.runtime == "config" and self.config_file:
             return f"{contract.ENGINE_CONFIG_MOUNT}/{self.config_file}"
         return super().runtime_value(knob, ctx, rank)

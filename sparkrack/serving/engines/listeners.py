@@ -59,6 +59,8 @@ class PortOf(StrEnum):
     """``serving_api_port``."""
     DIST = "dist"
     """``serving_dist_port``."""
+    DIST_NEXT = "dist-next"
+    """``serving_dist_port`` + 1: a second fixed port of the ranks' own (:func:`next_port`)."""
     RANDOM = "random"
     """A free port the process picks at start-up: no policy can name it."""
 
@@ -86,6 +88,9 @@ class Listener:
     """Where the engine binds when none of :attr:`chosen_by` is set."""
     interface: bool = False
     """:attr:`chosen_by` names an interface (``NCCL_SOCKET_IFNAME``), not an address."""
+    when: str = ""
+    """The launch that opens it, when not every one of the engine's multi-rank launches does
+    (the engine's ``listeners`` keeps it only for that launch); empty: always."""
 
     def on_rank(self, rank: int) -> bool:
         return self.opens == "every" or rank == 0
@@ -100,7 +105,14 @@ class Listener:
             return api_port
         if self.port is PortOf.DIST:
             return dist_port
+        if self.port is PortOf.DIST_NEXT:
+            return next_port(dist_port)
         return None
+
+
+def next_port(dist_port: int) -> int:
+    """The port of :attr:`PortOf.DIST_NEXT`."""
+    return dist_port + 1
 
 
 def behind_gate(source: str) -> Listener:
@@ -182,11 +194,13 @@ def port_table(engines: dict[str, tuple[tuple[Listener, ...], tuple[Listener, ..
                 port = {
                     PortOf.API: "`serving_api_port`",
                     PortOf.DIST: "`serving_dist_port`",
+                    PortOf.DIST_NEXT: "`serving_dist_port` + 1",
                     PortOf.RANDOM: "random",
                 }[row.port]
                 peers = ", ".join(str(p) for p in row.peers)
+                opens = f"{row.opens} ({row.when})" if row.when else row.opens
                 rows.append(
-                    f"| {name} | {use} | {row.name} | {row.opens} | {binds} | {port} | {peers} "
+                    f"| {name} | {use} | {row.name} | {opens} | {binds} | {port} | {peers} "
                     f"| `{row.source}` |"
                 )
     return "\n".join([TABLE_BEGIN, *rows, TABLE_END])

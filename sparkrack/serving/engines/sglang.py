@@ -759,7 +759,7 @@ class SGLang(Engine):
         """One process per Spark of the deployment, the head (rank 0) first."""
         return [Rank(i, node) for i, node in enumerate(ctx.group())]
 
-    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str | None:
         if knob.runtime == "nnodes":
             return str(len(self.ranks(ctx)))
         if knob.runtime == "node_rank":

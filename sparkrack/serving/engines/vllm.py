@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -42,11 +42,16 @@ from sparkrack.serving.engines.base import (
 )
 from sparkrack.serving.engines.extra_args import ArgClass
 from sparkrack.serving.engines.facts import AcceptRatio, Metric, MetricKind, Quantity
+from sparkrack.serving.engines.listeners import Listener
 from sparkrack.serving.engines.vllm_across import (
     ACROSS_KNOBS,
     ACROSS_LISTENERS,
+    ACROSS_RESERVED,
     ACROSS_RULES,
+    DATA_PARALLEL,
     SERVER,
+    LaunchPlan,
+    data_parallel_memory,
 )
 from sparkrack.serving.engines.vllm_routes import ROUTES
 from sparkrack.serving.engines.vllm_speculative import SPECULATIVE_FIELDS, SPECULATIVE_REFUSED
@@ -478,11 +483,13 @@ class VLLM(SingleSparkEngine):
     )
 
     def for_profile(self, data: Mapping[str, Any]) -> Engine:
-        """A profile whose tensor x pipeline size exceeds one GPU runs across Sparks."""
+        """A profile whose data x tensor x pipeline size exceeds one GPU runs across Sparks."""
         topo = section(data, "topology")
         tp, pp = topo.get("tp", 1), topo.get("pp", 1)
-        if isinstance(tp, int) and isinstance(pp, int) and tp * pp > 1:
-            return VLLMAcrossSparks(tp * pp)
+        dp = section(data, "vllm").get("data_parallel_size", 1)
+        sizes = (tp, pp, dp)
+        if all(isinstance(n, int) and n > 0 for n in sizes) and tp * pp * dp > 1:
+            return VLLMAcrossSparks(tp * pp * dp, dp)
         return self
 
     def rule_list(self) -> list[Rule]:
@@ -542,8 +549,12 @@ class VLLM(SingleSparkEngine):
         topo, vl = section(data, "topology"), section(data, "vllm")
         spec = section(vl, "speculative_config")
         tokens = spec.get("num_speculative_tokens")
+        dp = integer(vl.get("data_parallel_size")) or 1
+        memory = self.memory
+        if dp > 1:
+            memory = replace(memory, assumptions=(*memory.assumptions, data_parallel_memory(dp)))
         return Serving(
-            memory=self.memory,
+            memory=memory,
             tp=int(topo.get("tp", 1)),
             pp=int(topo.get("pp", 1)),
             ep=int(topo.get("ep", 1)),
@@ -564,7 +575,12 @@ class VLLMAcrossSparks(VLLM):
     """vLLM on 2-4 Sparks, one rank StatefulSet each, without Ray: rank 0 runs ``vllm serve``
     with the API server, ranks 1.. run ``--headless`` with their ``--node-rank``; all meet at the
     head's fabric address (``--master-addr``, the address plan's) on ``serving_dist_port``. The
-    NCCL group, the fabric env, the GID resolver and the group restart are SGLang's."""
+    NCCL group, the fabric env, the GID resolver and the group restart are SGLang's.
+
+    With ``vllm.data_parallel_size`` dp > 1 the Sparks are dp groups of tp x pp, in rank order:
+    node rank r runs DP rank r // (tp x pp). The head's front-end reaches the engines of the
+    other DP ranks at ``--data-parallel-address`` (the head's fabric address) and
+    ``--data-parallel-rpc-port``; ranks 1.. carry their ``--data-parallel-start-rank``."""
 
     knobs = (*KNOBS, *ACROSS_KNOBS)
     uses_fabric = True
@@ -575,53 +591,57 @@ class VLLMAcrossSparks(VLLM):
     reserved_flags = MappingProxyType(
         {
             **VLLM.reserved_flags,
-            **dict.fromkeys(
-                ("--distributed-executor-backend", "--data-parallel-backend"),
-                # docs.ray.io ray-core/scheduling/ray-oom-prevention: the raylet's memory
-                # monitor kills workers past its threshold of node memory (0.95 by default).
-                "sparkrack (vLLM's multiprocessing executor across Sparks: every rank gets "
-                "--nnodes, --node-rank, --master-addr and --master-port, ranks 1.. --headless; "
-                "not Ray, whose memory monitor counts a GB10's unified memory, which the "
-                "weights fill, and kills the workers past 95 % of it)",
-            ),
+            **ACROSS_RESERVED,
         }
     )
 
-    def __init__(self, sparks: int | None = None) -> None:
+    def __init__(self, sparks: int | None = None, dp: int = 1) -> None:
         self.sparks = sparks
+        self.dp = dp
+
+    def listeners(self, ctx: ServingContext) -> tuple[Listener, ...]:
+        """The multi-rank declaration; the data-parallel sockets only with dp > 1."""
+        rows = super().listeners(ctx)
+        return tuple(r for r in rows if not r.when or (r.when == DATA_PARALLEL and self.dp > 1))
 
     def for_profile(self, data: Mapping[str, Any]) -> Engine:
         return ENGINE.for_profile(data)
 
     def ranks(self, ctx: ServingContext) -> list[Rank]:
         """One rank per Spark, the head (rank 0) first: the deployment's Sparks, which must be
-        as many as the profile's tp x pp; a profile alone takes the inventory's first tp x pp."""
+        as many as the profile's dp x tp x pp; a profile alone takes the inventory's first
+        dp x tp x pp."""
         group = ctx.group()
         want = self.sparks or len(group)
+        sizes = "dp·tp·pp" if self.dp > 1 else "tp·pp"
         if ctx.sparks and len(group) != want:
             raise SparkrackError(
                 Problem(
                     "serving_deployments",
                     "sparks",
                     f"the deployment lists {len(group)} Sparks ({', '.join(ctx.sparks)}), but "
-                    f"its profile's tp·pp runs {want} vLLM ranks (one GPU each)",
-                    f"list {want} Sparks for the deployment, or set the profile's tp·pp to "
+                    f"its profile's {sizes} runs {want} vLLM ranks (one GPU each)",
+                    f"list {want} Sparks for the deployment, or set the profile's {sizes} to "
                     f"{len(group)}",
                     "vllm-across-ranks",
                 )
             )
+        clash = LaunchPlan(want, self.dp, ctx.head_address, ctx.dist_port).port_clash(ctx.api_port)
+        if clash is not None:
+            raise SparkrackError(clash)
         return [Rank(i, node) for i, node in enumerate(group[:want])]
 
-    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str:
-        if knob.runtime == "nnodes":
-            return str(len(self.ranks(ctx)))
-        if knob.runtime == "node_rank":
-            return str(rank.rank)
-        if knob.runtime == "master_addr":
-            return ctx.head_address
-        if knob.runtime == "master_port":
-            return str(ctx.dist_port)
+    def plan(self, ctx: ServingContext) -> LaunchPlan:
+        """The launch the deployment's ranks form (their flags and what vLLM builds of them)."""
+        return LaunchPlan(len(self.ranks(ctx)), self.dp, ctx.head_address, ctx.dist_port)
+
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Rank) -> str | None:
+        if knob.runtime in LaunchPlan.FLAGS:
+            return self.plan(ctx).flag(knob.runtime, rank.rank)
         return super().runtime_value(knob, ctx, rank)
+
+    def rank_facts(self, ctx: ServingContext, rank: Rank) -> dict[str, str]:
+        return self.plan(ctx).facts(rank.rank)
 
     def runtime_switch(self, knob: RuntimeKnob, rank: Rank) -> bool:
         return knob.runtime != "headless" or rank.rank > 0

@@ -189,7 +189,7 @@ class PlantedFlag(VLLMAcrossSparks):
 class OneNode(VLLMAcrossSparks):
     """Every rank told it is the only node: tp 4 on one GB10."""
 
-    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Any) -> str:
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Any) -> str | None:
         return "1" if knob.runtime == "nnodes" else super().runtime_value(knob, ctx, rank)
 
 
@@ -269,3 +269,92 @@ def test_vllm_0_33_refuses_the_planted_wrong_flag_on_every_rank(ctx: ServingCont
     rows = check_resolved([resolve(profile, ctx, PlantedFlag())])
     assert [r.rank for r in rows] == [0, 1, 2, 3]
     assert all(not r.ok and "--master-adress" in r.error for r in rows), [r.error for r in rows]
+
+
+# --- vLLM data parallel across Sparks (test profiles, not shipped ones) ------------------------
+
+DP_PROFILES = ROOT / "tests" / "data" / "profiles"
+
+
+class PlantedDPFlag(VLLMAcrossSparks):
+    """The table with the DP address misspelled, as a wrong edit of it would render."""
+
+    knobs = tuple(
+        replace(k, flag="--data-parallel-adress") if k.flag == "--data-parallel-address" else k
+        for k in VLLMAcrossSparks.knobs
+    )
+
+
+@pytest.mark.parametrize(("name", "sparks"), [("vllm-dp2", 2), ("vllm-dp2-tp2", 4)])
+def test_every_dp_rank_passes_vllm_and_its_planted_wrong_flag_fails(
+    ctx: ServingContext, name: str, sparks: int
+) -> None:
+    """Each rank of a data-parallel profile (the head, the headless heads of the other DP ranks
+    and their headless workers) passes vLLM 0.19.0's parser and EngineArgs -> VllmConfig; the
+    same ranks with the DP address misspelled fail, naming it (negative control)."""
+    profile = load_profile(DP_PROFILES / f"{name}.yml")
+    rows = check_resolved([resolve(profile, ctx)], offline=True)
+    assert [(r.rank, r.version) for r in rows] == [(r, "0.19.0") for r in range(sparks)]
+    assert all(r.ok and not r.unknown_env for r in rows), [r.error for r in rows]
+    bad = check_resolved([resolve(profile, ctx, PlantedDPFlag(sparks, 2))], offline=True)
+    assert [r.rank for r in bad] == list(range(sparks))
+    assert all(
+        not r.ok and "unrecognized arguments: --data-parallel-adress" in r.error for r in bad
+    ), [r.error for r in bad]
+    problems = problems_of(bad, {profile.name: profile.source})
+    assert all("--data-parallel-adress" in p.message and p.rule == "engine-check" for p in problems)
+
+
+def test_the_dp_flags_are_the_real_parsers() -> None:
+    """The DP flags of ACROSS_FLAGS and their aliases resolve, in vLLM 0.19.0, to the
+    destinations the table names."""
+    from sparkrack.serving.enginecheck import upstream as enginecheck
+    from sparkrack.serving.engines.vllm_across import ACROSS_KNOBS, DP_FLAGS
+
+    rows = [f for f in ACROSS_FLAGS if f.flag in DP_FLAGS]
+    aliases = [a for k in ACROSS_KNOBS if k.flag in DP_FLAGS for a in k.aliases]
+    resolved = dict(enginecheck.option_dests("vllm", "0.19.0", [*DP_FLAGS, *aliases]))
+    assert {f.flag: resolved[f.flag] for f in rows} == {f.flag: f.dest for f in rows}
+    assert {resolved[a] for a in aliases} <= {f.dest for f in rows}
+
+
+class OwnAddress(VLLMAcrossSparks):
+    """Rank 2 told its own fabric address is the master's and the DP address: vLLM accepts the
+    command, but that rank would start a launch of its own."""
+
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Any) -> str | None:
+        if rank.rank == 2 and knob.runtime in ("master_addr", "dp_address"):
+            return ctx.rank_address(rank.node)
+        return super().runtime_value(knob, ctx, rank)
+
+
+class OffByOneStart(VLLMAcrossSparks):
+    """Rank 1 given the start rank of the next DP group."""
+
+    def runtime_value(self, knob: RuntimeKnob, ctx: ServingContext, rank: Any) -> str | None:
+        if rank.rank == 1 and knob.runtime == "dp_start_rank":
+            return "1"
+        return super().runtime_value(knob, ctx, rank)
+
+
+def test_ranks_that_disagree_with_the_plan_are_refused_naming_the_field(
+    ctx: ServingContext,
+) -> None:
+    """vLLM builds each rank's ParallelConfig; a rank whose addresses or DP rank differ from the
+    plan of the launch is refused by field, though vLLM's parser accepts it."""
+    profile = load_profile(DP_PROFILES / "vllm-dp2-tp2.yml")
+    rows = check_resolved(
+        [resolve(profile, ctx, OwnAddress(4, 2)), resolve(profile, ctx, OffByOneStart(4, 2))],
+        offline=True,
+    )
+    assert [(r.rank, r.ok) for r in rows] == [
+        (0, True), (1, True), (2, False), (3, True),
+        (0, True), (1, False), (2, True), (3, True),
+    ]  # fmt: skip
+    problems = problems_of(rows, {profile.name: profile.source})
+    assert sorted(p.key for p in problems) == [
+        "rank 1 data_parallel_rank",
+        "rank 2 data_parallel_master_ip",
+        "rank 2 master_addr",
+    ]
+    assert all(p.rule == "engine-check" for p in problems)
