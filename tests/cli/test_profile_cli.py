@@ -97,13 +97,17 @@ def test_render_manifests_multi_document(capsys: pytest.CaptureFixture[str]) -> 
         == 0
     )
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    # The serving and the agents' namespaces; the switch ConfigMap, the fetch Job and 3 receiver
-    # Jobs (4 Sparks); the launcher ConfigMap, 2 Services, 4 StatefulSets and the deployment's
-    # NetworkPolicy; its watchdog (account, Role, binding, state ConfigMap, policy, Deployment):
-    # in the order the serve play applies them.
+    # The serving and the agents' namespaces, each one's default deny, the watchdogs' evidence
+    # volume and claim; the switch ConfigMap, the fetch Job and 3 receiver Jobs (4 Sparks); the
+    # launcher ConfigMap, 2 Services, 4 StatefulSets and the deployment's NetworkPolicy; its
+    # watchdog (account, Role, binding, state ConfigMap, policy, Deployment): in the order the
+    # serve play applies them.
     assert [d["kind"] for d in docs] == [
         "Namespace",
         "Namespace",
+        *["NetworkPolicy"] * 2,
+        "PersistentVolume",
+        "PersistentVolumeClaim",
         "ConfigMap",
         *["Job"] * 4,
         "ConfigMap",
