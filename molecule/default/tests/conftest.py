@@ -37,7 +37,8 @@ def lab() -> ModuleType:
 
 @cache
 def topology() -> Any:
-    return lab().load_topology()
+    lab()  # lab.py puts lab/ on sys.path for the modules it imports, labnodes among them
+    return importlib.import_module("labnodes").load_topology()
 
 
 @cache
