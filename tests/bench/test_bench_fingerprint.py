@@ -30,8 +30,10 @@ def _run(model: str, n: int, tokens: int, guard: bool, rate: int = 3000) -> RunR
 
 def test_uniform_collapse_at_n8_is_garbage_even_when_the_guard_missed_it() -> None:
     """src:roce-post: 8/8 'done' at a bogus rate, all length, no content -> GARBAGE."""
-    # 1 s per stream: measurement jitter stays well inside the 1 % "uniform" spread.
-    run = _run(f"{server.BASE_MODEL}-uniform", 8, 600, guard=False, rate=600)
+    # 5 s per stream. The rate is measured between a stream's first and last chunk, so a late
+    # wake-up at either end skews it. With both cores overcommitted 2-3x that lateness reached
+    # 10-20 ms: 1.02 % over a 1 s stream (past the 1 % "uniform" spread), under 0.5 % over 4 s.
+    run = _run(f"{server.BASE_MODEL}-uniform", 8, 600, guard=False, rate=120)
     level = run.levels[0]
     assert (level.ok, level.failed) == (8, 0)  # the live run saw nothing wrong ...
     assert level.status == "GARBAGE"  # ... the fingerprint does
