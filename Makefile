@@ -76,9 +76,10 @@ fast: setup
 	$(call tier,fast,)
 
 # Real tools on this machine: ansible-playbook, rsync daemons on loopback, network namespaces,
-# checkov, promtool, engine wheels and LiteLLM from PyPI (cached under .cache/).
+# checkov, promtool, engine wheels and LiteLLM from PyPI (cached under .cache/). A skip is a
+# failure here: a missing rsync or network namespaces cannot pass unseen.
 tools: setup scan-setup
-	$(call tier,tools,)
+	$(call tier,tools,SPARKRACK_REQUIRE_TOOLS=1)
 
 # The real control plane on loopback, one worker: two control planes and their KWOK on two cores
 # miss the readiness bounds of the watchdog tests. A skip is a failure here.

@@ -9,8 +9,9 @@
 * the tiers (``make fast``, ``make tools``, ``make api``, ``make docker``; docs/dev/testing.md):
   a test that uses ``kube_api`` is marked ``api``, one that uses a fixture of
   :data:`TOOL_FIXTURES` ``tools``, a module marks itself ``docker`` or ``tools``, every other
-  test is ``fast``. With SPARKRACK_REQUIRE_API=1 (SPARKRACK_REQUIRE_DOCKER=1), which ``make api``
-  (``make docker``) sets, an ``api`` (``docker``) test that skips fails instead.
+  test is ``fast``. With SPARKRACK_REQUIRE_API=1 (SPARKRACK_REQUIRE_DOCKER=1,
+  SPARKRACK_REQUIRE_TOOLS=1), which ``make api`` (``make docker``, ``make tools``) sets, an
+  ``api`` (``docker``, ``tools``) test that skips fails instead.
 """
 
 from __future__ import annotations
@@ -55,7 +56,11 @@ TIERS = ("api", "docker", "tools")
 TOOL_FIXTURES = {"ansible_playbook", "litellm", "wheel_files", "site_packages"}
 """Fixtures that run a real tool or fetch from PyPI: a test that uses one is ``tools``, in
 whichever module it stands (tests/patch_fixtures.py, test_gateway_litellm.py, this file)."""
-REQUIRED = {"api": "SPARKRACK_REQUIRE_API", "docker": "SPARKRACK_REQUIRE_DOCKER"}
+REQUIRED = {
+    "api": "SPARKRACK_REQUIRE_API",
+    "docker": "SPARKRACK_REQUIRE_DOCKER",
+    "tools": "SPARKRACK_REQUIRE_TOOLS",
+}
 """Tier -> the variable that makes its skips failures."""
 
 
@@ -73,7 +78,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
     """Under a SPARKRACK_REQUIRE_* variable, a skip of that tier's test is a failure: a missing
-    Go toolchain or Docker engine cannot pass ``make test`` unseen."""
+    Go toolchain, Docker engine or rsync binary cannot pass ``make test`` unseen."""
     report: pytest.TestReport = yield
     if report.skipped and not hasattr(report, "wasxfail"):
         for tier, variable in REQUIRED.items():

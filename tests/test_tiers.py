@@ -55,6 +55,12 @@ def test_against_the_api(kube_api):
     pass
 
 
+@pytest.mark.tools
+@pytest.mark.skipif(True, reason="rsync is not installed")
+def test_an_rsync_daemon():
+    pass
+
+
 def test_a_playbook(ansible_playbook):
     pass
 
@@ -117,7 +123,7 @@ def run(tmp_path: Path, *args: str, suite: str = SUITE, **env: str) -> tuple[int
 def test_each_test_lands_in_one_tier(tmp_path: Path) -> None:
     for tier, names in {
         "fast": {"test_pure"},
-        "tools": {"test_a_playbook"},
+        "tools": {"test_a_playbook", "test_an_rsync_daemon"},
         "api": {"test_against_the_api"},
         "docker": {"test_in_a_container", "test_expected_failure"},
     }.items():
@@ -125,9 +131,15 @@ def test_each_test_lands_in_one_tier(tmp_path: Path) -> None:
         assert set(outcomes) == names, tier
 
 
-def test_api_and_docker_skips_fail_under_the_require_variables(tmp_path: Path) -> None:
-    code, outcomes = run(tmp_path, SPARKRACK_REQUIRE_API="1", SPARKRACK_REQUIRE_DOCKER="1")
+def test_tier_skips_fail_under_the_require_variables(tmp_path: Path) -> None:
+    code, outcomes = run(
+        tmp_path,
+        SPARKRACK_REQUIRE_API="1",
+        SPARKRACK_REQUIRE_DOCKER="1",
+        SPARKRACK_REQUIRE_TOOLS="1",
+    )
     assert code == 1
+    assert outcomes["test_an_rsync_daemon"] == "ERROR"  # a skipif mark skips at setup
     assert outcomes["test_in_a_container"] == "FAILED"  # skipped in the test's body
     assert outcomes["test_against_the_api"] == "ERROR"  # skipped in its fixture
     assert outcomes["test_expected_failure"] == "XFAIL"  # an expected failure is not a skip
@@ -139,11 +151,13 @@ def test_without_the_variables_the_same_skips_stay_skips(tmp_path: Path) -> None
     assert code == 0
     assert outcomes["test_in_a_container"] == "SKIPPED"
     assert outcomes["test_against_the_api"] == "SKIPPED"
+    assert outcomes["test_an_rsync_daemon"] == "SKIPPED"
     # One variable covers its own tier only.
     code, outcomes = run(tmp_path, SPARKRACK_REQUIRE_DOCKER="1")
     assert code == 1
     assert outcomes["test_in_a_container"] == "FAILED"
     assert outcomes["test_against_the_api"] == "SKIPPED"
+    assert outcomes["test_an_rsync_daemon"] == "SKIPPED"
 
 
 def test_a_fast_test_that_opens_an_internet_socket_fails(tmp_path: Path) -> None:
