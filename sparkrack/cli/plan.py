@@ -126,8 +126,10 @@ def run(args: argparse.Namespace) -> int:
         return run_inventory(args.inventory, hw, args.format)
     profiles = _profiles(args.profiles)
     plans = [plan_profile(p, nodes=args.nodes, hardware=hw) for p in profiles]
-    shipped = _profiles([])
-    compared = [same_model(p, shipped, hw) for p in profiles]
+    shipped = profiles if not args.profiles else _profiles([])
+    compared = [
+        same_model(p, shipped, hw, mine=plan) for p, plan in zip(profiles, plans, strict=True)
+    ]
     alone = [unmatched(p, shipped) for p in profiles]
     if args.format == "json":
         out = [to_dict(*t) for t in zip(plans, compared, alone, strict=True)]

@@ -91,3 +91,33 @@ def test_plan_prints_the_note_and_carries_it_in_json(capsys: pytest.CaptureFixtu
     (row,) = json.loads(capsys.readouterr().out)
     assert row["fits"] and row["same_model"] == []
     assert "no decode comparison" in row["same_model_note"]
+
+
+def test_plan_loads_and_plans_each_shipped_profile_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sparkrack.cli.plan as cli_plan
+    import sparkrack.serving as serving
+    from sparkrack.serving.profile import capacity
+
+    loads: list[str] = []
+    planned: list[str] = []
+    real_load, real_plan = serving.load_profile, capacity.plan_profile
+
+    def load(ref: str) -> object:
+        loads.append(ref)
+        return real_load(ref)
+
+    def plan(profile: object, **kwargs: object) -> object:
+        planned.append(profile.name)  # type: ignore[attr-defined]
+        return real_plan(profile, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(serving, "load_profile", load)
+    monkeypatch.setattr(capacity, "plan_profile", plan)
+    monkeypatch.setattr(cli_plan, "plan_profile", plan)
+    main(["plan", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert len(out) > 2
+    assert sorted(loads) == sorted(set(loads)) and len(loads) == len(out)
+    # Once for its row, plus once for each profile it is compared with.
+    assert len(planned) == len(out) + sum(len(p["same_model"]) for p in out)

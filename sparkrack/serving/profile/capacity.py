@@ -116,13 +116,17 @@ def _ranks(data: Mapping[str, Any]) -> int:
 
 
 def same_model(
-    profile: Any, candidates: Sequence[Any], hardware: Hardware | None = None
+    profile: Any,
+    candidates: Sequence[Any],
+    hardware: Hardware | None = None,
+    *,
+    mine: CapacityPlan | None = None,
 ) -> list[SameModel]:
     """``profile`` against each of ``candidates`` that serves the same model with another engine
-    on as many Sparks (the multi-Spark vLLM profile against the SGLang one)."""
+    on as many Sparks (the multi-Spark vLLM profile against the SGLang one). ``mine`` is
+    ``profile``'s plan where the caller has made it already."""
     data, name, _src = _profile_data(profile)
     engine = engine_of(data).name
-    mine = plan_profile(profile, hardware=hardware)
     out = []
     for other in candidates:
         odata, oname, _ = _profile_data(other)
@@ -132,6 +136,7 @@ def same_model(
             and engine_of(odata).name != engine
             and _ranks(odata) == _ranks(data)
         ):
+            mine = mine or plan_profile(profile, hardware=hardware)
             out.append(SameModel(mine, plan_profile(other, hardware=hardware)))
     return out
 
