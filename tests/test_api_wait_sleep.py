@@ -1,5 +1,6 @@
 """Every wait on a Kubernetes object in the roles and playbooks reads it once a second (the
-contract's ``api_wait_sleep_s``), not kubernetes.core's 5 s default."""
+contract's ``api_wait_sleep_s``), not kubernetes.core's 5 s default: ``k8s`` and ``k8s_info``
+with ``wait``, and ``k8s_drain``, which waits for each evicted pod under ``wait_timeout``."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ def waits_without_the_contract_sleep(files: list[Path], root: Path = ROOT) -> li
                     continue
                 if args.get("wait") is True and args.get("wait_sleep") != SLEEP:
                     found.append(f"{path.relative_to(root)}: {task.get('name')}")
+            drain = task.get("kubernetes.core.k8s_drain")
+            options = drain.get("delete_options") if isinstance(drain, dict) else None
+            options = options if isinstance(options, dict) else {}
+            if "wait_timeout" in options and options.get("wait_sleep") != SLEEP:
+                found.append(f"{path.relative_to(root)}: {task.get('name')}")
 
     for path in files:
         walk(yaml.safe_load(path.read_text()), path)
@@ -57,4 +63,15 @@ def test_negative_control_a_wait_on_the_default_sleep_is_found(tmp_path: Path) -
     planted.write_text(text)
     assert waits_without_the_contract_sleep([planted], tmp_path) == [
         "main.yml: Wait until this Spark is Ready before the next one is touched"
+    ]
+
+
+def test_negative_control_a_drain_on_the_default_sleep_is_found(tmp_path: Path) -> None:
+    play = ROOT / "playbooks" / "upgrade.yml"
+    text = re.sub(r"\n *wait_sleep: .*", "", play.read_text())
+    assert text != play.read_text()
+    planted = tmp_path / "upgrade.yml"
+    planted.write_text(text)
+    assert waits_without_the_contract_sleep([planted], tmp_path) == [
+        "upgrade.yml: Drain this Spark (DaemonSet pods stay)"
     ]
