@@ -401,7 +401,7 @@ def serving_stale(
     secrets: list[Mapping[str, Any]] | None = None,
 ) -> list[Any]:
     """``{{ manifests | sparkrack_stale_serving(found.results, fetch, secrets) }}`` with
-    ``found`` the sparkrack_k8s_list of kinds and ``secrets`` the serving Secrets, listed by a task
+    ``found`` the sparkrack_k8s_labelled of kinds and ``secrets`` the serving Secrets, listed by a task
     whose result is hidden: the serving objects to remove, in removal order (names only)."""
     by_kind = {str(r["item"]): list(r.get("resources") or []) for r in live}
     by_kind["Secret"] = [{"metadata": s.get("metadata") or {}} for s in secrets or []]
@@ -415,7 +415,7 @@ def watchdog_stale(
     namespaces: list[str] | None = None,
 ) -> list[Any]:
     """``{{ found.results | sparkrack_stale_watchdogs(keep, guard, namespaces) }}`` with
-    ``found`` the sparkrack_k8s_list of the watchdog's kinds in every namespace: the watchdogs of
+    ``found`` the sparkrack_k8s_labelled of the watchdog's kinds in every namespace: the watchdogs of
     deployments not in ``keep`` and, unless ``guard``, the memory guard's objects, of
     ``namespaces`` only."""
     by_kind = {str(r["item"]): list(r.get("resources") or []) for r in live}

@@ -308,6 +308,9 @@ def test_the_fabric_gate_judges_the_captured_log_once_the_gpus_are_free() -> Non
     assert "RoCE was requested but NCCL fell back to TCP sockets" in words(roce), out(roce)[-3000:]
 
 
+API_MODULES = ("kubernetes.core.", "ansible.builtin.uri", "sparkrack_k8s_labelled")
+
+
 def api_waits() -> set[str]:
     """Every task in the roles and playbooks that waits on the API, by its static name, except
     those of a ``tasks/hardware/real.yml`` (they run on real hardware only) and Helm's (the lab
@@ -320,13 +323,13 @@ def api_waits() -> set[str]:
                 continue
             for key in ("block", "rescue", "always"):
                 walk(task.get(key), path)
-            module = next(
-                (k for k in task if k.startswith(("kubernetes.core.", "ansible.builtin.uri"))), None
-            )
+            module = next((k for k in task if k.startswith(API_MODULES)), None)
             if module is None or module == "kubernetes.core.helm":
                 continue
             args = task[module] if isinstance(task[module], dict) else {}
             waits = args.get("wait") is True or "until" in task or module.endswith("k8s_drain")
+            # sparkrack_k8s_labelled waits for what it removes
+            waits = waits or (module == "sparkrack_k8s_labelled" and args.get("state") == "absent")
             if waits and not (path.parent.name == "hardware" and path.name == "real.yml"):
                 found.add(str(task["name"]).split("{{")[0].split(" — ")[0].strip())
 
