@@ -93,7 +93,8 @@ docker: setup
 unit: fast tools api docker
 
 # The mutation check (tests/mutants.py): each listed mutation, applied to a copy of this checkout,
-# must make its named test fail. Not part of make test yet: see docs/dev/testing.md.
+# must make its named test fail. Run by hand; the fast tier checks that every mutation still
+# applies (tests/test_mutations_apply.py, docs/dev/testing.md).
 mutants: setup
 	$(BIN)/python tests/mutants.py
 

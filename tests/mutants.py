@@ -136,11 +136,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "tests/diagnose/test_hangs.py::test_the_exit_status_says_whether_anything_was_named",
     ),
     Mutation(
-        # The argv shape's {0,40} written as an f-string expression: --api-key=X goes unmasked.
-        "redaction-misses-argv-equals",
+        # The argv shape's {0,40} with a space, which makes it literal text to match: a prefixed
+        # key flag (--admin-api-key X, --hf-token X) goes unmasked.
+        "redaction-misses-prefixed-argv",
         "sparkrack/diagnose/redact.py",
-        "[A-Za-z-]{{0,40}}api-key",
-        "[A-Za-z-]{0, 40}api-key",
+        "--[A-Za-z_-]{0,40}(?:api",
+        "--[A-Za-z_-]{0, 40}(?:api",
         "tests/diagnose/test_redact.py::test_each_shape_of_a_key_is_masked",
     ),
     Mutation(
