@@ -412,14 +412,17 @@ def watchdog_stale(
     live: list[Mapping[str, Any]],
     deployments: list[str],
     guard: bool,
-    namespaces: list[str] | None = None,
+    namespaces: list[str] | None,
+    evidence: bool,
 ) -> list[Any]:
-    """``{{ found.results | sparkrack_stale_watchdogs(keep, guard, namespaces) }}`` with
-    ``found`` the sparkrack_k8s_labelled of the watchdog's kinds in every namespace: the watchdogs of
-    deployments not in ``keep`` and, unless ``guard``, the memory guard's objects, of
-    ``namespaces`` only."""
+    """``{{ found.results | sparkrack_stale_watchdogs(keep, guard, namespaces, evidence) }}``
+    with ``found`` the sparkrack_k8s_labelled of the watchdog's kinds in every namespace: the
+    watchdogs of deployments not in ``keep``, unless ``guard`` the memory guard's objects, and
+    unless ``evidence`` the evidence volume, of ``namespaces`` only."""
     by_kind = {str(r["item"]): list(r.get("resources") or []) for r in live}
-    return stale_watchdogs(by_kind, deployments, bool(guard), namespaces or ())
+    return stale_watchdogs(
+        by_kind, deployments, bool(guard), namespaces or (), evidence=bool(evidence)
+    )
 
 
 def fetch_secret_data(password: str) -> dict[str, str]:

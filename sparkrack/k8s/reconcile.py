@@ -35,11 +35,14 @@ WATCHDOG_KINDS = (
     "RoleBinding",
     "Role",
     "ServiceAccount",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
     "ValidatingAdmissionPolicyBinding",
     "ValidatingAdmissionPolicy",
 )
 """Kinds of the watchdogs and the memory guard, in removal order (the pods first, their rights
-next, the admission policy that bounds those rights last)."""
+next, then the evidence volume they wrote to, the admission policy that bounds those rights
+last)."""
 _MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -215,13 +218,17 @@ def stale_watchdogs(
     deployments: Iterable[str],
     guard: bool,
     namespaces: Iterable[str] = (),
+    *,
+    evidence: bool,
 ) -> list[dict[str, str]]:
     """Live watchdog and memory-guard objects (``live``: kind -> objects, listed in every
     namespace) to remove, in :data:`WATCHDOG_KINDS` order: the watchdogs of deployments not in
-    ``deployments`` (those that keep a watchdog: none when the watchdogs are off), and the memory
-    guard's unless ``guard``. Only objects of ``namespaces`` (the serving namespace and the
-    agents') and cluster-wide ones are considered; with no ``namespaces``, every one. A kept one
-    is updated in place."""
+    ``deployments`` (those that keep a watchdog: none when the watchdogs are off), the memory
+    guard's unless ``guard``, and the evidence volume the watchdogs share (the one watchdog
+    object of no deployment) unless ``evidence``. Only objects of ``namespaces`` (the serving
+    namespace and the agents') and cluster-wide ones are considered; with no ``namespaces``,
+    every one. A kept one is updated in place. The bundles stay on the control-plane node's
+    disk: the volume is ``Retain``."""
     kept = set(deployments)
     ours = set(namespaces)
 
@@ -232,7 +239,9 @@ def stale_watchdogs(
         labels = _meta(obj).get("labels") or {}
         if labels.get(contract.LABEL_COMPONENT) == contract.COMPONENT_MEMGUARD:
             return not guard
-        return labels.get(contract.LABEL_DEPLOYMENT) not in kept
+        if contract.LABEL_DEPLOYMENT not in labels:
+            return not evidence
+        return labels[contract.LABEL_DEPLOYMENT] not in kept
 
     return [
         {

@@ -254,14 +254,17 @@ def test_stale_watchdogs_are_those_of_deployments_that_left_the_list() -> None:
         {"item": "Deployment", "resources": [obj("Deployment", "a-w", "a"), obj("Deployment", "b-w", "b")]},
     ]  # fmt: skip
     # The pod first, its rights last; a kept deployment's watchdog stays (negative control).
-    assert FILTERS["sparkrack_stale_watchdogs"](found, ["b"], True) == [
+    assert FILTERS["sparkrack_stale_watchdogs"](found, ["b"], True, None, True) == [
         {"kind": "Deployment", "namespace": "n", "name": "a-w"},
         {"kind": "ServiceAccount", "namespace": "n", "name": "a-w"},
     ]
-    assert FILTERS["sparkrack_stale_watchdogs"](found, ["a", "b"], True) == []
-    # The guard's answer is the render's to give: a call without it is refused, not defaulted.
+    assert FILTERS["sparkrack_stale_watchdogs"](found, ["a", "b"], True, None, True) == []
+    # The guard's and the evidence volume's answers are the render's to give: a call without
+    # them is refused, not defaulted.
     with pytest.raises(TypeError):
         FILTERS["sparkrack_stale_watchdogs"](found, ["b"])
+    with pytest.raises(TypeError):
+        FILTERS["sparkrack_stale_watchdogs"](found, ["b"], True, None)
 
 
 def test_watchdogs_off_remove_every_watchdog_and_the_memory_guard() -> None:
@@ -275,13 +278,22 @@ def test_watchdogs_off_remove_every_watchdog_and_the_memory_guard() -> None:
         {"item": "DaemonSet", "resources": [obj("DaemonSet", "g", "memguard")]},
         {"item": "Deployment", "resources": [obj("Deployment", "a-w", "watchdog", "a")]},
         {"item": "Role", "resources": [obj("Role", "g", "memguard")]},
+        {"item": "PersistentVolume", "resources": [obj("PersistentVolume", "e", "watchdog")]},
+        {"item": "PersistentVolumeClaim", "resources": [obj("PersistentVolumeClaim", "e", "watchdog")]},
     ]  # fmt: skip
-    on = FILTERS["sparkrack_stale_watchdogs"](found, ["a"], True)
+    on = FILTERS["sparkrack_stale_watchdogs"](found, ["a"], True, None, True)
     assert on == []  # negative control: with the watchdogs on, everything stays
-    assert FILTERS["sparkrack_stale_watchdogs"](found, [], False) == [
+    # A deployment that leaves takes its watchdog; the evidence volume stays for the others.
+    assert FILTERS["sparkrack_stale_watchdogs"](found, [], True, None, True) == [
+        {"kind": "Deployment", "namespace": "n", "name": "a-w"},
+    ]
+    # Off: the claim after the pods that mount it, the volume after its claim.
+    assert FILTERS["sparkrack_stale_watchdogs"](found, [], False, None, False) == [
         {"kind": "DaemonSet", "namespace": "n", "name": "g"},
         {"kind": "Deployment", "namespace": "n", "name": "a-w"},
         {"kind": "Role", "namespace": "n", "name": "g"},
+        {"kind": "PersistentVolumeClaim", "namespace": "n", "name": "e"},
+        {"kind": "PersistentVolume", "namespace": "n", "name": "e"},
     ]
 
 

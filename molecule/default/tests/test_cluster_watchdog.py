@@ -427,6 +427,8 @@ def _guarding(rendered: dict[str, Any]) -> dict[str, list[str]]:
         "RoleBinding": rbac.list_role_binding_for_all_namespaces(**every),
         "Role": rbac.list_role_for_all_namespaces(**every),
         "ServiceAccount": core.list_service_account_for_all_namespaces(**every),
+        "PersistentVolumeClaim": core.list_persistent_volume_claim_for_all_namespaces(**every),
+        "PersistentVolume": core.list_persistent_volume(**every),
         "ValidatingAdmissionPolicyBinding": admission.list_validating_admission_policy_binding(
             label_selector=selector
         ),
@@ -445,7 +447,8 @@ def test_emptying_the_watchdog_image_removes_every_watchdog_and_the_guard(
     rendered: dict[str, Any],
 ) -> None:
     """``serving_watchdog_image: ""`` turns the watchdogs and the memory guard off: the serve
-    play removes them all; the next play with the image puts them back (the lab's state)."""
+    play removes them all, their evidence volume with them; the next play with the image puts
+    them back (the lab's state)."""
     before = _guarding(rendered)
     # Negative control: converge left a guard on the Sparks and a watchdog per deployment.
     assert before["DaemonSet"] and len(before["Deployment"]) == len(rendered["names"])
