@@ -37,7 +37,8 @@ description:
 options:
   kubeconfig: {description: Path of the kubeconfig., type: path, required: true}
   kinds:
-    description: Kinds by their Kubernetes kind name, in the order to list or remove them.
+    description: Kinds by their Kubernetes kind name, in the order to list or remove them; a
+      kind is taken in every API group that serves it.
     type: list
     elements: str
     required: true
@@ -71,7 +72,7 @@ removed:
   elements: str
   returned: when state is absent
 counts:
-  description: C(absent) only. C(Kind: number) for each kind with objects removed.
+  description: "C(absent) only. C(Kind: number) for each kind with objects removed."
   type: list
   elements: str
   returned: when state is absent
@@ -88,16 +89,15 @@ ARGUMENT_SPEC: dict[str, Any] = {
 }
 
 
-def _resource(module: AnsibleModule, dynamic: Any, kind: str) -> Any:
-    """The API's preferred resource for ``kind``, or None when it serves none."""
+def _resources(dynamic: Any, kind: str) -> list[Any]:
+    """The API's preferred resource for ``kind`` in each group that serves one (none: [])."""
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
     try:
         resources = dynamic.resources.search(kind=kind)
     except ResourceNotFoundError:
         resources = []
-    served = [r for r in resources if "/" not in r.name and r.preferred]
-    return served[0] if served else None
+    return [r for r in resources if "/" not in r.name and r.preferred]
 
 
 def _listed(module: AnsibleModule, resource: Any) -> list[dict[str, Any]]:
@@ -153,15 +153,14 @@ def main() -> None:
         api = config.new_client_from_config(module.params["kubeconfig"])  # type: ignore[no-untyped-call]
         dynamic = DynamicClient(api)  # type: ignore[no-untyped-call]
         for kind in module.params["kinds"]:
-            resource = _resource(module, dynamic, kind)
-            if resource is None and absent:
-                continue
-            if resource is None:
+            served = _resources(dynamic, kind)
+            if not served and not absent:
                 module.fail_json(msg=f"the API server serves no kind named {kind!r}")
             if not absent:
-                results.append({"item": kind, "resources": _listed(module, resource)})
+                found = [obj for resource in served for obj in _listed(module, resource)]
+                results.append({"item": kind, "resources": found})
                 continue
-            gone = _remove(module, resource, kind)
+            gone = [name for resource in served for name in _remove(module, resource, kind)]
             removed += gone
             counts += [f"{kind}: {len(gone)}"] if gone else []
     except ApiException as err:
