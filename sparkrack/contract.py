@@ -45,6 +45,10 @@ FIELD_MANAGER: Final = "sparkrack"
 API_WAIT_SLEEP_S: Final = 1
 """Seconds between two reads of an object a play waits on (kubernetes.core's ``wait_sleep``, 5 s
 by default): one GET a second, so a wait ends about a second after its object is done."""
+API_POLL_SLEEP_S: Final = 2
+"""Seconds between two reads of a play's ``until`` loop over ``k8s_info``, where each read is a
+module run of its own (about a second of the control machine's CPU): a Job, a pod's termination
+message, a fabric-check sweep, whose end no collection predicate expresses."""
 SPEC_HASH_ANNOTATION: Final = "sparkrack.io/spec-hash"
 """Hash of a Job's rendered form: an unchanged Job is left alone, a changed one replaced."""
 WATCHDOG_STATE_ANNOTATION: Final = "sparkrack.io/watchdog-state"
@@ -342,6 +346,7 @@ def contract_fact(home: str | None = None) -> dict[str, Any]:
         "pod_ip_env": POD_IP_ENV,
         "field_manager": FIELD_MANAGER,
         "api_wait_sleep_s": API_WAIT_SLEEP_S,
+        "api_poll_sleep_s": API_POLL_SLEEP_S,
         "kubeconfig_file": KUBECONFIG_FILE,
         **({"kubeconfig": f"{home.rstrip('/')}/{KUBECONFIG_FILE}"} if home else {}),
         "k3s_token_file": K3S_TOKEN_FILE,

@@ -1,6 +1,7 @@
 """Every wait on a Kubernetes object in the roles and playbooks reads it once a second (the
 contract's ``api_wait_sleep_s``), not kubernetes.core's 5 s default: ``k8s`` and ``k8s_info``
-with ``wait``, and ``k8s_drain``, which waits for each evicted pod under ``wait_timeout``."""
+with ``wait``, and ``k8s_drain``, which waits for each evicted pod under ``wait_timeout``. An
+``until`` loop over ``k8s_info``, a module run per read, polls every ``api_poll_sleep_s``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from sparkrack import contract
 ROOT = Path(__file__).resolve().parent.parent
 WAITING = ("kubernetes.core.k8s", "kubernetes.core.k8s_info")
 SLEEP = "{{ sparkrack_contract.api_wait_sleep_s }}"
+POLL = "{{ sparkrack_contract.api_poll_sleep_s }}"
 
 
 def waits_without_the_contract_sleep(files: list[Path], root: Path = ROOT) -> list[str]:
@@ -39,6 +41,9 @@ def waits_without_the_contract_sleep(files: list[Path], root: Path = ROOT) -> li
             options = options if isinstance(options, dict) else {}
             if "wait_timeout" in options and options.get("wait_sleep") != SLEEP:
                 found.append(f"{path.relative_to(root)}: {task.get('name')}")
+            polls = "kubernetes.core.k8s_info" in task and "until" in task
+            if polls and task.get("delay") != POLL:
+                found.append(f"{path.relative_to(root)}: {task.get('name')}")
 
     for path in files:
         walk(yaml.safe_load(path.read_text()), path)
@@ -53,6 +58,7 @@ def test_every_object_wait_reads_the_api_once_a_second() -> None:
     files = task_files()
     assert waits_without_the_contract_sleep(files) == []
     assert contract.contract_fact()["api_wait_sleep_s"] == contract.API_WAIT_SLEEP_S == 1
+    assert contract.contract_fact()["api_poll_sleep_s"] == contract.API_POLL_SLEEP_S == 2
 
 
 def test_negative_control_a_wait_on_the_default_sleep_is_found(tmp_path: Path) -> None:
@@ -74,4 +80,15 @@ def test_negative_control_a_drain_on_the_default_sleep_is_found(tmp_path: Path) 
     planted.write_text(text)
     assert waits_without_the_contract_sleep([planted], tmp_path) == [
         "upgrade.yml: Drain this Spark (DaemonSet pods stay)"
+    ]
+
+
+def test_negative_control_a_poll_on_its_own_delay_is_found(tmp_path: Path) -> None:
+    sweep = ROOT / "roles" / "fabric_gate" / "tasks" / "sweep.yml"
+    text = sweep.read_text().replace(f'delay: "{POLL}"', "delay: 5")
+    assert text != sweep.read_text()
+    planted = tmp_path / "sweep.yml"
+    planted.write_text(text)
+    assert waits_without_the_contract_sleep([planted], tmp_path) == [
+        "sweep.yml: Wait until every pod finished — {{ fabric_gate_sweep.name }}"
     ]
