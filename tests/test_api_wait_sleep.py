@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from sparkrack import contract
@@ -61,34 +62,25 @@ def test_every_object_wait_reads_the_api_once_a_second() -> None:
     assert contract.contract_fact()["api_poll_sleep_s"] == contract.API_POLL_SLEEP_S == 2
 
 
-def test_negative_control_a_wait_on_the_default_sleep_is_found(tmp_path: Path) -> None:
-    role = ROOT / "roles" / "k3s_agent" / "tasks" / "main.yml"
-    text = re.sub(r"\n *wait_sleep: .*", "", role.read_text())
-    assert text != role.read_text()
-    planted = tmp_path / "main.yml"
+NO_WAIT_SLEEP = (r"\n *wait_sleep: .*", "")
+PLANTED = [
+    # (file, (pattern, replacement), the one task the checker must then name)
+    ("roles/k3s_agent/tasks/main.yml", NO_WAIT_SLEEP,
+     "main.yml: Wait until this Spark is Ready before the next one is touched"),
+    ("playbooks/upgrade.yml", NO_WAIT_SLEEP,
+     "upgrade.yml: Drain this Spark (DaemonSet pods stay)"),
+    ("roles/fabric_gate/tasks/sweep.yml", (re.escape(f'delay: "{POLL}"'), "delay: 5"),
+     "sweep.yml: Wait until every pod finished — {{ fabric_gate_sweep.name }}"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rel", "edit", "named"), PLANTED, ids=["wait", "drain", "poll"])
+def test_negative_control_a_planted_default_sleep_is_found(
+    rel: str, edit: tuple[str, str], named: str, tmp_path: Path
+) -> None:
+    original = (ROOT / rel).read_text()
+    text = re.sub(edit[0], edit[1], original)
+    assert text != original
+    planted = tmp_path / Path(rel).name
     planted.write_text(text)
-    assert waits_without_the_contract_sleep([planted], tmp_path) == [
-        "main.yml: Wait until this Spark is Ready before the next one is touched"
-    ]
-
-
-def test_negative_control_a_drain_on_the_default_sleep_is_found(tmp_path: Path) -> None:
-    play = ROOT / "playbooks" / "upgrade.yml"
-    text = re.sub(r"\n *wait_sleep: .*", "", play.read_text())
-    assert text != play.read_text()
-    planted = tmp_path / "upgrade.yml"
-    planted.write_text(text)
-    assert waits_without_the_contract_sleep([planted], tmp_path) == [
-        "upgrade.yml: Drain this Spark (DaemonSet pods stay)"
-    ]
-
-
-def test_negative_control_a_poll_on_its_own_delay_is_found(tmp_path: Path) -> None:
-    sweep = ROOT / "roles" / "fabric_gate" / "tasks" / "sweep.yml"
-    text = sweep.read_text().replace(f'delay: "{POLL}"', "delay: 5")
-    assert text != sweep.read_text()
-    planted = tmp_path / "sweep.yml"
-    planted.write_text(text)
-    assert waits_without_the_contract_sleep([planted], tmp_path) == [
-        "sweep.yml: Wait until every pod finished — {{ fabric_gate_sweep.name }}"
-    ]
+    assert waits_without_the_contract_sleep([planted], tmp_path) == [named]
