@@ -137,10 +137,10 @@ image: setup
 lab-down: setup
 	$(LAB_LOCK) $(BIN)/python lab/lab.py down
 
-# The default scenario around `make lab` itself: molecule destroys any lab, checks the syntax,
-# creates the 5 nodes (same container names as `make lab`) and runs site.yml --check on them;
-# then `make lab`, exactly as the README's first command, converges that lab, reruns it (changed=0)
-# and prints the summary; then molecule's testinfra verify and destroy.
+# The default scenario around `make lab` itself: molecule destroys any lab, checks the syntax and
+# creates the 5 nodes (same container names as `make lab`); then `make lab`, exactly as the
+# README's first command, converges that lab, reruns it (changed=0) and prints the summary; then
+# molecule runs site.yml --check on it, its testinfra verify, and destroy.
 molecule: setup
 	$(LAB_LOCK) $(BIN)/python lab/lab.py molecule before
 	$(MAKE) lab

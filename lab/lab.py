@@ -351,10 +351,11 @@ def lab() -> None:
 
 # --- molecule -----------------------------------------------------------------------------
 
-MOLECULE_BEFORE = ("destroy", "syntax", "create", "check")
-"""molecule's steps before the converge: a fresh lab, site.yml --check on the new nodes."""
-MOLECULE_AFTER = ("verify", "destroy")
-"""molecule's steps after it: testinfra against the converged lab, then the lab removed."""
+MOLECULE_BEFORE = ("destroy", "syntax", "create")
+"""molecule's steps before the converge: the syntax check and a fresh lab."""
+MOLECULE_AFTER = ("check", "verify", "destroy")
+"""molecule's steps after it: site.yml --check and testinfra against the converged lab, then the
+lab removed."""
 MOLECULE_TIMINGS = STATE_DIR / "molecule-timings.json"
 RECORD = os.environ.get("SPARKRACK_RECORD") == "1"
 """``SPARKRACK_RECORD=1 make lab`` (or ``make molecule``) stores its figures as a measurement
@@ -434,7 +435,7 @@ def record_molecule(timings: dict[str, float], root: Path = measurements.ROOT) -
         rows,
         [
             "The total is molecule's own steps; `make lab`, which `make molecule` runs between "
-            "`check` and `verify`, writes its own record."
+            "`create` and `check`, writes its own record."
         ],
     )
     return measurements.write(record, "molecule", root)

@@ -204,6 +204,9 @@ def test_the_gate_runs_make_lab_as_the_readme_types_it(lab: ModuleType) -> None:
     scenario = yaml.safe_load((ROOT / "molecule" / "default" / "molecule.yml").read_text())
     sequence = scenario["scenario"]["test_sequence"]
     assert "converge" not in sequence and "idempotence" not in sequence
+    # `molecule check` runs its own sequence, whose default converges a second lab.
+    check = scenario["scenario"].get("check_sequence", ["converge (molecule's default)"])
+    assert check == ["check"], check
     assert tuple(sequence[: len(lab.MOLECULE_BEFORE)]) == lab.MOLECULE_BEFORE
     assert tuple(sequence[len(lab.MOLECULE_BEFORE) :]) == lab.MOLECULE_AFTER
 
