@@ -244,3 +244,36 @@ def test_make_lab_and_molecule_write_their_records(
     ]
     assert molecule.table["rows"][-1] == ["total", "797.0 s"]
     assert (root / measurements.PAGE).read_text() == measurements.render(records)
+
+
+def _dry_run(target: str) -> list[str]:
+    """The commands ``make -n TARGET`` prints (sub-makes run, dry, too), make's own lines dropped."""
+    proc = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), target], capture_output=True, text=True, check=True
+    )
+    return [line for line in proc.stdout.splitlines() if not line.startswith(("make[", "make:"))]
+
+
+@pytest.mark.tools
+def test_make_unit_builds_the_control_plane_beside_the_tiers_that_need_none() -> None:
+    """``make unit``: the fast tier, then the control plane's build at nice 19 in parallel with
+    the tools tier and then the docker tier, then the api tier, which needs the build."""
+    lines = _dry_run("unit")
+
+    def first(needle: str) -> int:
+        found = [i for i, line in enumerate(lines) if needle in line]
+        assert found, f"`make -n unit` runs nothing with {needle!r}:\n" + "\n".join(lines)
+        return found[0]
+
+    fast, tools = first('-m "fast and not serial"'), first('-m "tools and serial"')
+    docker, api = first("-m docker tests"), first("-m api tests")
+    assert fast < tools < docker < api
+    parallel = [line.split() for line in lines if line.split()[:2] == ["make", "-j2"]]
+    assert len(parallel) == 1, lines
+    beside = [_dry_run(target) for target in parallel[0][2:]]
+    assert sorted(len(commands) > 0 for commands in beside) == [True, True]
+    build = [b for b in beside if any("controlplane.py build" in line for line in b)]
+    tiers = [b for b in beside if any("-m docker tests" in line for line in b)]
+    assert len(build) == 1 and len(tiers) == 1 and build != tiers
+    assert any(line.startswith("nice -n 19 ") for line in build[0]), build[0]
+    assert any('-m "tools and not serial"' in line for line in tiers[0]), tiers[0]
