@@ -9,13 +9,12 @@ runs a module (arguments in a JSON file) against the real control plane (``kube_
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
+from module_run import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "sparkrack" / "adapters" / "modules" / "sparkrack_k8s_labelled.py"
@@ -25,14 +24,7 @@ pytestmark = pytest.mark.api
 
 
 def run(tmp_path: Path, check: bool = True, **args: Any) -> dict[str, Any]:
-    argfile = tmp_path / "args.json"
-    argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {**args, "_ansible_check_mode": check}}))
-    proc = subprocess.run(
-        [sys.executable, str(MODULE), str(argfile)], capture_output=True, text=True, timeout=120
-    )
-    result: dict[str, Any] = json.loads(proc.stdout)
-    assert (proc.returncode != 0) == bool(result.get("failed")), proc.stderr
-    return result
+    return run_module(MODULE, tmp_path, check, **args)[0]
 
 
 def names(result: dict[str, Any]) -> list[tuple[str, list[str]]]:

@@ -2,7 +2,8 @@
 
 The role's own tasks are found in ``roles/serving/tasks/*.yml`` (every ``kubernetes.core.k8s``
 task whose definition is a ``Secret``: the HF token, the gateway master key, the rsync password
-and any later one), copied verbatim into a play (only ``when`` and ``failed_when`` dropped, so
+and any later one; and every task of a sparkrack module that writes Secrets: the deployments' key
+Secrets and their engine-key copies), copied verbatim into a play (only ``when`` and ``failed_when`` dropped, so
 each runs and a failure shows) and run by the real ``ansible-playbook`` against a real API
 server (``kube_api``). Each Secret is read back; none of its values, plain or base64, may stand
 in any annotation or in ``managedFields``.
@@ -38,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "roles" / "serving" / "tasks"
 HF_TOKEN = "hf_SENTINEL_secret_apply_31d9e2"
 GATEWAY_KEY = "sk-SENTINEL-gateway-8c41f7"
-ENGINE_KEY = "SENTINEL-engine-3b9e20"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
@@ -53,6 +53,10 @@ def walk(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+SECRET_MODULES = ("sparkrack_key_secrets",)
+"""sparkrack's Ansible modules that write Secrets."""
+
+
 def secret_tasks() -> list[dict[str, Any]]:
     """The role's tasks that write a Secret, as written in the role."""
     found = []
@@ -60,7 +64,8 @@ def secret_tasks() -> list[dict[str, Any]]:
         for task in walk(yaml.safe_load(path.read_text()) or []):
             module = task.get("kubernetes.core.k8s")
             definition = (module or {}).get("definition")
-            if isinstance(definition, dict) and definition.get("kind") == "Secret":
+            ours = any(name in task for name in SECRET_MODULES)
+            if ours or isinstance(definition, dict) and definition.get("kind") == "Secret":
                 task = {k: v for k, v in task.items() if k not in ("when", "failed_when")}
                 found.append(task)
     return found
@@ -104,25 +109,6 @@ def play(tasks: list[dict[str, Any]], namespace: str, agents: str, kube_api: Any
                     }
                 ],
             },
-            # The key Secret as the read before the engine key's copy finds it.
-            "serving_keys_read": {
-                "results": [
-                    {
-                        "item": {"key_secret": DEPLOYMENT_KEYS, "secret_labels": SECRET_LABELS},
-                        "resources": [
-                            {"data": {"engine": base64.b64encode(ENGINE_KEY.encode()).decode()}}
-                        ],
-                    }
-                ]
-            },
-            "serving_keys_found": {
-                "results": [
-                    {
-                        "item": {"key_secret": DEPLOYMENT_KEYS, "secret_labels": SECRET_LABELS},
-                        "resources": [],
-                    }
-                ]
-            },
         },
         "tasks": tasks,
     }
@@ -161,27 +147,38 @@ def run(
 
 
 def test_the_role_writes_three_secrets_or_more() -> None:
-    names = {t["kubernetes.core.k8s"]["definition"]["metadata"]["name"] for t in secret_tasks()}
+    tasks = secret_tasks()
+    names = {
+        t["kubernetes.core.k8s"]["definition"]["metadata"]["name"]
+        for t in tasks
+        if "kubernetes.core.k8s" in t
+    }
     assert {
         "{{ serving_hf_token_secret }}",
         "{{ serving_gateway_key_secret }}",
         "{{ item.fetch_secret }}",
-        "{{ item.item.key_secret }}",
     } <= names
+    assert [
+        t["sparkrack_key_secrets"]["deployments"] for t in tasks if "sparkrack_key_secrets" in t
+    ] == ["{{ serving_rendered.deployments }}"]
 
 
 def test_no_secret_value_in_annotations_or_managed_fields(
     ansible_playbook: Playbook, kube_api: Any, tmp_path: Path
 ) -> None:
     _ns, secrets = run(ansible_playbook, kube_api, tmp_path, secret_tasks())
-    written = {s.metadata.name: s for s in secrets if s.type == "Opaque"}
-    assert set(written) >= {
+    written = {
+        f"{s.metadata.namespace}/{s.metadata.name}": s for s in secrets if s.type == "Opaque"
+    }
+    assert {name.split("/")[1] for name in written} >= {
         "sparkrack-hf-token",
         "sparkrack-gateway-key",
         DEPLOYMENT_RSYNC,
         DEPLOYMENT_KEYS,
     }
-    assert base64.b64decode(written["sparkrack-hf-token"].data["token"]).decode() == HF_TOKEN
+    assert sum(name.endswith(f"/{DEPLOYMENT_KEYS}") for name in written) == 2  # and its copy
+    hf = next(s for name, s in written.items() if name.endswith("/sparkrack-hf-token"))
+    assert base64.b64decode(hf.data["token"]).decode() == HF_TOKEN
     for name, secret in written.items():
         assert leaks(secret) == [], name
         assert LAST_APPLIED not in (secret.metadata.annotations or {}), name
@@ -192,7 +189,9 @@ def test_negative_control_a_client_side_apply_leaks(
 ) -> None:
     tasks = copy.deepcopy(secret_tasks())
     for task in tasks:
-        module = task["kubernetes.core.k8s"]
+        module = task.get("kubernetes.core.k8s")
+        if module is None:
+            continue
         module.pop("server_side_apply", None)
         module["apply"] = True
     _ns, secrets = run(ansible_playbook, kube_api, tmp_path, tasks)
