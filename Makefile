@@ -12,10 +12,14 @@ PLAYBOOKS := site.yml $(wildcard playbooks/*.yml)
 
 .PHONY: image setup scan-setup scan lint yamllint ansible-lint syntax python-lint controlplane controlplane-beside tools-then-docker fast tools api docker unit mutants install-check test lab lab-down molecule
 
+# Every pip install here and in the tests' cached environments passes --no-compile: Python writes
+# the bytecode of a module when it is first imported, and compiling every module of ansible's
+# collections, torch or checkov up front costs CPU that nothing uses
+# (docs/dev/measurements/cold-installs.json).
 setup: $(STAMP)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install -q --disable-pip-version-check --no-compile -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 # checkov in its own venv (its pins conflict with pytest's), every package pinned.
@@ -26,7 +30,7 @@ export SPARKRACK_CHECKOV := $(CURDIR)/$(SCAN_VENV)/bin/checkov
 scan-setup: $(SCAN_STAMP)
 $(SCAN_STAMP): lab/scan-requirements.txt
 	python3 -m venv $(SCAN_VENV)
-	$(SCAN_VENV)/bin/pip install -q --disable-pip-version-check --no-deps -r lab/scan-requirements.txt
+	$(SCAN_VENV)/bin/pip install -q --disable-pip-version-check --no-compile --no-deps -r lab/scan-requirements.txt
 	rm -f $(SCAN_VENV)/.installed-* && touch $@
 
 # Every manifest sparkrack renders (inventories, profiles, add-ons, gateway, monitoring) through

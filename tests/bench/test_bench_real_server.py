@@ -197,7 +197,8 @@ def _build_venv() -> None:
         requirements.write_text(wanted)
         python = str(VENV / "bin" / "python")
         pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        pip += ["--only-binary=:all:", "--require-hashes", "--no-deps"]
+        # --no-compile: bytecode is written for what the server imports, when it imports it.
+        pip += ["--only-binary=:all:", "--require-hashes", "--no-deps", "--no-compile"]
         proc = subprocess.run(
             [*pip, "-r", str(requirements)], capture_output=True, text=True, timeout=1200
         )

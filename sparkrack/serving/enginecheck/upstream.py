@@ -202,7 +202,10 @@ def _install(target: Path, pins: Sequence[str], *, offline: bool) -> None:
         raise _missing_offline(target, "environment")
     wheels = cache_dir() / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
-    common = ["--no-deps", "--only-binary=:all:", "--quiet"]
+    # --no-compile: the harness imports a small part of torch and the engine, and Python writes
+    # the bytecode of what it imports on first import; compiling every module costs a third of
+    # the build (docs/dev/measurements/cold-installs.json).
+    common = ["--no-deps", "--only-binary=:all:", "--no-compile", "--quiet"]
     download(pins, wheels, f"download {target.name}")
     building = target.with_name(target.name + ".building")
     if building.exists():

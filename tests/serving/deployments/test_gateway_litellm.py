@@ -46,7 +46,8 @@ def litellm() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not exe.exists():
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+            # --no-compile: Python writes the bytecode of what it imports, when it imports it.
+            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]
             spec = f"litellm[proxy]=={gateway.LITELLM_VERSION}"
             proc = subprocess.run(
                 [*pip, "-c", str(CONSTRAINTS), spec], capture_output=True, text=True, timeout=1500
