@@ -29,10 +29,10 @@ from sparkrack.serving.objects.pod import agents_namespace, namespace
 from sparkrack.serving.objects.ranks import deployment_objects
 from sparkrack.serving.resolution import Resolution, serving_selector
 from sparkrack.serving.switch.objects import (
-    fetch_selector,
+    jobs_selector,
     prepull_jobs,
-    prepull_selector,
     switch_objects,
+    timeline_pods_selector,
 )
 from sparkrack.serving.trust import trust_problems
 
@@ -223,9 +223,9 @@ def render_serving(deployments: DeploymentSet, *, source: str | None = None) -> 
         "fetch": fetch,
         "switch": {
             "order": ["prepull", "fetch", "manifests"],
-            "prepull_selector": prepull_selector(),
+            "jobs_selector": jobs_selector(),
+            "timeline_pods_selector": timeline_pods_selector(),
             "prepull_timeout": ctx.prepull_timeout,
-            "fetch_selector": fetch_selector(),
             "fetch_timeout": ctx.fetch_timeout,
             "fetch_secret": ctx.fetch_secret,
             "fetch_secret_keys": {

@@ -128,13 +128,19 @@ def secret_name(res: Resolution) -> str:
     return f"{res.ctx.fetch_secret}-{res.name}"
 
 
-def fetch_selector() -> str:
-    """Label selector of every fetch and receiver Job."""
-    return f"{contract.LABEL_COMPONENT}={contract.COMPONENT_FETCH}"
+def jobs_selector() -> str:
+    """Label selector of every pre-pull, fetch and receiver Job: one API read lists them all."""
+    return (
+        f"{contract.LABEL_COMPONENT} in ({contract.COMPONENT_PREPULL},{contract.COMPONENT_FETCH})"
+    )
 
 
-def prepull_selector() -> str:
-    return f"{contract.LABEL_COMPONENT}={contract.COMPONENT_PREPULL}"
+def timeline_pods_selector() -> str:
+    """Label selector of the pods the switch timeline reads: the fetch Jobs' (their phase
+    records) and the ranks' (their Ready times)."""
+    return (
+        f"{contract.LABEL_COMPONENT} in ({contract.COMPONENT_FETCH},{contract.COMPONENT_SERVING})"
+    )
 
 
 def switch_objects(res: Resolution) -> Switch:

@@ -296,7 +296,12 @@ def test_render_serving_returns_the_switch_stages_and_facts() -> None:
     profile = serving.deployment("gemma").profile
     weights = profile.data["model_info"].get("weights_gb") or plan_profile(profile).weights_total_gb
     assert gemma["need_bytes"] == int(float(weights) * GB * (1 + DISK_MARGIN))
-    assert rendered["switch"]["fetch_selector"] == "sparkrack.io/component=fetch"
+    # One read lists every pre-pull and fetch Job, and the timeline's one read their pods and
+    # the ranks'.
+    assert rendered["switch"]["jobs_selector"] == "sparkrack.io/component in (prepull,fetch)"
+    assert rendered["switch"]["timeline_pods_selector"] == (
+        "sparkrack.io/component in (fetch,serving)"
+    )
 
 
 def test_object_names_fit_kubernetes_limits() -> None:
