@@ -513,14 +513,18 @@ def converge_flush(
     node: str,
     kubeconfig_exists: bool,
     flush_on_serving: bool = False,
+    check_mode: bool = False,
 ) -> dict[str, Any]:
-    """``{{ spark_base_engine_pods | sparkrack_converge_flush(inventory_hostname, exists, switch) }}``
-    -> ``{flush, why}``: whether the converge's settle step may drop this Spark's page cache."""
+    """``{{ spark_base_engine_pods | sparkrack_converge_flush(inventory_hostname, exists, switch,
+    ansible_check_mode) }}`` -> ``{flush, why}``: whether the converge's settle step may drop this
+    Spark's page cache."""
     from sparkrack.node.settle import converge_flush as decide
 
     decision = _guard(
         "settle step",
-        lambda: decide(str(node), read, bool(kubeconfig_exists), bool(flush_on_serving)),
+        lambda: decide(
+            str(node), read, bool(kubeconfig_exists), bool(flush_on_serving), bool(check_mode)
+        ),
     )
     return {"flush": decision.flush, "why": decision.why}
 

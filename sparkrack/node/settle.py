@@ -48,9 +48,13 @@ def converge_flush(
     read: Mapping[str, Any] | None,
     kubeconfig_exists: bool,
     flush_on_serving: bool = False,
+    check_mode: bool = False,
 ) -> ConvergeFlush:
     """Decide for ``node`` from ``read``: the registered result of the API read (``resources``,
-    or ``failed``/``msg``; None or skipped when it did not run)."""
+    or ``failed``/``msg``; None or skipped when it did not run). A check run (``--check``) drops
+    nothing: it changes no host, and on a Spark it never converged the settle step is not there."""
+    if check_mode:
+        return ConvergeFlush(False, "a check run (--check) drops nothing and runs no settle step")
     if flush_on_serving:
         return ConvergeFlush(True, "spark_base_settle_on_serving is true: drops the cache anyway")
     if not kubeconfig_exists:

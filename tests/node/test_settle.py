@@ -79,6 +79,13 @@ def test_the_inventory_switch_flushes_a_serving_spark() -> None:
     assert decision.flush and "spark_base_settle_on_serving" in decision.why
 
 
+def test_a_check_run_drops_nothing_even_where_the_inventory_says_drop() -> None:
+    for exists, on_serving in ((False, False), (True, True)):
+        decision = converge_flush("spark5", READ, exists, on_serving, check_mode=True)
+        assert not decision.flush and "--check" in decision.why
+    assert FILTERS["sparkrack_converge_flush"](READ, "spark5", True, True, True)["flush"] is False
+
+
 def test_the_filter_and_the_engine_selector() -> None:
     assert FILTERS["sparkrack_converge_flush"](READ, "spark1", True, False)["flush"] is False
     assert FILTERS["sparkrack_converge_flush"](READ, "spark5", True, False)["flush"] is True
@@ -114,7 +121,7 @@ def settle_play(tmp_path: Path, kubeconfig: Path) -> list[dict[str, object]]:
     ]
 
 
-@pytest.mark.parametrize("case", ["no-cluster", "api-down"])
+@pytest.mark.parametrize("case", ["no-cluster", "api-down", "check"])
 def test_the_role_drops_the_cache_only_when_it_may(
     case: str, ansible_playbook: Playbook, tmp_path: Path
 ) -> None:
@@ -127,11 +134,16 @@ def test_the_role_drops_the_cache_only_when_it_may(
             "    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n"
             "    token: not-a-secret\n"
         )
-    proc = run_playbook(ansible_playbook, settle_play(tmp_path, kubeconfig), tmp_path)
+    # "check": --check before any converge, so the settle step was never written (a fresh Spark).
+    extra = ("--check",) if case == "check" else ()
+    proc = run_playbook(ansible_playbook, settle_play(tmp_path, kubeconfig), tmp_path, *extra)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
     dropped = (tmp_path / "vm" / "drop_caches").exists()
-    if case == "no-cluster":
+    if case == "check":
+        assert not dropped and not (tmp_path / "settle" / "memsettle.py").exists()
+        assert "page cache left alone: a check run (--check) drops nothing" in output
+    elif case == "no-cluster":
         assert dropped and "page cache dropped: no K3s cluster yet" in output
     else:
         assert not dropped and "page cache left alone" in output
