@@ -255,25 +255,29 @@ def _dry_run(target: str) -> list[str]:
 
 
 @pytest.mark.tools
-def test_make_unit_builds_the_control_plane_beside_the_tiers_that_need_none() -> None:
-    """``make unit``: the fast tier, then the control plane's build at nice 19 in parallel with
-    the tools tier and then the docker tier, then the api tier, which needs the build."""
+def test_make_unit_builds_the_control_plane_beside_tools_and_runs_api_beside_docker() -> None:
+    """``make unit``: the fast tier, then one parallel make in which the control plane builds at
+    nice 19 beside the tools tier, and the api and docker tiers each start after the tools tier
+    (the api tier after the build as well), never beside it."""
     lines = _dry_run("unit")
+    fast = [i for i, line in enumerate(lines) if '-m "fast and not serial"' in line]
+    parallel = [i for i, line in enumerate(lines) if line.split()[:2] == ["make", "-j2"]]
+    assert fast and len(parallel) == 1 and fast[0] < parallel[0], lines
+    targets = [t for t in lines[parallel[0]].split()[2:] if not t.startswith("-")]
 
-    def first(needle: str) -> int:
-        found = [i for i, line in enumerate(lines) if needle in line]
-        assert found, f"`make -n unit` runs nothing with {needle!r}:\n" + "\n".join(lines)
-        return found[0]
+    def order(commands: list[str], needle: str) -> int:
+        found = [i for i, line in enumerate(commands) if needle in line]
+        assert len(found) <= 1, commands
+        return found[0] if found else -1
 
-    fast, tools = first('-m "fast and not serial"'), first('-m "tools and serial"')
-    docker, api = first("-m docker tests"), first("-m api tests")
-    assert fast < tools < docker < api
-    parallel = [line.split() for line in lines if line.split()[:2] == ["make", "-j2"]]
-    assert len(parallel) == 1, lines
-    beside = [_dry_run(target) for target in parallel[0][2:]]
-    assert sorted(len(commands) > 0 for commands in beside) == [True, True]
-    build = [b for b in beside if any("controlplane.py build" in line for line in b)]
-    tiers = [b for b in beside if any("-m docker tests" in line for line in b)]
-    assert len(build) == 1 and len(tiers) == 1 and build != tiers
-    assert any(line.startswith("nice -n 19 ") for line in build[0]), build[0]
-    assert any('-m "tools and not serial"' in line for line in tiers[0]), tiers[0]
+    runs = {target: _dry_run(target) for target in targets}
+    api = [c for c in runs.values() if order(c, "-m api tests") >= 0]
+    docker = [c for c in runs.values() if order(c, "-m docker tests") >= 0]
+    assert len(api) == 1 and len(docker) == 1 and api != docker, runs
+    for tier, commands in (("api", api[0]), ("docker", docker[0])):
+        tools_done = order(commands, '-m "tools and serial"')
+        assert 0 <= tools_done < order(commands, f"-m {tier} tests"), (tier, commands)
+    build = order(api[0], "controlplane.py build > ")
+    assert 0 <= build < order(api[0], "-m api tests"), api[0]
+    assert api[0][build].startswith("nice -n 19 "), api[0][build]
+    assert order(docker[0], "controlplane.py build") == -1, "the docker tier waits for no build"

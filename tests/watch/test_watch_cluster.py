@@ -464,7 +464,15 @@ def test_status_watch_redraws_a_state_change_and_ends_on_its_bound_or_ctrl_c(
     done = subprocess.run([*argv, "--count", "2"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and f"{NAME}: recovered" in done.stdout, done.stdout
 
-    interrupted = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A terminal's ^C: a shell that started the tests in the background ignores SIGINT, and a
+    # Python started with SIGINT ignored keeps ignoring it.
+    interrupted = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert interrupted.stdout is not None
     assert NAME in interrupted.stdout.readline() + interrupted.stdout.readline()
     interrupted.send_signal(signal.SIGINT)
