@@ -104,7 +104,7 @@ docker: setup
 
 # The four tiers. Neither tools nor docker needs the control plane, so it builds beside the tools
 # tier. Once both are done, the api and docker tiers run side by side: each leaves the 2 cores
-# mostly idle (alone, 35 % and 26 % busy), while the tools tier keeps them full, which is why the
+# mostly idle (alone, 34 % and 26 % busy), while the tools tier keeps them full, which is why the
 # api tier never runs beside it. -O prints each tier's output in one piece when it is done.
 unit: fast
 	$(MAKE) -j2 -O api-after-tools docker-after-tools
