@@ -10,7 +10,7 @@ export ANSIBLE_FORCE_COLOR := 0
 
 PLAYBOOKS := site.yml $(wildcard playbooks/*.yml)
 
-.PHONY: image setup scan-setup scan lint yamllint ansible-lint syntax python-lint controlplane controlplane-beside api-after-tools docker-after-tools fast tools api docker unit mutants install-check test lab lab-down molecule
+.PHONY: image setup scan-setup scan lint yamllint ansible-lint syntax python-lint controlplane controlplane-beside api-after-tools docker-after-tools docker-beside docker-serial fast tools api docker unit mutants install-check test lab lab-down molecule
 
 # Every pip install here and in the tests' cached environments passes --no-compile: Python writes
 # the bytecode of a module when it is first imported, and compiling every module of ansible's
@@ -98,22 +98,33 @@ tools: setup scan-setup
 api: setup controlplane
 	SPARKRACK_REQUIRE_API=1 $(PYTEST) -p no:xdist -m api tests
 
-# Lab containers; every test holds the lab lock, so one worker. A skip is a failure here.
-docker: setup
-	SPARKRACK_REQUIRE_DOCKER=1 $(PYTEST) -p no:xdist -m docker tests
+# Lab containers; every test holds the lab lock, so one worker. A skip is a failure here. Its
+# serial tests time a copy against the planner's estimate, so they run after the rest, and in
+# `make unit` after the api tier as well: alone on the machine.
+DOCKER_TIER := SPARKRACK_REQUIRE_DOCKER=1 $(PYTEST) -p no:xdist
+docker: docker-beside
+	$(MAKE) docker-serial
+
+docker-beside: setup
+	$(DOCKER_TIER) -m "docker and not serial" tests
+
+docker-serial: setup
+	$(DOCKER_TIER) -m "docker and serial" tests
 
 # The four tiers. Neither tools nor docker needs the control plane, so it builds beside the tools
 # tier. Once both are done, the api and docker tiers run side by side: each leaves the 2 cores
 # mostly idle (alone, 34 % and 26 % busy), while the tools tier keeps them full, which is why the
-# api tier never runs beside it. -O prints each tier's output in one piece when it is done.
+# api tier never runs beside it. -O prints each tier's output in one piece when it is done. The
+# docker tier's serial tests run last, alone.
 unit: fast
 	$(MAKE) -j2 -O api-after-tools docker-after-tools
+	$(MAKE) docker-serial
 
 api-after-tools: controlplane-beside tools
 	$(MAKE) api
 
 docker-after-tools: tools
-	$(MAKE) docker
+	$(MAKE) docker-beside
 
 # The mutation check (tests/mutants.py): each listed mutation, applied to a copy of this checkout,
 # must make its named test fail. Run by hand; the fast tier checks that every mutation still

@@ -258,7 +258,8 @@ def _dry_run(target: str) -> list[str]:
 def test_make_unit_builds_the_control_plane_beside_tools_and_runs_api_beside_docker() -> None:
     """``make unit``: the fast tier, then one parallel make in which the control plane builds at
     nice 19 beside the tools tier, and the api and docker tiers each start after the tools tier
-    (the api tier after the build as well), never beside it."""
+    (the api tier after the build as well), never beside it; then the docker tier's serial
+    tests, alone."""
     lines = _dry_run("unit")
     fast = [i for i, line in enumerate(lines) if '-m "fast and not serial"' in line]
     parallel = [i for i, line in enumerate(lines) if line.split()[:2] == ["make", "-j2"]]
@@ -272,12 +273,25 @@ def test_make_unit_builds_the_control_plane_beside_tools_and_runs_api_beside_doc
 
     runs = {target: _dry_run(target) for target in targets}
     api = [c for c in runs.values() if order(c, "-m api tests") >= 0]
-    docker = [c for c in runs.values() if order(c, "-m docker tests") >= 0]
+    docker = [c for c in runs.values() if order(c, '-m "docker and not serial" tests') >= 0]
     assert len(api) == 1 and len(docker) == 1 and api != docker, runs
     for tier, commands in (("api", api[0]), ("docker", docker[0])):
         tools_done = order(commands, '-m "tools and serial"')
-        assert 0 <= tools_done < order(commands, f"-m {tier} tests"), (tier, commands)
+        tier_runs = order(commands, f"-m {tier} tests" if tier == "api" else f'-m "{tier} and not')
+        assert 0 <= tools_done < tier_runs, (tier, commands)
     build = order(api[0], "controlplane.py build > ")
     assert 0 <= build < order(api[0], "-m api tests"), api[0]
     assert api[0][build].startswith("nice -n 19 "), api[0][build]
     assert order(docker[0], "controlplane.py build") == -1, "the docker tier waits for no build"
+    assert order(api[0] + docker[0], '-m "docker and serial"') == -1, "serial tests run beside"
+    alone = [i for i, line in enumerate(lines) if '-m "docker and serial" tests' in line]
+    assert len(alone) == 1 and alone[0] > parallel[0], lines
+
+
+@pytest.mark.tools
+def test_make_docker_runs_its_serial_tests_after_the_rest() -> None:
+    """``make docker`` alone runs the whole tier: its serial tests once, after the others."""
+    lines = _dry_run("docker")
+    beside = [i for i, line in enumerate(lines) if '-m "docker and not serial" tests' in line]
+    alone = [i for i, line in enumerate(lines) if '-m "docker and serial" tests' in line]
+    assert len(beside) == len(alone) == 1 and beside[0] < alone[0], lines
