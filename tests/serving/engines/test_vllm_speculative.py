@@ -5,6 +5,7 @@ unchecked (the draft ``model`` is a repo id gated by ``serving_remote_code_repos
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +20,16 @@ from sparkrack.serving.trust import RULE_REMOTE_CODE, Trust, trust_problems
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILE = ROOT / "model_profiles" / "nemotron-3-super-120b-a12b-nvfp4-vllm.yml"
-ENGINE_CHECK = ROOT / ".cache" / "enginecheck"
 
 
 def real_fields(version: str) -> set[str]:
-    """The fields of ``SpeculativeConfig`` in vLLM ``version``'s own source (read, not imported)."""
-    source = ENGINE_CHECK / f"vllm-{version}" / "engine" / "vllm" / "config" / "speculative.py"
-    if not source.is_file():
-        pytest.skip(f"vLLM {version}: engine-check environment not in {ENGINE_CHECK}")
+    """The fields of ``SpeculativeConfig`` in vLLM ``version``'s own source (read, not imported),
+    from its engine-check environment (built when missing)."""
+    os.environ.setdefault("SPARKRACK_CACHE_DIR", str(ROOT / ".cache"))
+    from sparkrack.serving.enginecheck import upstream
+
+    env = upstream.ensure_env("vllm", version)
+    source = env / "engine" / "vllm" / "config" / "speculative.py"
     tree = ast.parse(source.read_text())
     [cls] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SpeculativeConfig"]
     return {
@@ -40,6 +43,7 @@ def unclassified(fields: set[str]) -> set[str]:
     return fields - set(SPECULATIVE_FIELDS) - set(SPECULATIVE_REFUSED)
 
 
+@pytest.mark.tools  # the engine-check environment, from PyPI once, cached under .cache/
 @pytest.mark.parametrize("version", sorted({f.version for f in ENGINES["vllm"].images.values()}))
 def test_every_field_of_the_real_class_is_allowed_or_refused(version: str) -> None:
     fields = real_fields(version)
