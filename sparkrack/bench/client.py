@@ -238,6 +238,8 @@ async def run_request(
                         f"server error event: {clip(payload.decode('utf-8', 'replace'))}"
                     )
                 obj = decode_event(payload)
+                if result.response_id is None and isinstance(obj.get("id"), str):
+                    result.response_id = clip(obj["id"], 80)  # a hostile server's id is cut
                 ctok = token_count(obj.get("usage"))
                 if ctok is not None:
                     if usage_final is None or ctok > usage_final:

@@ -60,7 +60,8 @@ SECTIONS: dict[str, str] = {
     ),
     "Benchmark client accuracy": (
         "The built-in HTTP/SSE test server (`sparkrack bench-server`) emits tokens at a known "
-        "rate; the client must report that rate. `make test` fails above 1 %."
+        "rate and logs the rate it delivered to each stream (`--send-log`); the client must "
+        "report the delivered rate. `make test` fails above 1 %."
     ),
     "The watchdog": (
         "What `sparkrack watch` costs, and how fast the lab's stand-in group is replaced after a "

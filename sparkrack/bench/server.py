@@ -40,7 +40,10 @@ JSON, a redirect to itself).
 Pacing is on an absolute schedule: the chunk whose cumulative completion-token count is ``C`` is
 written at ``t_first + (C - c_first) / rate`` (``loop.time()``, monotonic).  A late wake-up does not
 shift later chunks, so the decode rate a client measures between the first and the last chunk is
-``rate`` exactly, up to the lateness of those two writes.
+``rate`` exactly, up to the lateness of those two writes.  On a busy machine that lateness is
+tens of milliseconds, so ``--send-log FILE`` records when each stream's first and last token
+chunks were written: :func:`delivered_rates` gives the rate the server really delivered, which is
+what a client's figure is compared with.
 """
 
 from __future__ import annotations
@@ -132,6 +135,8 @@ class ServerConfig:
     """A wrong kind of answer to chat requests: one of :data:`BAD_ANSWERS`."""
     wrong_answers: bool = False
     """Answer the questions :func:`solve` knows wrongly (fluent, fast, wrong)."""
+    send_log: str | None = None
+    """Append one JSON line per completed stream to this file (:func:`delivered_rates` reads it)."""
 
 
 OPEN_PREFIXES = ("/health", "/metrics")
@@ -376,6 +381,7 @@ class TestServer:
         continuous = include_usage and bool(opts.get("continuous_usage_stats"))
         model = request.get("model")
         created = int(time.time())
+        stream_id = f"chatcmpl-test-{self.requests_served}"
 
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -389,7 +395,7 @@ class TestServer:
 
         def chunk(delta: dict[str, Any], done: int, finish_reason: str | None) -> dict[str, Any]:
             body: dict[str, Any] = {
-                "id": "chatcmpl-test",
+                "id": stream_id,
                 "object": "chat.completion.chunk",
                 "created": created,
                 "model": model,
@@ -410,6 +416,8 @@ class TestServer:
         t_first = loop.time()
         done = 0
         first = 0
+        first_sent: float | None = None  # when the first token chunk went to the socket
+        last_sent = 0.0
         try:
             while done < total:
                 n = min(cfg.tokens_per_chunk, total - done)
@@ -434,6 +442,8 @@ class TestServer:
                 done += n
                 self.generation_tokens += n
                 event(chunk(delta, done, None))
+                last_sent = time.monotonic()
+                first_sent = last_sent if first_sent is None else first_sent
                 await writer.drain()
                 if cfg.error_after is not None and done >= cfg.error_after * cfg.tokens_per_chunk:
                     message = f"the engine failed after {done} tokens (test server --error-after)"
@@ -451,7 +461,7 @@ class TestServer:
                 }
                 event(
                     {
-                        "id": "chatcmpl-test",
+                        "id": stream_id,
                         "object": "chat.completion.chunk",
                         "created": created,
                         "model": model,
@@ -462,6 +472,16 @@ class TestServer:
             event("[DONE]")
             writer.write(b"0\r\n\r\n")
             await writer.drain()
+            if cfg.send_log is not None:
+                record = {
+                    "id": stream_id,
+                    "first_chunk_tokens": first,
+                    "tokens": done,
+                    "first_sent": first_sent,
+                    "last_sent": last_sent,
+                }
+                with open(cfg.send_log, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(record) + "\n")
         except ConnectionError:
             return  # the client aborted (e.g. its repetition guard tripped)
 
@@ -510,6 +530,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wrong-answers", action="store_true", help="answer sums, copies and JSON echoes wrongly"
     )
+    parser.add_argument(
+        "--send-log", default=None, help="append when each stream's chunks were written (JSONL)"
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -538,7 +561,21 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         break_after=args.break_after,
         answer=args.answer,
         wrong_answers=args.wrong_answers,
+        send_log=args.send_log,
     )
+
+
+def delivered_rates(send_log: str | os.PathLike[str]) -> dict[str, float]:
+    """The decode rate each stream in ``send_log`` really had, by response id: its tokens after
+    the first chunk over the time between writing its first and its last token chunk."""
+    rates = {}
+    with open(send_log, encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            span = rec["last_sent"] - rec["first_sent"]
+            if span > 0:
+                rates[rec["id"]] = (rec["tokens"] - rec["first_chunk_tokens"]) / span
+    return rates
 
 
 @contextlib.contextmanager

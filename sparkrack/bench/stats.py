@@ -72,6 +72,8 @@ class RequestResult:
     content_tokens: int | None = None
     token_split_source: str | None = None  # usage-details | per-chunk-usage | None (unknown)
     text_chunks: int = 0
+    response_id: str | None = None
+    """The server's id of this completion (the ``id`` of its first chunk), to find it in its logs."""
     stream_start_s: float | None = None
     """First text chunk, seconds after the level started."""
     stream_end_s: float | None = None
