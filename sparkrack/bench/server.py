@@ -451,6 +451,17 @@ class TestServer:
                     writer.write(b"0\r\n\r\n")
                     await writer.drain()
                     return
+            # Logged before [DONE] is written, so before the client can be done with the stream.
+            if cfg.send_log is not None and first_sent is not None:
+                record = {
+                    "id": stream_id,
+                    "first_chunk_tokens": first,
+                    "tokens": done,
+                    "first_sent": first_sent,
+                    "last_sent": last_sent,
+                }
+                with open(cfg.send_log, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(record) + "\n")
             event(chunk({}, done, finish))
             if include_usage:
                 usage: dict[str, Any] = {
@@ -472,16 +483,6 @@ class TestServer:
             event("[DONE]")
             writer.write(b"0\r\n\r\n")
             await writer.drain()
-            if cfg.send_log is not None:
-                record = {
-                    "id": stream_id,
-                    "first_chunk_tokens": first,
-                    "tokens": done,
-                    "first_sent": first_sent,
-                    "last_sent": last_sent,
-                }
-                with open(cfg.send_log, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(record) + "\n")
         except ConnectionError:
             return  # the client aborted (e.g. its repetition guard tripped)
 
