@@ -332,6 +332,36 @@ def test_url_credentials_are_used_and_never_printed(run_case: RunCase) -> None:
     assert json.loads((out / "results.json").read_text())["meta"]["url"] == srv.url
 
 
+def _with_id(event: bytes, response_id: object) -> bytes:
+    body = json.loads(event.removeprefix(b"data: "))
+    return b"data: " + json.dumps({"id": response_id, **body}).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize(
+    ("response_id", "kept"),
+    [
+        ("chatcmpl-\x1b[2J\x1b]0;owned\x07" + "x" * 5000, "chatcmpl-\\x1b[2J\\x1b]0;owned\\x07x"),
+        ({"nested": ["not", "a", "string"]}, None),
+    ],
+    ids=["long-with-escapes", "not-a-string"],
+)
+def test_a_hostile_response_id_is_cut_escaped_or_dropped(
+    run_case: RunCase, response_id: object, kept: str | None
+) -> None:
+    """The completion id goes into results.json: cut to 80 characters with control characters
+    escaped, or left out when it is not a string; the run itself is not failed by it."""
+    first, *rest = good_chunks(5)
+    case = Case("hostile-id", stream(_with_id(first, response_id), *rest), exit=0)
+    code, output, out, _ = run_case(case)
+    assert code == 0, output
+    (request,) = json.loads((out / "results.json").read_text())["levels"][0]["requests"]
+    stored = request["response_id"]
+    if kept is None:
+        assert stored is None
+    else:
+        assert stored.startswith(kept) and len(stored) == 80 and "\x1b" not in stored
+
+
 def test_url_credentials_are_not_printed_when_the_endpoint_is_down(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
